@@ -1,0 +1,3 @@
+module github.com/linkgate/linkgate
+
+go 1.26

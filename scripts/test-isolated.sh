@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs linkgate's tests against real components started here: AWS DynamoDB
+# Local and redis-server. scripts/test.sh runs this inside a fresh network
+# namespace (loopback only), after installing and compiling everything.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$LINKGATE_ROOT"
+export GOTOOLCHAIN=local GOFLAGS=-mod=readonly GOPROXY=off
+
+# In a new network namespace loopback starts down.
+ip link set lo up 2>/dev/null || true
+
+logs=${LINKGATE_TEST_LOGS:-$LINKGATE_ROOT/.cache/test-logs}
+mkdir -p "$logs"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+step "start DynamoDB Local and redis-server"
+ddb_port=$(free_port)
+pids+=("$(start_dynamodb_local "$ddb_port" "$logs/dynamodb-local.log")")
+redis_port=$(free_port)
+pids+=("$(start_redis "$redis_port" "$logs/redis.log")")
+wait_tcp 127.0.0.1 "$redis_port" 10 || { cat "$logs/redis.log"; die "redis-server did not start"; }
+wait_tcp 127.0.0.1 "$ddb_port" 30 || { cat "$logs/dynamodb-local.log"; die "DynamoDB Local did not start"; }
+
+export CI=${CI:-true}
+export LINKGATE_TEST_DYNAMODB_ENDPOINT=http://127.0.0.1:$ddb_port
+export LINKGATE_TEST_REDIS_ADDR=127.0.0.1:$redis_port
+export LINKGATE_TEST_REDIS_SERVER=$(command -v redis-server)
+export LINKGATE_TEST_CHROMIUM=$(command -v chromium)
+export LINKGATE_TEST_RIE=$LINKGATE_ROOT/.cache/bin/aws-lambda-rie
+export LINKGATE_TEST_QEMU_ARM64=$(command -v qemu-aarch64-static || command -v qemu-aarch64)
+export LINKGATE_TEST_ARM64_BINARY=$LINKGATE_ROOT/dist/linkgate_linux_arm64
+export LINKGATE_TEST_ARTIFACTS=${LINKGATE_TEST_ARTIFACTS:-$LINKGATE_ROOT/.cache/test-artifacts}
+mkdir -p "$LINKGATE_TEST_ARTIFACTS"
+
+step "go test -race ./..."
+go test -race -count=1 -timeout 20m ./...
+
+# Tests whose point is a timing measurement skip themselves under -race
+# (testdep.Race); run those packages once more without it.
+timing_pkgs=$(go list ./bench/... 2>/dev/null || true)
+if [ -n "$timing_pkgs" ]; then
+	step "go test (timing-sensitive packages, no -race)"
+	go test -count=1 -timeout 20m $timing_pkgs
+fi
+
+step "fuzz (${FUZZTIME:=3s} per target)"
+for pkg in $(go list ./...); do
+	dir=$(go list -f '{{.Dir}}' "$pkg")
+	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
+		echo "fuzz $pkg $f"
+		go test -run '^$' -fuzz "^$f\$" -fuzztime "$FUZZTIME" "$pkg" >/dev/null || {
+			go test -run '^$' -fuzz "^$f\$" -fuzztime "$FUZZTIME" "$pkg"; exit 1; }
+	done
+done
+step "all tests passed"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The test command (README "Quick start"; .ci/run calls it). On a fresh
+# machine of this kind it installs what the tests need, checks formatting,
+# vets, lints, builds both architectures, then runs every test — unit,
+# integration against real components, end-to-end, short fuzz runs, the
+# arm64 smoke — inside a network namespace that has only loopback.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$LINKGATE_ROOT"
+export GOTOOLCHAIN=local
+
+scripts/install-deps.sh
+
+step "gofmt"
+bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))
+[ -z "$bad" ] || die "gofmt would change: $bad"
+
+step "go vet"
+go vet ./...
+
+step "staticcheck"
+.cache/bin/staticcheck ./...
+
+step "build (linux/amd64 and linux/arm64)"
+go build ./...
+make --no-print-directory cross
+
+# Compile every test binary now, while the network is there for anything the
+# build still needs; the namespace below has none.
+step "compile tests"
+go test -race -count=1 -run '^$' ./... >/dev/null
+go test -count=1 -run '^$' ./... >/dev/null
+
+if [ "$(id -u)" = 0 ] && unshare -n true 2>/dev/null; then
+	step "tests (loopback-only network namespace)"
+	unshare -n scripts/test-isolated.sh
+else
+	echo "note: cannot create a network namespace here; running tests in the host network" >&2
+	scripts/test-isolated.sh
+fi
