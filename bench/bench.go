@@ -59,6 +59,10 @@ type Config struct {
 	// loop: every connection sends its next request as soon as it has the
 	// response, as fast as the target allows (wrk without -R).
 	Rate float64
+	// Requests, when positive, ends the run once this many responses have
+	// completed in the measured window (split evenly between threads), or
+	// at Duration, whichever comes first.
+	Requests int64
 
 	// NewRequester makes the request source of one thread; it is called once
 	// per thread, before the run, from the goroutine that runs Run.
@@ -104,6 +108,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("timeout must be positive, got %v", c.Timeout)
 	case c.Rate < 0 || c.Rate != c.Rate:
 		return fmt.Errorf("rate must be positive, got %v", c.Rate)
+	case c.Requests < 0:
+		return fmt.Errorf("request count must not be negative, got %d", c.Requests)
 	case c.NewRequester == nil:
 		return errors.New("no request source")
 	}

@@ -85,6 +85,7 @@ type worker struct {
 	pipeline  int
 
 	rec        *recorder
+	quota      int64 // responses after which this thread stops (0: none)
 	nextTick   time.Duration
 	nextSample time.Duration
 	sampleReqs int64
@@ -104,14 +105,6 @@ func (w *worker) plan(g, seq int64) time.Duration {
 }
 
 func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, reqs []Requester) (*Result, error) {
-	var sa unix.Sockaddr
-	fam := unix.AF_INET
-	if addr.Addr().Is4() {
-		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()}
-	} else {
-		fam = unix.AF_INET6
-		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
-	}
 	base := time.Now()
 	t0 := startLead
 	warm := t0 + c.Warmup
@@ -125,11 +118,19 @@ func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, reqs []Reque
 		}
 	}()
 	for i := range workers {
+		// Each worker has its own Sockaddr: unix.Connect caches its raw form in it.
+		sa, fam := sockaddr(addr)
 		w := &worker{
 			id: i, cfg: c, sa: sa, fam: fam, base: base, t0: t0, warm: warm, end: end,
 			rate: c.Rate, total: int64(c.Connections), requester: reqs[i],
 			rec: newRecorder(c.Duration), progress: c.Progress != nil, done: ctx.Done(),
 			epfd: -1, tfd: -1,
+		}
+		if c.Requests > 0 {
+			w.quota = (c.Requests + int64(i)) / int64(c.Threads) // shares add up to c.Requests
+			if w.quota == 0 {
+				w.end = w.warm
+			}
 		}
 		workers[i] = w
 		if err := w.setup(); err != nil {
@@ -175,6 +176,13 @@ func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, reqs []Reque
 	res.Elapsed = max(stopped-warm, 0)
 	merge(res, recs)
 	return res, nil
+}
+
+func sockaddr(addr netip.AddrPort) (unix.Sockaddr, int) {
+	if addr.Addr().Is4() {
+		return &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()}, unix.AF_INET
+	}
+	return &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}, unix.AF_INET6
 }
 
 // setup creates the worker's epoll instance and timer and checks its
@@ -562,6 +570,9 @@ func (w *worker) readFailed(c *conn, now time.Duration) {
 // complete handles one finished response. It reports whether the
 // connection is still reading the same batch of pipelined responses.
 func (w *worker) complete(c *conn, now time.Duration) bool {
+	if now >= w.end {
+		return false // past the end: finish() records it as in flight
+	}
 	if c.planned >= w.warm {
 		w.rec.latencies(now-c.planned, now-c.sent)
 	} else if w.rate > 0 {
@@ -573,6 +584,9 @@ func (w *worker) complete(c *conn, now time.Duration) bool {
 		w.rec.bytes += c.respBytes
 		if s := c.p.status; s >= 400 {
 			w.rec.status[min(s, len(w.rec.status)-1)]++
+		}
+		if w.rec.requests == w.quota {
+			w.end = now
 		}
 	}
 	c.respBytes = 0
