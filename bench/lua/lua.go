@@ -124,6 +124,7 @@ func (s *Script) newState() (*lua.LState, error) {
 	}
 	wrk.RawSetString("headers", headers)
 	wrk.RawSetString("format", L.NewFunction(s.format))
+	wrk.RawSetString("request", L.NewFunction(s.format)) // wrk.request(): the request wrk.format() builds
 	wrk.RawSetString("lookup", L.NewFunction(lookup))
 	wrk.RawSetString("connect", L.NewFunction(connect))
 	L.SetGlobal("wrk", wrk)
