@@ -83,10 +83,8 @@ func Evaluate(o *Options, rate float64, r *bench.Result) (pass bool, reasons []s
 	if e := r.Errors.Total(); e > 0 && (attempts == 0 || float64(e)/float64(attempts) > o.ErrorBudget) {
 		reasons = append(reasons, fmt.Sprintf("errors %d over budget %g%%", e, o.ErrorBudget*100))
 	}
-	if r.SendLag.TotalCount() > 0 {
-		if lag := time.Duration(r.SendLag.ValueAtPercentile(99)) * time.Microsecond; lag > bench.MaxSendLagP99 {
-			reasons = append(reasons, fmt.Sprintf("generator-limited (send lag p99 %s)", lag))
-		}
+	if late, lag := r.SendLagExceeded(); late {
+		reasons = append(reasons, fmt.Sprintf("generator-limited (send lag p99 %s)", lag))
 	}
 	return len(reasons) == 0, reasons
 }
