@@ -23,85 +23,110 @@ the rate is achieved, errors stay within --error-budget and the generator's
 own send lag p99 stays under 1 ms. Prints a table of every step and the
 capacity with the bracket it lies in, and writes an HTML report with a chart.`
 
-func runCapacity(ctx context.Context, args []string, env cli.Env) error {
+// capacityOptions is the parsed command line of bench capacity.
+type capacityOptions struct {
+	target      targetOptions
+	search      capacity.Options
+	slos        sloFlag
+	budget      percentFlag
+	connections int
+	compare     bool
+	jsonPath    string
+	htmlPath    string
+	urls        []*url.URL
+}
+
+func parseCapacity(args []string, env cli.Env) (*capacityOptions, error) {
 	d := capacity.Defaults
 	var (
-		target      targetOptions
-		slos        sloFlag
-		budget      = percentFlag(d.ErrorBudget)
-		step        = durationFlag(d.StepDuration)
-		warmup      = durationFlag(d.Warmup)
-		minRate     = rateFlag(d.Min)
-		maxRate     = rateFlag(d.Max)
-		connections int
-		precision   = percentFlag(d.Precision)
-		repeat      = d.Repeat
-		compare     bool
-		jsonPath    string
-		htmlPath    = "linkgate-capacity.html"
+		c         = &capacityOptions{budget: percentFlag(d.ErrorBudget), htmlPath: "linkgate-capacity.html"}
+		step      = durationFlag(d.StepDuration)
+		warmup    = durationFlag(d.Warmup)
+		minRate   = rateFlag(d.Min)
+		maxRate   = rateFlag(d.Max)
+		precision = percentFlag(d.Precision)
+		repeat    = d.Repeat
 	)
 	fs := cli.NewFlagSet("bench capacity", capacitySynopsis, capacityDescription, env.Stderr)
-	target.register(fs)
-	fs.Var(&slos, "slo", "latency objective `pXX=DURATION`, e.g. p99.9=70ms (repeatable, or comma-separated)")
-	fs.Var(&budget, "error-budget", "largest `share` of failed requests a passing step may have (0.1% or 0.001)")
+	c.target.register(fs)
+	fs.Var(&c.slos, "slo", "latency objective `pXX=DURATION`, e.g. p99.9=70ms (repeatable, or comma-separated)")
+	fs.Var(&c.budget, "error-budget", "largest `share` of failed requests a passing step may have (0.1% or 0.001)")
 	fs.Var(&step, "step-duration", "measured `duration` of each step")
 	fs.Var(&warmup, "warmup", "warm-up before each step, excluded from its figures")
 	fs.Var(&minRate, "min", "first `rate` tried (req/s)")
 	fs.Var(&maxRate, "max", "highest `rate` tried (req/s)")
-	fs.IntVar(&connections, "connections", 0, "connections per step (default: Little's law, 2 × rate × the largest SLO latency)")
+	fs.IntVar(&c.connections, "connections", 0, "connections per step (default: Little's law, 2 × rate × the largest SLO latency)")
 	fs.Var(&precision, "precision", "stop bisecting when the bracket is this narrow (`share` of the rate)")
 	fs.IntVar(&repeat, "repeat", d.Repeat, "trials at the final rate, all of which must pass")
-	fs.BoolVar(&compare, "compare", false, "search two targets, URL_A and URL_B, alternating their steps, and print the ratio")
-	fs.StringVar(&jsonPath, "json", "", "write every step and the outcome as JSON to `file` (- for stdout)")
-	fs.StringVar(&htmlPath, "html", htmlPath, "write the HTML report with its SVG chart to `file` (empty: none)")
+	fs.BoolVar(&c.compare, "compare", false, "search two targets, URL_A and URL_B, alternating their steps, and print the ratio")
+	fs.StringVar(&c.jsonPath, "json", "", "write every step and the outcome as JSON to `file` (- for stdout)")
+	fs.StringVar(&c.htmlPath, "html", c.htmlPath, "write the HTML report with its SVG chart to `file` (empty: none)")
 
 	flagArgs, scriptArgs := splitScriptArgs(args)
 	pos, err := parseInterspersed(fs, flagArgs, env.Getenv)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	target.scriptArgs = scriptArgs
+	c.target.scriptArgs = scriptArgs
 	want := 1
-	if compare {
+	if c.compare {
 		want = 2
 	}
 	if len(pos) != want {
 		fs.Usage()
-		return cli.Usagef("want %d URL(s), got %d arguments", want, len(pos))
+		return nil, cli.Usagef("want %d URL(s), got %d arguments", want, len(pos))
 	}
-	urls := make([]*url.URL, len(pos))
-	for i, p := range pos {
-		if urls[i], err = parseTargetURL(p); err != nil {
-			return err
+	for _, p := range pos {
+		u, err := parseTargetURL(p)
+		if err != nil {
+			return nil, err
 		}
+		c.urls = append(c.urls, u)
 	}
-	if err := target.validate(); err != nil {
-		return err
+	if err := c.target.validate(); err != nil {
+		return nil, err
 	}
-	if connections < 0 {
-		return cli.Usagef("--connections must not be negative")
+	if c.connections < 0 {
+		return nil, cli.Usagef("--connections must not be negative")
 	}
-	o := capacity.Options{
-		SLOs: slos, ErrorBudget: float64(budget), StepDuration: time.Duration(step), Warmup: time.Duration(warmup),
+	c.search = capacity.Options{
+		SLOs: c.slos, ErrorBudget: float64(c.budget), StepDuration: time.Duration(step), Warmup: time.Duration(warmup),
 		Min: float64(minRate), Max: float64(maxRate), Growth: d.Growth, Precision: float64(precision),
 		Repeat: repeat, MaxRounds: d.MaxRounds,
 	}
-	if err := o.Validate(); err != nil {
-		return &cli.UsageError{Err: err}
+	if err := c.search.Validate(); err != nil {
+		return nil, &cli.UsageError{Err: err}
 	}
+	return c, nil
+}
 
+func runCapacity(ctx context.Context, args []string, env cli.Env) error {
+	c, err := parseCapacity(args, env)
+	if err != nil {
+		return err
+	}
+	o, target, slos, budget, connections, compare, urls := c.search, c.target, c.slos, c.budget, c.connections, c.compare, c.urls
+	jsonPath, htmlPath := c.jsonPath, c.htmlPath
+	// Targets are named by URL, or A and B when comparing (the same URL may
+	// be compared with itself).
+	names := []string{urls[0].String()}
+	labels := map[string]string{}
+	if compare {
+		names = []string{"A", "B"}
+		for i, u := range urls {
+			labels[names[i]] = names[i]
+			fmt.Fprintf(env.Stdout, "%s = %s\n", names[i], u)
+		}
+	}
 	sources := map[string]*source{}
-	for _, u := range urls {
+	byName := map[string]*url.URL{}
+	for i, u := range urls {
 		src, err := newSource(ctx, &target, u, env.Stdout)
 		if err != nil {
 			return err
 		}
 		defer src.close()
-		sources[u.String()] = src
-	}
-	byName := map[string]*url.URL{}
-	for _, u := range urls {
-		byName[u.String()] = u
+		sources[names[i]], byName[names[i]] = src, u
 	}
 	maxSLO := time.Duration(0)
 	for _, s := range slos {
@@ -118,13 +143,6 @@ func runCapacity(ctx context.Context, args []string, env cli.Env) error {
 			Timeout: time.Duration(target.timeout), Rate: rate, NewRequester: sources[name].newRequester,
 		})
 	}
-	labels := map[string]string{}
-	if compare {
-		labels[urls[0].String()], labels[urls[1].String()] = "A", "B"
-		for _, u := range urls {
-			fmt.Fprintf(env.Stdout, "%s = %s\n", labels[u.String()], u)
-		}
-	}
 	fmt.Fprintf(env.Stdout, "Capacity search: %s, error budget %s, steps of %s after %s warm-up\n",
 		slos.String(), budget.String(), o.StepDuration, o.Warmup)
 	if err := capacity.WriteTableHeader(env.Stdout, compare); err != nil {
@@ -134,24 +152,25 @@ func runCapacity(ctx context.Context, args []string, env cli.Env) error {
 
 	var outs []*capacity.Outcome
 	if compare {
-		a, b, err := capacity.Compare(ctx, o, urls[0].String(), urls[1].String(), trial, observe)
+		a, b, err := capacity.Compare(ctx, o, names[0], names[1], trial, observe)
 		if err != nil {
 			return err
 		}
 		outs = []*capacity.Outcome{a, b}
 	} else {
-		out, err := capacity.Search(ctx, o, urls[0].String(), trial, observe)
+		out, err := capacity.Search(ctx, o, names[0], trial, observe)
 		if err != nil {
 			return err
 		}
 		outs = []*capacity.Outcome{out}
 	}
 	fmt.Fprintln(env.Stdout)
-	for _, out := range outs {
+	for i, out := range outs {
 		prefix := ""
 		if compare {
-			prefix = labels[out.Target] + ": "
+			prefix = names[i] + ": "
 		}
+		out.Target = urls[i].String()
 		fmt.Fprintf(env.Stdout, "%s%s\n", prefix, out.Summary())
 	}
 	report := capacity.NewReport(&o, outs...)
