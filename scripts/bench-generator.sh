@@ -50,9 +50,11 @@ url=http://127.0.0.1:$port/
 
 rps() { awk '/^Requests\/sec:/ {print $2}'; }
 wrk_runs=() lg_runs=()
+run_wrk() { taskset -c "$GEN_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" "$url" | rps; }
+run_lg() { taskset -c "$GEN_CPU" "$bin" bench -t1 -c"$CONNS" -d"$DURATION" "$url" | rps; }
+echo "target: nginx 1 worker on cpu $TARGET_CPU; generators on cpu $GEN_CPU; -t1 -c$CONNS -d$DURATION; $RUNS runs, order alternating"
 for i in $(seq "$RUNS"); do
-	w=$(taskset -c "$GEN_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" "$url" | rps)
-	l=$(taskset -c "$GEN_CPU" "$bin" bench -t1 -c"$CONNS" -d"$DURATION" "$url" | rps)
+	if ((i % 2)); then w=$(run_wrk); l=$(run_lg); else l=$(run_lg); w=$(run_wrk); fi
 	printf 'run %d: wrk %10.0f req/s   linkgate %10.0f req/s\n' "$i" "$w" "$l"
 	wrk_runs+=("$w") lg_runs+=("$l")
 done
@@ -66,3 +68,18 @@ print(f"wrk      median {statistics.median(w):10.0f} req/s  range {min(w):.0f}-{
 print(f"linkgate median {statistics.median(l):10.0f} req/s  range {min(l):.0f}-{max(l):.0f}")
 print(f"ratio linkgate/wrk: median {statistics.median(ratios):.3f}  range {min(ratios):.3f}-{max(ratios):.3f} (goal >= 0.8)")
 PY
+
+# Pacing: at 5k req/s against the same target, the corrected median must be
+# within 0.1 ms of the uncorrected one (wrk2's 1 ms timer adds ~0.8 ms).
+echo
+echo "pacing at -R5000 (-t1 -c50 -d${DURATION}, generator on cpu $GEN_CPU):"
+for i in $(seq 3); do
+	taskset -c "$GEN_CPU" "$bin" bench -t1 -c50 -d"$DURATION" -R5000 --warmup 1s --json "$dir/pace.json" "$url" >/dev/null
+	python3 - "$dir/pace.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+c, u = s["latency"]["percentiles_ms"]["50"], s["uncorrected_latency"]["percentiles_ms"]["50"]
+lag = s["generator"]["send_lag"]["percentiles_ms"]["99"]
+print(f"  corrected p50 {c:.3f} ms  uncorrected p50 {u:.3f} ms  difference {c-u:.3f} ms  send lag p99 {lag:.3f} ms  achieved {s['requests_per_sec']:.0f}/s")
+PY
+done
