@@ -26,10 +26,16 @@ func skipTiming(t *testing.T) {
 
 func TestClosedLoop(t *testing.T) {
 	t.Parallel()
-	u := serve(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	var served atomic.Int64
+	u := serve(t, func(w http.ResponseWriter, r *http.Request) { served.Add(1); w.Write([]byte("ok")) })
 	res := run(t, config(u, 2, 4, 300*time.Millisecond, 0))
 	if res.Requests < 100 || res.Errors.Total() != 0 {
 		t.Fatalf("requests %d errors %+v", res.Requests, res.Errors)
+	}
+	// Every counted response was really served (the target may have served
+	// a few more that the end of the run cut off).
+	if n := served.Load(); n < res.Requests || n > res.Requests+4 {
+		t.Errorf("target served %d, result counts %d", n, res.Requests)
 	}
 	if res.Latency.TotalCount() < res.Requests-4 || res.Bytes == 0 {
 		t.Errorf("histogram %d values for %d requests, %d bytes", res.Latency.TotalCount(), res.Requests, res.Bytes)
