@@ -55,7 +55,7 @@ func parseCapacity(args []string, env cli.Env) (*capacityOptions, error) {
 	fs.Var(&warmup, "warmup", "warm-up before each step, excluded from its figures")
 	fs.Var(&minRate, "min", "first `rate` tried (req/s)")
 	fs.Var(&maxRate, "max", "highest `rate` tried (req/s)")
-	fs.IntVar(&c.connections, "connections", 0, "connections per step (default: Little's law, 2 × rate × the largest SLO latency)")
+	fs.IntVar(&c.connections, "connections", 0, "connections per step (default: Little's law, 2 × rate × the largest SLO latency, at most 1024)")
 	fs.Var(&precision, "precision", "stop bisecting when the bracket is this narrow (`share` of the rate)")
 	fs.IntVar(&repeat, "repeat", d.Repeat, "trials at the final rate, all of which must pass")
 	fs.BoolVar(&c.compare, "compare", false, "search two targets, URL_A and URL_B, alternating their steps, and print the ratio")
@@ -197,10 +197,16 @@ func runCapacity(ctx context.Context, args []string, env cli.Env) error {
 	return nil
 }
 
+// maxAutoConnections bounds the Little's-law default: beyond it a step at
+// a high rate would spend more on connections than on requests. Steps that
+// need more say so (Little's law warning, achieved < 99%); --connections
+// overrides.
+const maxAutoConnections = 1024
+
 // autoConnections applies Little's law with headroom: at the SLO's latency,
 // rate × latency requests are in flight; twice that many connections keep
 // the schedule even when latency reaches the objective.
 func autoConnections(rate float64, slo time.Duration) int {
 	c := int(math.Ceil(2 * rate * slo.Seconds()))
-	return min(max(c, 4), 20000)
+	return min(max(c, 4), maxAutoConnections)
 }
