@@ -417,6 +417,9 @@ func (w *worker) connected(c *conn) {
 	}
 	w.setOut(c, false)
 	c.state = csIdle
+	// Time spent connecting is the target's (it is in the corrected
+	// latency), not the generator's send lag.
+	c.ready = max(c.ready, now)
 	if c.needSend {
 		c.needSend = false
 		if w.rate > 0 && c.planned > now {

@@ -47,17 +47,28 @@ func Chart(o *Options, outs ...*Outcome) ([]byte, error) {
 		steps := slices.Clone(out.Steps)
 		slices.SortStableFunc(steps, func(a, b Step) int { return cmpFloat(a.Rate, b.Rate) })
 		for pi, pct := range chartPercentiles {
-			var pts plotter.XYs
+			// Every trial is a point; the line goes through the worst
+			// trial at each rate, as the search judged them.
+			var all, worst plotter.XYs
 			for _, st := range steps {
 				ms := math.Max(bench.Millis(st.Result.Latency.ValueAtPercentile(pct)), 0.001)
-				pts = append(pts, plotter.XY{X: st.Rate, Y: ms})
+				all = append(all, plotter.XY{X: st.Rate, Y: ms})
+				if n := len(worst); n > 0 && worst[n-1].X == st.Rate {
+					worst[n-1].Y = math.Max(worst[n-1].Y, ms)
+				} else {
+					worst = append(worst, plotter.XY{X: st.Rate, Y: ms})
+				}
 				minX, maxX = math.Min(minX, st.Rate), math.Max(maxX, st.Rate)
 				minY, maxY = math.Min(minY, ms), math.Max(maxY, ms)
 			}
-			if len(pts) == 0 {
+			if len(all) == 0 {
 				continue
 			}
-			line, points, err := plotter.NewLinePoints(pts)
+			line, err := plotter.NewLine(worst)
+			if err != nil {
+				return nil, err
+			}
+			points, err := plotter.NewScatter(all)
 			if err != nil {
 				return nil, err
 			}
@@ -107,7 +118,9 @@ func Chart(o *Options, outs ...*Outcome) ([]byte, error) {
 		p.Add(l)
 		p.Legend.Add(fmt.Sprintf("%scapacity %g req/s", labelPrefix(ti, len(outs)), out.Capacity), l)
 	}
-	p.Y.Min, p.Y.Max = minY/1.5, maxY*1.5
+	// Leave the top third of the (log) axis empty for the legend.
+	p.Y.Min = minY / 1.5
+	p.Y.Max = maxY * math.Pow(maxY/p.Y.Min, 0.5)
 	canvas := vgsvg.New(9*vg.Inch, 5.5*vg.Inch)
 	p.Draw(draw.New(canvas))
 	var b bytes.Buffer
