@@ -2,14 +2,12 @@ package bench_test
 
 import (
 	"os"
-	"runtime"
 	"testing"
+
+	"github.com/linkgate/linkgate/internal/testdep"
 )
 
-// The in-test targets run in the generator's own process. Give the Go
-// scheduler spare Ps so their goroutines never hold up a generator thread
-// waking from epoll_wait — as a target in another process would not.
 func TestMain(m *testing.M) {
-	runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 8))
+	testdep.SpareProcs(8) // the in-test targets share the generator's process
 	os.Exit(m.Run())
 }
