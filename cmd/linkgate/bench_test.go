@@ -122,7 +122,7 @@ func TestBenchEndToEnd(t *testing.T) {
 	defer srv.Close()
 	dir := t.TempDir()
 	jsonPath, hgrm := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.hgrm")
-	out, errOut, code := runCLI(t, nil, "bench", "-t1", "-c2", "-d700ms", "-R200", "-L", "-U", "-H", "X-Test: yes",
+	out, errOut, code := runCLI(t, nil, "bench", "-t1", "-c2", "-d1s", "-R200", "-L", "-U", "-H", "X-Test: yes",
 		srv.URL+"/", "--json", jsonPath, "--hgrm", hgrm, "--progress")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -211,7 +211,10 @@ func TestCapacityEndToEnd(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"| target |", "A: capacity at least 100", "B / A capacity ratio: 1.000", "HTML report: " + html} {
+	// The verdicts depend on the machine (a loaded one makes the generator
+	// late, and says so); the wiring does not.
+	for _, want := range []string{"A = " + u, "B = " + u, "| target |", "| A      |        50 |", "| B      |        50 |",
+		"\nA: capacity", "\nB: capacity", "B / A capacity ratio: ", "HTML report: " + html} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -219,8 +222,9 @@ func TestCapacityEndToEnd(t *testing.T) {
 	if b, err := os.ReadFile(html); err != nil || !strings.Contains(string(b), "<svg") {
 		t.Errorf("html %v", err)
 	}
-	if b, err := os.ReadFile(js); err != nil || !strings.Contains(string(b), `"ratio": 1`) {
-		t.Errorf("json %v %s", err, b)
+	var rep struct{ Targets []struct{ URL string } }
+	if b, err := os.ReadFile(js); err != nil || json.Unmarshal(b, &rep) != nil || len(rep.Targets) != 2 || rep.Targets[1].URL != u {
+		t.Errorf("json %v %+v", err, rep)
 	}
 }
 
