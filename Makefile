@@ -26,4 +26,4 @@ clean:
 ## bench-generator: linkgate bench vs Debian wrk, closed loop, against a
 ## 1-worker nginx `return 200`, each pinned to one core (docs/bench.md).
 bench-generator:
-	flock /tmp/linkgate-bench.lock scripts/bench-generator.sh
+	flock -o /tmp/linkgate-bench.lock scripts/bench-generator.sh

@@ -71,13 +71,13 @@ type worker struct {
 	t0    time.Duration // schedule start
 	warm  time.Duration // end of the warm-up: the measured window starts here
 	end   time.Duration // end of the run
-	rate  float64       // requests per second per... total (0 = closed loop)
-	total int64         // connections in the whole run
+	rate  float64       // total requests per second of the run (0: closed loop)
+	total int64         // connections in the whole run, all threads
 
 	conns  []*conn
 	heap   []*conn
 	events []unix.EpollEvent
-	armed  time.Duration
+	armed  time.Duration // when the timerfd fires (0: not armed)
 
 	requester Requester
 	static    []byte
