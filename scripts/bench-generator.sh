@@ -48,25 +48,42 @@ trap 'kill $nginx_pid 2>/dev/null || true; wait $nginx_pid 2>/dev/null || true; 
 wait_tcp 127.0.0.1 "$port" 10 || die "nginx did not start: $(cat "$dir/error.log")"
 url=http://127.0.0.1:$port/
 
-rps() { awk '/^Requests\/sec:/ {print $2}'; }
-wrk_runs=() lg_runs=()
-run_wrk() { taskset -c "$GEN_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" "$url" | rps; }
-run_lg() { taskset -c "$GEN_CPU" "$bin" bench -t1 -c"$CONNS" -d"$DURATION" "$url" | rps; }
+# measure CMD…: prints "REQ_PER_SEC CPU_MICROSECONDS_PER_REQUEST" — the
+# generator's own CPU time (user + system) per request, which shows its cost
+# even when the target is what limits the rate.
+measure() {
+	python3 - "$@" <<'PY'
+import resource, subprocess, sys
+out = subprocess.run(sys.argv[1:], capture_output=True, text=True, check=True).stdout
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+rps = next(float(l.split()[1]) for l in out.splitlines() if l.startswith("Requests/sec:"))
+reqs = next(int(l.split()[0]) for l in out.splitlines() if " requests in " in l)
+print(f"{rps:.0f} {(ru.ru_utime + ru.ru_stime) * 1e6 / max(reqs, 1):.2f}")
+PY
+}
+run_wrk() { measure taskset -c "$GEN_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" "$url"; }
+run_lg() { measure taskset -c "$GEN_CPU" "$bin" bench -t1 -c"$CONNS" -d"$DURATION" "$url"; }
 echo "target: nginx 1 worker on cpu $TARGET_CPU; generators on cpu $GEN_CPU; -t1 -c$CONNS -d$DURATION; $RUNS runs, order alternating"
+results=()
 for i in $(seq "$RUNS"); do
 	if ((i % 2)); then w=$(run_wrk); l=$(run_lg); else l=$(run_lg); w=$(run_wrk); fi
-	printf 'run %d: wrk %10.0f req/s   linkgate %10.0f req/s\n' "$i" "$w" "$l"
-	wrk_runs+=("$w") lg_runs+=("$l")
+	read -r wr wc <<<"$w"
+	read -r lr lc <<<"$l"
+	printf 'run %d: wrk %8.0f req/s %6.2f us cpu/req   linkgate %8.0f req/s %6.2f us cpu/req\n' "$i" "$wr" "$wc" "$lr" "$lc"
+	results+=("$wr,$wc,$lr,$lc")
 done
 
-python3 - "${wrk_runs[*]}" "${lg_runs[*]}" <<'PY'
+python3 - "${results[@]}" <<'PY'
 import statistics, sys
-w = [float(x) for x in sys.argv[1].split()]
-l = [float(x) for x in sys.argv[2].split()]
-ratios = [b / a for a, b in zip(w, l)]
-print(f"wrk      median {statistics.median(w):10.0f} req/s  range {min(w):.0f}-{max(w):.0f}")
-print(f"linkgate median {statistics.median(l):10.0f} req/s  range {min(l):.0f}-{max(l):.0f}")
-print(f"ratio linkgate/wrk: median {statistics.median(ratios):.3f}  range {min(ratios):.3f}-{max(ratios):.3f} (goal >= 0.8)")
+rows = [[float(x) for x in r.split(",")] for r in sys.argv[1:]]
+w, wc, l, lc = zip(*rows)
+med = statistics.median
+ratios = [b / a for a, b in zip(w, l) if a > 0]
+cpu = [a / b for a, b in zip(wc, lc) if b > 0]
+print(f"wrk      median {med(w):8.0f} req/s  range {min(w):.0f}-{max(w):.0f}   cpu/req median {med(wc):.2f} us")
+print(f"linkgate median {med(l):8.0f} req/s  range {min(l):.0f}-{max(l):.0f}   cpu/req median {med(lc):.2f} us")
+print(f"ratio linkgate/wrk req/s: median {med(ratios):.3f}  range {min(ratios):.3f}-{max(ratios):.3f} (goal >= 0.8)")
+print(f"ratio wrk/linkgate cpu per request (efficiency, > 1: linkgate cheaper): median {med(cpu):.3f}  range {min(cpu):.3f}-{max(cpu):.3f}")
 PY
 
 # Pacing: at 5k req/s against the same target, the corrected median must be
