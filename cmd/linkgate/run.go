@@ -21,6 +21,7 @@ type command struct {
 // commands lists every subcommand; each lives in its own file.
 var commands = map[string]command{
 	"version": {"print the version and exit", runVersion},
+	"bench":   {"load-test an HTTP target (wrk2-compatible) or find its capacity", runBench},
 }
 
 // run is the whole program: main only calls it. It owns signal handling, so
