@@ -1,0 +1,130 @@
+package bolt_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/linkgate/linkgate/shortener"
+	"github.com/linkgate/linkgate/shortener/bolt"
+	"github.com/linkgate/linkgate/shortener/storetest"
+)
+
+// MustOpen opens a store in a fresh temporary directory, closed at cleanup.
+func MustOpen(tb testing.TB) (*bolt.Store, string) {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "sub", "links.db")
+	s, err := bolt.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) shortener.Store {
+		s, _ := MustOpen(t)
+		return s
+	})
+}
+
+func TestReopenKeepsLinks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "links.db")
+	s, err := bolt.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	want := shortener.Link{ID: "reopen0001", URL: "https://r.example/", CreatedAt: time.Unix(1700000000, 0).UTC(),
+		ExpiresAt: time.Unix(1900000000, 0).UTC(), MaxVisits: 7, Visits: 2}
+	if err := s.Create(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = bolt.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Get(ctx, want.ID)
+	if err != nil || !storetest.Equal(got, want) {
+		t.Fatalf("after reopen: %+v, %v; want %+v", got, err, want)
+	}
+}
+
+func TestOpenLockedFails(t *testing.T) {
+	_, path := MustOpen(t)
+	start := time.Now()
+	_, err := bolt.Open(path)
+	if err == nil {
+		t.Fatal("second Open of a held file succeeded")
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("second Open took %v", time.Since(start))
+	}
+}
+
+func TestClosedStoreFailsCleanly(t *testing.T) {
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "links.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	ctx := context.Background()
+	if err := s.Ping(ctx); !errors.Is(err, shortener.ErrUnavailable) {
+		t.Errorf("Ping after Close = %v, want ErrUnavailable", err)
+	}
+	if _, err := s.Get(ctx, "x"); err == nil {
+		t.Error("Get after Close succeeded")
+	}
+}
+
+// BenchmarkGet measures a point read, the store half of the redirect path.
+func BenchmarkGet(b *testing.B) {
+	s, _ := MustOpen(b)
+	ctx := context.Background()
+	ids := make([]string, 10000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("bench%05d", i)
+		if err := s.Create(ctx, shortener.Link{ID: ids[i], URL: "https://bench.example/some/path?q=" + ids[i]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if _, err := s.Get(ctx, ids[i%len(ids)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCreateParallel measures durable creates with 64 concurrent
+// writers sharing group commits (each op is one fsynced create).
+func BenchmarkCreateParallel(b *testing.B) {
+	s, _ := MustOpen(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	var mu sync.Mutex
+	n := 0
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			mu.Lock()
+			n++
+			id := fmt.Sprintf("c%09d", n)
+			mu.Unlock()
+			if err := s.Create(ctx, shortener.Link{ID: id, URL: "https://create.example/" + id}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
