@@ -128,10 +128,41 @@ func (s *Service) Resolve(ctx context.Context, id string) (Link, error) {
 	if err != nil {
 		return Link{}, err
 	}
-	if l.Expired(s.now()) {
+	if s.expired(l) {
 		return Link{}, ErrExpired
 	}
 	return l, nil
+}
+
+// AppendResolve is Resolve for the redirect hot path: it appends the URL of
+// the link under id to dst and returns the extended buffer, without
+// allocating when the store implements URLAppender. Errors are Resolve's.
+// id is not retained.
+func (s *Service) AppendResolve(ctx context.Context, dst, id []byte) ([]byte, error) {
+	if !ValidID(id) {
+		return dst, ErrNotFound
+	}
+	var l Link
+	n := len(dst)
+	var err error
+	if a, ok := s.store.(URLAppender); ok {
+		dst, l, err = a.AppendURL(ctx, dst, id)
+	} else {
+		l, err = s.store.Get(ctx, string(id))
+		dst = append(dst, l.URL...)
+	}
+	if err != nil {
+		return dst[:n], storeError("get link", err)
+	}
+	if s.expired(l) {
+		return dst[:n], ErrExpired
+	}
+	return dst, nil
+}
+
+// expired reads the clock only for links that can expire.
+func (s *Service) expired(l Link) bool {
+	return (l.MaxVisits > 0 || !l.ExpiresAt.IsZero()) && l.Expired(s.now())
 }
 
 // Delete removes the link under id; ErrNotFound if there is none.

@@ -57,3 +57,15 @@ type Page struct {
 	Links []Link
 	Next  string // cursor of the next page; "" when this is the last
 }
+
+// URLAppender is an optional Store extension for the redirect hot path,
+// which should not allocate. Stores and decorators that can look a link up
+// without allocating implement it; the Service falls back to Get for the
+// others.
+type URLAppender interface {
+	// AppendURL looks id up as Get does, with the same errors, and appends
+	// the link's URL to dst. It returns the extended buffer and the link's
+	// other fields (ID and URL left empty). It must not retain id or dst:
+	// id may alias a request buffer that is reused after the call.
+	AppendURL(ctx context.Context, dst, id []byte) ([]byte, Link, error)
+}

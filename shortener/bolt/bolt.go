@@ -22,7 +22,10 @@ import (
 	"github.com/linkgate/linkgate/shortener"
 )
 
-var _ shortener.Store = (*Store)(nil)
+var (
+	_ shortener.Store       = (*Store)(nil)
+	_ shortener.URLAppender = (*Store)(nil)
+)
 
 var (
 	linksBucket = []byte("links")
@@ -40,7 +43,8 @@ const MaxBatchDelay = time.Millisecond
 
 // Store is a shortener.Store in one bbolt file.
 type Store struct {
-	db *bbolt.DB
+	db    *bbolt.DB
+	snaps *snapshots // shared read transactions for point reads
 }
 
 // Open opens (creating if needed, with its directory) the bbolt file at
@@ -83,7 +87,7 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open bolt store %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, snaps: &snapshots{db: db}}, nil
 }
 
 // Create stores l unless its id is taken. Concurrent creates share one
@@ -104,6 +108,7 @@ func (s *Store) Create(ctx context.Context, l shortener.Link) error {
 		}
 		return b.Put(key, val)
 	})
+	s.snaps.retire() // later reads must see the new link
 	if err != nil {
 		return fmt.Errorf("create link %q: %w", l.ID, err)
 	}
@@ -115,20 +120,39 @@ func (s *Store) Create(ctx context.Context, l shortener.Link) error {
 
 // Get returns the link under id.
 func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
-	var l shortener.Link
-	err := s.db.View(func(tx *bbolt.Tx) error {
-		v := tx.Bucket(linksBucket).Get([]byte(id))
-		if v == nil {
-			return shortener.ErrNotFound
-		}
-		var err error
-		l, err = decode(id, v)
-		return err
-	})
+	sn, err := s.snaps.borrow()
+	if err != nil {
+		return shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
+	}
+	defer sn.release()
+	v := sn.get([]byte(id))
+	if v == nil {
+		return shortener.Link{}, shortener.ErrNotFound
+	}
+	l, err := decode(id, v)
 	if err != nil {
 		return shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
 	}
 	return l, nil
+}
+
+// AppendURL is Get for the redirect hot path: it appends the URL straight
+// from the memory map to dst and does not allocate.
+func (s *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortener.Link, error) {
+	sn, err := s.snaps.borrow()
+	if err != nil {
+		return dst, shortener.Link{}, fmt.Errorf("get link: %w", err)
+	}
+	defer sn.release()
+	v := sn.get(id)
+	if v == nil {
+		return dst, shortener.Link{}, shortener.ErrNotFound
+	}
+	l, url, err := decodeMeta(v)
+	if err != nil {
+		return dst, shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
+	}
+	return append(dst, url...), l, nil
 }
 
 // Delete removes the link under id.
@@ -140,6 +164,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		}
 		return b.Delete([]byte(id))
 	})
+	s.snaps.retire()
 	if err != nil {
 		return fmt.Errorf("delete link %q: %w", id, err)
 	}
@@ -202,5 +227,6 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes the file. Pending batched creates finish first.
 func (s *Store) Close() error {
+	s.snaps.retire()
 	return s.db.Close()
 }

@@ -128,3 +128,94 @@ func BenchmarkCreateParallel(b *testing.B) {
 		}
 	})
 }
+
+// Reads share snapshots; a read that starts after a create or delete has
+// returned must see it, however recently the snapshot was taken.
+func TestReadsSeeCommittedWrites(t *testing.T) {
+	s, _ := MustOpen(t)
+	ctx := context.Background()
+	for i := range 300 {
+		id := fmt.Sprintf("rw%08d", i)
+		if _, err := s.Get(ctx, id); !errors.Is(err, shortener.ErrNotFound) {
+			t.Fatalf("Get before create: %v", err)
+		}
+		if err := s.Create(ctx, shortener.Link{ID: id, URL: "https://rw.example/"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, id); err != nil {
+			t.Fatalf("Get right after create: %v", err)
+		}
+		if i%3 == 0 {
+			if err := s.Delete(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.AppendURL(ctx, nil, []byte(id)); !errors.Is(err, shortener.ErrNotFound) {
+				t.Fatalf("AppendURL right after delete: %v", err)
+			}
+		}
+	}
+}
+
+// Concurrent readers and writers that grow the file (forcing remaps of the
+// memory map) neither deadlock nor read stale or torn values.
+func TestConcurrentReadsDuringGrowth(t *testing.T) {
+	s, _ := MustOpen(t)
+	ctx := context.Background()
+	if err := s.Create(ctx, shortener.Link{ID: "stable0001", URL: "https://stable.example/"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(deadline); i++ {
+				id := fmt.Sprintf("g%02d%07d", w, i)
+				big := fmt.Sprintf("https://grow.example/%0500d", i)
+				if err := s.Create(ctx, shortener.Link{ID: id, URL: big}); err != nil {
+					t.Error(err)
+					return
+				}
+				got, err := s.Get(ctx, id)
+				if err != nil || got.URL != big {
+					t.Errorf("read own write %s: %v", id, err)
+					return
+				}
+			}
+		})
+	}
+	for range 4 {
+		wg.Go(func() {
+			var buf []byte
+			for time.Now().Before(deadline) {
+				var err error
+				buf, _, err = s.AppendURL(ctx, buf[:0], []byte("stable0001"))
+				if err != nil || string(buf) != "https://stable.example/" {
+					t.Errorf("AppendURL = %q, %v", buf, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func BenchmarkAppendURL(b *testing.B) {
+	s, _ := MustOpen(b)
+	ctx := context.Background()
+	ids := make([][]byte, 10000)
+	for i := range ids {
+		ids[i] = fmt.Appendf(nil, "bench%05d", i)
+		if err := s.Create(ctx, shortener.Link{ID: string(ids[i]), URL: "https://bench.example/some/path?q=" + string(ids[i])}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		var err error
+		if buf, _, err = s.AppendURL(ctx, buf[:0], ids[i%len(ids)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package bolt
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/linkgate/linkgate/shortener"
@@ -45,20 +44,35 @@ var errCorrupt = errors.New("corrupt link record")
 // decode parses a value; v may live in bbolt's memory map, so every field
 // is copied out.
 func decode(id string, v []byte) (shortener.Link, error) {
+	l, url, err := decodeMeta(v)
+	if err != nil {
+		return shortener.Link{}, err
+	}
+	l.ID, l.URL = id, string(url)
+	return l, nil
+}
+
+// decodeMeta parses a value into a Link without ID and URL, and returns the
+// URL's bytes (aliasing v). It does not allocate.
+func decodeMeta(v []byte) (l shortener.Link, url []byte, err error) {
 	if len(v) < 2 || v[0] != valueVersion {
-		return shortener.Link{}, fmt.Errorf("%w (version %v)", errCorrupt, v[:min(len(v), 1)])
+		return shortener.Link{}, nil, errCorrupt
 	}
 	flags, rest := v[1], v[2:]
+	var ok bool
 	next := func() int64 {
+		if !ok {
+			return 0
+		}
 		x, n := binary.Varint(rest)
 		if n <= 0 {
-			rest = nil
+			ok = false
 			return 0
 		}
 		rest = rest[n:]
 		return x
 	}
-	l := shortener.Link{ID: id}
+	ok = true
 	if flags&hasCreated != 0 {
 		l.CreatedAt = time.Unix(next(), 0).UTC()
 	}
@@ -66,13 +80,9 @@ func decode(id string, v []byte) (shortener.Link, error) {
 		l.ExpiresAt = time.Unix(next(), 0).UTC()
 	}
 	l.MaxVisits = next()
-	if rest == nil {
-		return shortener.Link{}, errCorrupt
-	}
 	l.Visits = next()
-	if rest == nil {
-		return shortener.Link{}, errCorrupt
+	if !ok {
+		return shortener.Link{}, nil, errCorrupt
 	}
-	l.URL = string(rest)
-	return l, nil
+	return l, rest, nil
 }
