@@ -118,6 +118,35 @@ func (s *Store) Create(ctx context.Context, l shortener.Link) error {
 	return nil
 }
 
+// Import stores links in one transaction (one fsync), skipping ids that are
+// taken, and returns how many it stored. It is for bulk loads (benchmark
+// preloads, migrations); creates on the request path use Create.
+func (s *Store) Import(ctx context.Context, links []shortener.Link) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("import links: %w", err)
+	}
+	n := 0
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		n = 0
+		b := tx.Bucket(linksBucket)
+		for _, l := range links {
+			if l.ID == "" || b.Get([]byte(l.ID)) != nil {
+				continue
+			}
+			if err := b.Put([]byte(l.ID), encode(l)); err != nil {
+				return fmt.Errorf("link %q: %w", l.ID, err)
+			}
+			n++
+		}
+		return nil
+	})
+	s.snaps.retire()
+	if err != nil {
+		return 0, fmt.Errorf("import links: %w", err)
+	}
+	return n, nil
+}
+
 // Get returns the link under id.
 func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
 	sn, err := s.snaps.borrow()

@@ -219,3 +219,26 @@ func BenchmarkAppendURL(b *testing.B) {
 		}
 	}
 }
+
+func TestImport(t *testing.T) {
+	s, _ := MustOpen(t)
+	ctx := context.Background()
+	if err := s.Create(ctx, shortener.Link{ID: "exists0001", URL: "https://old.example/"}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Import(ctx, []shortener.Link{
+		{ID: "import0001", URL: "https://a.example/"},
+		{ID: "exists0001", URL: "https://new.example/"},
+		{ID: "import0002", URL: "https://b.example/"},
+		{ID: "import0001", URL: "https://dup.example/"},
+		{ID: "", URL: "https://noid.example/"},
+	})
+	if err != nil || n != 2 {
+		t.Fatalf("Import = %d, %v; want 2 stored", n, err)
+	}
+	for id, want := range map[string]string{"import0001": "https://a.example/", "import0002": "https://b.example/", "exists0001": "https://old.example/"} {
+		if l, err := s.Get(ctx, id); err != nil || l.URL != want {
+			t.Errorf("Get(%s) = %q, %v; want %q", id, l.URL, err, want)
+		}
+	}
+}
