@@ -26,13 +26,15 @@ read -ra nginx <<<"$(rounds "http://127.0.0.1:$port/x")"
 kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 report "nginx return 302 (1 worker)" "${nginx[@]}"
 
-for engine in nethttp fasthttp; do
+for variant in nethttp fasthttp fasthttp-timeouts; do
+	engine=${variant%-timeouts} flags=()
+	[ "$variant" != "$engine" ] && flags=(-timeouts)
 	port=$(free_port)
-	GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/enginebench" -engine "$engine" -addr "127.0.0.1:$port" >/dev/null &
+	GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/enginebench" -engine "$engine" "${flags[@]}" -addr "127.0.0.1:$port" >/dev/null &
 	pids+=($!)
 	wait_tcp 127.0.0.1 "$port" 10 || die "$engine did not start"
 	read -ra r <<<"$(rounds "http://127.0.0.1:$port/x")"
 	kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
-	report "$engine trivial 302" "${r[@]}"
+	report "$variant trivial 302" "${r[@]}"
 	echo "  ratio to nginx: $(ratio "$(median "${r[@]}")" "$(median "${nginx[@]}")")"
 done

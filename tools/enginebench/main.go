@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -18,6 +19,7 @@ import (
 func main() {
 	engine := flag.String("engine", "fasthttp", "nethttp or fasthttp")
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
+	timeouts := flag.Bool("timeouts", false, "fasthttp: set read, write and idle timeouts (10s, 10s, 60s) as linkgate serve does")
 	flag.Parse()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -38,6 +40,9 @@ func main() {
 			ctx.Response.Header.SetBytesV("Location", loc)
 			ctx.SetStatusCode(fasthttp.StatusFound)
 		}, NoDefaultContentType: true}
+		if *timeouts {
+			s.ReadTimeout, s.WriteTimeout, s.IdleTimeout = 10*time.Second, 10*time.Second, 60*time.Second
+		}
 		log.Fatal(s.Serve(ln))
 	default:
 		log.Fatalf("unknown engine %q", *engine)
