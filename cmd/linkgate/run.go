@@ -20,7 +20,8 @@ type command struct {
 
 // commands lists every subcommand; each lives in its own file.
 var commands = map[string]command{
-	"version": {"print the version and exit", runVersion},
+	"version":  {"print the version and exit", runVersion},
+	"dynamodb": {"DynamoDB tooling: create-table", runDynamoDB},
 }
 
 // run is the whole program: main only calls it. It owns signal handling, so
