@@ -6,7 +6,11 @@
 // milliseconds and money, so lookups are served from memory for up to TTL.
 // A lookup that finds nothing is remembered for NegativeTTL (shorter), so a
 // flood of unknown ids does not become a flood of store reads. Concurrent
-// misses of one id share a single store read.
+// misses of one id share a single store read. A link read in the second
+// half of its TTL is reloaded in the background while the cached one is
+// still served, so hot links never wait for the store and never expire all
+// at once (a TTL-aligned reload storm would send every request of a hot
+// set to the store together).
 //
 // Consistency: this instance's own writes are seen at once — Create puts
 // the new link in the cache (so it resolves even if the store's reads are
@@ -22,6 +26,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -50,6 +57,9 @@ type Options struct {
 	// Registerer receives the cache's metrics (linkgate_cache_*); nil
 	// registers none.
 	Registerer prometheus.Registerer
+	// Logger receives background refresh failures (the cached link keeps
+	// being served until TTL); nil discards them.
+	Logger *slog.Logger
 }
 
 // entry is a cached lookup: a link, or the fact that there is none.
@@ -82,15 +92,27 @@ func New(store shortener.Store, opts Options) (*Store, error) {
 	}
 	c := &Store{store: store, negTTL: opts.NegativeTTL, m: newMetrics()}
 	ttl, negTTL := opts.TTL, opts.NegativeTTL
+	var logger otter.Logger = &otter.NoopLogger{}
+	if opts.Logger != nil {
+		logger = slogLogger{opts.Logger}
+	}
 	cache, err := otter.New(&otter.Options[string, entry]{
 		MaximumSize: opts.Size,
+		// A write (a load, a refresh, a local create) restarts the TTL.
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, entry]) time.Duration {
 			if e.Value.found {
 				return ttl
 			}
 			return negTTL
 		}),
+		RefreshCalculator: otter.RefreshWritingFunc(func(e otter.Entry[string, entry]) time.Duration {
+			if e.Value.found {
+				return ttl / 2
+			}
+			return math.MaxInt64 // a remembered miss just expires
+		}),
 		OnAtomicDeletion: c.m.deleted,
+		Logger:           logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("new cache: %w", err)
@@ -121,13 +143,32 @@ func (c *Store) load(ctx context.Context, id string) (entry, error) {
 	}
 }
 
+// cached returns the cached entry of key, if any, and starts its
+// background refresh when it is due. alias says key aliases a caller's
+// buffer: a refresh, which keeps the key, gets a copy.
+func (c *Store) cached(ctx context.Context, key string, alias bool) (entry, bool) {
+	ent, ok := c.cache.GetEntry(key)
+	if !ok {
+		return entry{}, false
+	}
+	c.m.hit(ent.Value.found)
+	if ent.SnapshotAtNano >= ent.RefreshableAtNano {
+		if alias {
+			key = strings.Clone(key)
+		}
+		// On a present, stale entry Get starts the refresh (once per key)
+		// on another goroutine and returns the cached entry at once.
+		c.cache.Get(context.WithoutCancel(ctx), key, c.loader)
+	}
+	return ent.Value, true
+}
+
 // lookup answers id from the cache, or from the store through the cache
 // (one read per id however many callers miss at once). The store read is
 // not cancelled with ctx: other callers may be waiting for it, and the
 // store bounds every call itself.
 func (c *Store) lookup(ctx context.Context, id string) (entry, error) {
-	if e, ok := c.cache.GetIfPresent(id); ok {
-		c.m.hit(e.found)
+	if e, ok := c.cached(ctx, id, false); ok {
 		return e, nil
 	}
 	c.m.misses.Inc()
@@ -152,13 +193,11 @@ func (c *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
 
 // AppendURL is Get for the redirect hot path: a hit allocates nothing.
 func (c *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortener.Link, error) {
-	// The lookup key aliases id: GetIfPresent neither keeps nor returns
-	// its key, and id outlives the call. A miss copies it (string(id))
-	// before the cache may store it.
-	e, ok := c.cache.GetIfPresent(unsafe.String(unsafe.SliceData(id), len(id)))
-	if ok {
-		c.m.hit(e.found)
-	} else {
+	// The lookup key aliases id: GetEntry does not keep its key, and id
+	// outlives the call. A miss or a refresh copies it before the cache
+	// may store it.
+	e, ok := c.cached(ctx, unsafe.String(unsafe.SliceData(id), len(id)), true)
+	if !ok {
 		var err error
 		if e, err = c.lookup(ctx, string(id)); err != nil {
 			return dst, shortener.Link{}, err
@@ -212,4 +251,15 @@ func (c *Store) Close() error {
 	c.cache.StopAllGoroutines()
 	c.m.unregister()
 	return c.store.Close()
+}
+
+// slogLogger is otter.Logger over a *slog.Logger.
+type slogLogger struct{ l *slog.Logger }
+
+func (s slogLogger) Warn(ctx context.Context, msg string, err error) {
+	s.l.WarnContext(ctx, "read cache: "+msg, "error", err)
+}
+
+func (s slogLogger) Error(ctx context.Context, msg string, err error) {
+	s.l.ErrorContext(ctx, "read cache: "+msg, "error", err)
 }
