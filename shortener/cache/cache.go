@@ -6,11 +6,15 @@
 // milliseconds and money, so lookups are served from memory for up to TTL.
 // A lookup that finds nothing is remembered for NegativeTTL (shorter), so a
 // flood of unknown ids does not become a flood of store reads. Concurrent
-// misses of one id share a single store read. A link read in the second
-// half of its TTL is reloaded in the background while the cached one is
-// still served, so hot links never wait for the store and never expire all
-// at once (a TTL-aligned reload storm would send every request of a hot
-// set to the store together).
+// misses of one id share a single store read.
+//
+// A link read in the second half of its TTL (at a random point of it, so
+// links loaded together do not come due together) is reloaded in the
+// background while the cached one is still served, so hot links never wait
+// for the store. At most MaxRefreshes reloads run at once; a link that
+// cannot be reloaded in time simply expires at TTL and is read again on
+// its next use. So the store sees about (hot links) / (TTL/2) reads a
+// second for the hot set, and never a burst when many links come due.
 //
 // Consistency: this instance's own writes are seen at once — Create puts
 // the new link in the cache (so it resolves even if the store's reads are
@@ -28,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -62,6 +67,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// MaxRefreshes bounds the background reloads in flight.
+const MaxRefreshes = 16
+
+// refreshRetry is how soon a link whose reload was started (or failed)
+// may be reloaded again.
+const refreshRetry = time.Second
+
 // entry is a cached lookup: a link, or the fact that there is none.
 type entry struct {
 	link  shortener.Link
@@ -76,8 +88,10 @@ type Store struct {
 	negTTL time.Duration
 	// deletes counts local deletes, so that a Create that races with a
 	// Delete of the same id never leaves the deleted link cached.
-	deletes atomic.Uint64
-	m       *metrics
+	deletes    atomic.Uint64
+	refreshing atomic.Int64 // background reloads in flight
+	logger     *slog.Logger // nil: none
+	m          *metrics
 }
 
 // New returns a cache of opts.Size entries in front of store.
@@ -90,12 +104,8 @@ func New(store shortener.Store, opts Options) (*Store, error) {
 	case opts.NegativeTTL < 0 || opts.NegativeTTL > opts.TTL:
 		return nil, fmt.Errorf("negative cache TTL must be between 0 and the cache TTL (%s), got %s", opts.TTL, opts.NegativeTTL)
 	}
-	c := &Store{store: store, negTTL: opts.NegativeTTL, m: newMetrics()}
+	c := &Store{store: store, negTTL: opts.NegativeTTL, logger: opts.Logger, m: newMetrics()}
 	ttl, negTTL := opts.TTL, opts.NegativeTTL
-	var logger otter.Logger = &otter.NoopLogger{}
-	if opts.Logger != nil {
-		logger = slogLogger{opts.Logger}
-	}
 	cache, err := otter.New(&otter.Options[string, entry]{
 		MaximumSize: opts.Size,
 		// A write (a load, a refresh, a local create) restarts the TTL.
@@ -105,14 +115,9 @@ func New(store shortener.Store, opts Options) (*Store, error) {
 			}
 			return negTTL
 		}),
-		RefreshCalculator: otter.RefreshWritingFunc(func(e otter.Entry[string, entry]) time.Duration {
-			if e.Value.found {
-				return ttl / 2
-			}
-			return math.MaxInt64 // a remembered miss just expires
-		}),
-		OnAtomicDeletion: c.m.deleted,
-		Logger:           logger,
+		RefreshCalculator: refreshCalculator{ttl: ttl},
+		OnAtomicDeletion:  c.m.deleted,
+		Logger:            &otter.NoopLogger{}, // refresh failures are counted (and logged) by refresh
 	})
 	if err != nil {
 		return nil, fmt.Errorf("new cache: %w", err)
@@ -153,14 +158,62 @@ func (c *Store) cached(ctx context.Context, key string, alias bool) (entry, bool
 	}
 	c.m.hit(ent.Value.found)
 	if ent.SnapshotAtNano >= ent.RefreshableAtNano {
-		if alias {
-			key = strings.Clone(key)
-		}
-		// On a present, stale entry Get starts the refresh (once per key)
-		// on another goroutine and returns the cached entry at once.
-		c.cache.Get(context.WithoutCancel(ctx), key, c.loader)
+		c.refresh(key, alias)
 	}
 	return ent.Value, true
+}
+
+// refresh reloads the link under key in the background, unless
+// MaxRefreshes reloads are running already (then a later read tries
+// again). Readers meanwhile keep getting the cached link; a delete or a
+// write of the key during the reload discards the reloaded value.
+func (c *Store) refresh(key string, alias bool) {
+	if c.refreshing.Load() >= MaxRefreshes {
+		return
+	}
+	if alias {
+		key = strings.Clone(key)
+	}
+	// The entry is not due again before the reload ends (which sets its
+	// next refresh time) or fails: the other readers do not pile on.
+	c.cache.SetRefreshableAfter(key, refreshRetry)
+	c.refreshing.Add(1)
+	go func() {
+		defer c.refreshing.Add(-1)
+		r := <-c.cache.Refresh(context.Background(), key, c.loader)
+		if r.Err != nil && !errors.Is(r.Err, otter.ErrNotFound) {
+			c.m.refreshFailures.Inc()
+			if c.logger != nil {
+				c.logger.Debug("read cache: reload failed; serving the cached link until its TTL", "id", key, "error", r.Err)
+			}
+		}
+	}()
+}
+
+// refreshCalculator makes a link due for reloading at a random point of the
+// second half of its TTL after every write (load, reload, local create), so
+// links loaded together come due apart. Remembered misses just expire.
+type refreshCalculator struct{ ttl time.Duration }
+
+func (r refreshCalculator) due(e otter.Entry[string, entry]) time.Duration {
+	if !e.Value.found {
+		return math.MaxInt64
+	}
+	half := r.ttl / 2
+	return half + rand.N(half/2+1)
+}
+
+func (r refreshCalculator) RefreshAfterCreate(e otter.Entry[string, entry]) time.Duration {
+	return r.due(e)
+}
+func (r refreshCalculator) RefreshAfterUpdate(e otter.Entry[string, entry], _ entry) time.Duration {
+	return r.due(e)
+}
+func (r refreshCalculator) RefreshAfterReload(e otter.Entry[string, entry], _ entry) time.Duration {
+	return r.due(e)
+}
+func (r refreshCalculator) RefreshAfterReloadFailure(e otter.Entry[string, entry], _ error) time.Duration {
+	return refreshRetry
 }
 
 // lookup answers id from the cache, or from the store through the cache
@@ -251,15 +304,4 @@ func (c *Store) Close() error {
 	c.cache.StopAllGoroutines()
 	c.m.unregister()
 	return c.store.Close()
-}
-
-// slogLogger is otter.Logger over a *slog.Logger.
-type slogLogger struct{ l *slog.Logger }
-
-func (s slogLogger) Warn(ctx context.Context, msg string, err error) {
-	s.l.WarnContext(ctx, "read cache: "+msg, "error", err)
-}
-
-func (s slogLogger) Error(ctx context.Context, msg string, err error) {
-	s.l.ErrorContext(ctx, "read cache: "+msg, "error", err)
 }
