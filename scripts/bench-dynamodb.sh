@@ -111,6 +111,7 @@ for ((r = 0; r < ROUNDS; r++)); do
 	boltcache+=("$(wrk_rps "$URL_boltcache" "$lua")")
 done
 rss_kb=$(awk '$1 == "VmRSS:" {print $2}' "/proc/$PID_ddb/status")
+cache_metrics=$(curl -fsS "${URL_ddb}metrics" | grep -E '^linkgate_cache_|^linkgate_store_operation_duration_seconds_count\{.*op="get"' || true)
 
 step "creates against DynamoDB Local: POST /shortenURL, $CREATE_CONNS connections"
 create_rps=() create_p99=()
@@ -137,6 +138,8 @@ report_ms "DynamoDB POST /shortenURL p99 (c)" "${create_p99[@]}"
 report "DynamoDB cold GET /{id} (d)" "${cold_rps[@]}"
 report_ms "DynamoDB cold GET /{id} p99 (d)" "${cold_p99[@]}"
 echo "linkgate (DynamoDB + cache) VmRSS after the redirect rounds: $((rss_kb / 1024)) MiB"
+echo "its cache and store-read counters after the redirect rounds:"
+sed 's/^/  /' <<<"$cache_metrics"
 for s in ddb bolt boltcache cold; do
 	if grep -qi error "$work/$s.log"; then
 		echo "linkgate ($s) logged errors:" >&2
