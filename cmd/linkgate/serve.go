@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -59,8 +60,33 @@ for at most --cache-ttl, and one created elsewhere may be unknown here for
 at most --cache-negative-ttl. This instance's own writes are seen at once.`
 
 func runServe(ctx context.Context, args []string, env cli.Env) error {
-	c := serveConfig{allowSchemes: cli.ListFlag(shortener.DefaultSchemes), cacheSize: -1}
+	c := defaultServeConfig()
 	fs := cli.NewFlagSet("serve", "linkgate serve [flags]", serveDescription, env.Stderr)
+	c.register(fs)
+	if err := cli.Parse(fs, args, env.Getenv); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("serve takes no arguments, got %q", fs.Args())
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	logger, err := cli.NewLogger(env.Stderr, c.logFormat, c.logLevel)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, logger, c)
+}
+
+// defaultServeConfig returns the configuration before flags.
+func defaultServeConfig() serveConfig {
+	return serveConfig{allowSchemes: cli.ListFlag(shortener.DefaultSchemes), cacheSize: -1}
+}
+
+// register adds serve's flags to fs, with c's fields as their values. The
+// Lambda mode registers the same flags and reads them from LINKGATE_*.
+func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", ":8080", "`address` to listen on, host:port")
 	fs.StringVar(&c.store, "store", "bolt:data/links.db", "where links live: bolt:PATH or dynamodb:TABLE")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", dynamodb.DefaultTimeout, "deadline of each DynamoDB call, retries included")
@@ -83,20 +109,6 @@ func runServe(ctx context.Context, args []string, env cli.Env) error {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain requests in flight on SIGINT/SIGTERM")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	if err := cli.Parse(fs, args, env.Getenv); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("serve takes no arguments, got %q", fs.Args())
-	}
-	if err := c.validate(); err != nil {
-		return err
-	}
-	logger, err := cli.NewLogger(env.Stderr, c.logFormat, c.logLevel)
-	if err != nil {
-		return err
-	}
-	return serve(ctx, logger, c)
 }
 
 func (c serveConfig) validate() error {
