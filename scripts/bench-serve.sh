@@ -67,12 +67,13 @@ step "redirects: nginx and linkgate, rounds interleaved"
 # costs CPU on the load core, so both can be capped by wrk itself.
 # (a1)/(b1): one id, a static request (no Lua): the server-bound ratio.
 one_id=$(head -1 "$IDS_FILE")
-nginx=() lg=() nginx1=() lg1=()
+nginx_pid=${pids[0]}
+nginx=() lg=() nginx1=() lg1=() cpu_nginx=() cpu_lg=() cpu_nginx1=() cpu_lg1=()
 for ((r = 0; r < ROUNDS; r++)); do
-	nginx+=("$(wrk_rps "$nginx_url" "$lua")")
-	lg+=("$(wrk_rps "$lg_url" "$lua")")
-	nginx1+=("$(wrk_rps "$nginx_url$one_id")")
-	lg1+=("$(wrk_rps "$lg_url$one_id")")
+	read -r x c <<<"$(wrk_run "$nginx_url" "$lua" "$nginx_pid")"; nginx+=("$x") cpu_nginx+=("$c")
+	read -r x c <<<"$(wrk_run "$lg_url" "$lua" "$lg_pid")"; lg+=("$x") cpu_lg+=("$c")
+	read -r x c <<<"$(wrk_run "$nginx_url$one_id" "" "$nginx_pid")"; nginx1+=("$x") cpu_nginx1+=("$c")
+	read -r x c <<<"$(wrk_run "$lg_url$one_id" "" "$lg_pid")"; lg1+=("$x") cpu_lg1+=("$c")
 done
 
 rss() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$lg_pid/status"; }
@@ -103,6 +104,9 @@ echo "  ratio (a)/(b), medians: $(ratio "$(median "${lg[@]}")" "$(median "${ngin
 report "nginx return 302, one id (b1)" "${nginx1[@]}"
 report "linkgate GET /{id}, one id (a1)" "${lg1[@]}"
 echo "  ratio (a1)/(b1), medians: $(ratio "$(median "${lg1[@]}")" "$(median "${nginx1[@]}")")"
+echo "server CPU per request (µs, median of rounds; capacity ratio = nginx/linkgate):"
+printf '  random ids: nginx %s, linkgate %s → %s\n' "$(median "${cpu_nginx[@]}")" "$(median "${cpu_lg[@]}")" "$(ratio "$(median "${cpu_nginx[@]}")" "$(median "${cpu_lg[@]}")")"
+printf '  one id:     nginx %s, linkgate %s → %s\n' "$(median "${cpu_nginx1[@]}")" "$(median "${cpu_lg1[@]}")" "$(ratio "$(median "${cpu_nginx1[@]}")" "$(median "${cpu_lg1[@]}")")"
 report "POST /shortenURL, 1M-link store (c)" "${creates[@]}"
 report "POST /shortenURL, fresh store (c0)" "${creates0[@]}"
 echo "linkgate memory after the redirect rounds ($N links): RssAnon $((rss_anon / 1024)) MiB, RssFile $((rss_file / 1024)) MiB, VmRSS $((vm_rss / 1024)) MiB"
