@@ -38,8 +38,21 @@ CONF
 	echo $!
 }
 
+# wrk_out URL [LUA] runs wrk once with --latency, pinned to LOAD_CPU, and
+# prints its report. Non-2xx/3xx answers are reported on stderr (they
+# would make a run lie).
+wrk_out() {
+	local url=$1 lua=${2:-} out
+	local args=(-t1 -c"$CONNS" -d"$DURATION" --latency)
+	[ -n "$lua" ] && args+=(-s "$lua")
+	out=$(taskset -c "$LOAD_CPU" wrk "${args[@]}" "$url")
+	if grep -q "Non-2xx or 3xx" <<<"$out"; then
+		echo "warning: $(grep 'Non-2xx or 3xx' <<<"$out") for $url" >&2
+	fi
+	echo "$out"
+}
+
 # wrk_rps URL [LUA] runs wrk once, pinned to LOAD_CPU, and prints req/s.
-# Non-2xx/3xx answers are reported on stderr (they would make a run lie).
 wrk_rps() { wrk_run "$1" "${2:-}" | cut -d' ' -f1; }
 
 # wrk_run URL LUA [PID] runs wrk once and prints "req/s cpu": cpu is the
@@ -48,14 +61,9 @@ wrk_rps() { wrk_run "$1" "${2:-}" | cut -d' ' -f1; }
 # since time stolen by other processes is not counted. "-" without a PID.
 wrk_run() {
 	local url=$1 lua=${2:-} pid=${3:-} out before after reqs
-	local args=(-t1 -c"$CONNS" -d"$DURATION" --latency)
-	[ -n "$lua" ] && args+=(-s "$lua")
 	[ -n "$pid" ] && before=$(cpu_ticks "$pid")
-	out=$(taskset -c "$LOAD_CPU" wrk "${args[@]}" "$url")
+	out=$(wrk_out "$url" "$lua")
 	[ -n "$pid" ] && after=$(cpu_ticks "$pid")
-	if grep -q "Non-2xx or 3xx" <<<"$out"; then
-		echo "warning: $(grep 'Non-2xx or 3xx' <<<"$out") for $url" >&2
-	fi
 	reqs=$(awk '/requests in/ {print $1}' <<<"$out")
 	if [ -n "$pid" ] && [ "${reqs:-0}" -gt 0 ]; then
 		awk -v rps="$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")" -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" -v n="$reqs" \
@@ -63,6 +71,21 @@ wrk_run() {
 	else
 		echo "$(awk '/^Requests\/sec:/ {print $2}' <<<"$out") -"
 	fi
+}
+
+# wrk_stats URL [LUA] runs wrk once and prints "req/s p99-in-ms".
+wrk_stats() {
+	wrk_out "$@" | awk '
+		function ms(v) {
+			if (v ~ /us$/) return substr(v, 1, length(v) - 2) / 1000
+			if (v ~ /ms$/) return substr(v, 1, length(v) - 2) + 0
+			if (v ~ /m$/) return substr(v, 1, length(v) - 1) * 60000
+			if (v ~ /s$/) return substr(v, 1, length(v) - 1) * 1000
+			return v
+		}
+		/^Requests\/sec:/ {rps = $2}
+		$1 == "99%" {p99 = ms($2)}
+		END {printf "%s %.2f\n", rps, p99}'
 }
 
 # cpu_ticks PID prints the user+system clock ticks of PID and its children.
@@ -90,4 +113,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a/b}'; }
 report() {
 	local name=$1; shift
 	printf '%-34s median %10.0f req/s  range %s  rounds: %s\n' "$name" "$(median "$@")" "$(range "$@")" "$*"
+}
+
+# report_ms NAME VALUES... prints one latency line: median, range, rounds.
+report_ms() {
+	local name=$1; shift
+	printf '%-34s median %10.2f ms     range %s  rounds: %s\n' "$name" "$(median "$@")" \
+		"$(printf '%s\n' "$@" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f–%.2f", lo, hi}')" "$*"
 }

@@ -20,9 +20,10 @@ type command struct {
 
 // commands lists every subcommand; each lives in its own file.
 var commands = map[string]command{
-	"serve":   {"serve the URL shortener (redirects, seed-compatible API, REST API)", runServe},
-	"version": {"print the version and exit", runVersion},
-	"bench":   {"load-test an HTTP target (wrk2-compatible) or find its capacity", runBench},
+	"serve":    {"serve the URL shortener (redirects, seed-compatible API, REST API)", runServe},
+	"version":  {"print the version and exit", runVersion},
+	"bench":    {"load-test an HTTP target (wrk2-compatible) or find its capacity", runBench},
+	"dynamodb": {"DynamoDB tooling: create-table", runDynamoDB},
 }
 
 // run is the whole program: main only calls it. It owns signal handling, so
