@@ -204,7 +204,7 @@
       const r = mk("rect", { x: pad + i * bw + 1, y: H - h, width: Math.max(1, bw - 2), height: h, class: "bar" });
       r.append(mk("title", {}, d.key + ": " + d.n));
       svg.append(r);
-      if (i % 7 === 0 || i === days.length - 1) svg.append(mk("text", { x: pad + i * bw, y: H + 14, class: "axis" }, d.key.slice(5)));
+      if (i % 7 === 0 || (i === days.length - 1 && i % 7 > 3)) svg.append(mk("text", { x: pad + i * bw, y: H + 14, class: "axis" }, d.key.slice(5)));
     });
     $("chart").replaceChildren(svg);
   }
