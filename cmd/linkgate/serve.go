@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -46,8 +47,33 @@ then close the store.
 Stores: bolt:PATH (embedded bbolt file, created with its directory).`
 
 func runServe(ctx context.Context, args []string, env cli.Env) error {
-	c := serveConfig{allowSchemes: cli.ListFlag(shortener.DefaultSchemes)}
+	c := defaultServeConfig()
 	fs := cli.NewFlagSet("serve", "linkgate serve [flags]", serveDescription, env.Stderr)
+	c.register(fs)
+	if err := cli.Parse(fs, args, env.Getenv); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("serve takes no arguments, got %q", fs.Args())
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	logger, err := cli.NewLogger(env.Stderr, c.logFormat, c.logLevel)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, logger, c)
+}
+
+// defaultServeConfig returns the configuration before flags.
+func defaultServeConfig() serveConfig {
+	return serveConfig{allowSchemes: cli.ListFlag(shortener.DefaultSchemes)}
+}
+
+// register adds serve's flags to fs, with c's fields as their values. The
+// Lambda mode registers the same flags and reads them from LINKGATE_*.
+func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", ":8080", "`address` to listen on, host:port")
 	fs.StringVar(&c.store, "store", "bolt:data/links.db", "where links live: bolt:PATH")
 	fs.StringVar(&c.api.PublicURL, "public-url", "", "base `URL` of returned short links, e.g. https://sho.rt (default: http://<request Host>)")
@@ -71,20 +97,6 @@ func runServe(ctx context.Context, args []string, env cli.Env) error {
 	fs.StringVar(&c.visits.geoip, "geoip", "", "MaxMind-format country or city database `file` (e.g. GeoLite2-Country.mmdb) to count visits by country")
 	fs.BoolVar(&c.api.StatsPublic, "stats-public", false, "serve GET /api/v1/links/{id}/stats without the admin key")
 	fs.BoolVar(&c.api.UI, "ui", true, "serve the web page at /")
-	if err := cli.Parse(fs, args, env.Getenv); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("serve takes no arguments, got %q", fs.Args())
-	}
-	if err := c.validate(); err != nil {
-		return err
-	}
-	logger, err := cli.NewLogger(env.Stderr, c.logFormat, c.logLevel)
-	if err != nil {
-		return err
-	}
-	return serve(ctx, logger, c)
 }
 
 func (c serveConfig) validate() error {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -168,3 +169,28 @@ func FuzzCreateBody(f *testing.F) {
 }
 
 var _ http.Handler = (*httpapi.Handler)(nil)
+
+// BenchmarkShortenURL is POST /shortenURL end to end through the handler
+// with 64 concurrent clients sharing bolt's group commits; each op is one
+// fsynced create (make bench-serve measures it over HTTP).
+func BenchmarkShortenURL(b *testing.B) {
+	h, _ := newHandler(b, setup{})
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(64)
+	b.RunParallel(func(pb *testing.PB) {
+		var rc fasthttp.RequestCtx
+		var req fasthttp.Request
+		req.Header.SetMethod("POST")
+		req.SetRequestURI("/shortenURL")
+		rc.Init(&req, nil, nil)
+		for pb.Next() {
+			rc.Request.SetBodyString(fmt.Sprintf(`{"OriginalURL":"https://bench.example/%d"}`, n.Add(1)))
+			rc.Response.Reset()
+			h.ServeFastHTTP(&rc)
+			if rc.Response.StatusCode() != 201 {
+				b.Fatalf("status %d %q", rc.Response.StatusCode(), rc.Response.Body())
+			}
+		}
+	})
+}
