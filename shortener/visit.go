@@ -18,7 +18,7 @@ type Breakdown map[string]int64
 
 // VisitStats are the statistics of one link's visits.
 type VisitStats struct {
-	Total     int64     // every visit, bots included
+	Total     int64     // every visit, bots included (and the Visits a link was created with)
 	Bots      int64     // visits by known bots and link-preview fetchers
 	Days      Breakdown // "2006-01-02" (UTC) → visits
 	Referrers Breakdown // referrer host → visits; DirectReferrer when none

@@ -69,16 +69,21 @@ func (s *Store) AddVisits(ctx context.Context, batch []shortener.VisitDelta) err
 func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats, error) {
 	var st shortener.VisitStats
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		if tx.Bucket(linksBucket).Get([]byte(id)) == nil {
+		lv := tx.Bucket(linksBucket).Get([]byte(id))
+		if lv == nil {
 			return shortener.ErrNotFound
 		}
-		v := tx.Bucket(visitsBucket).Get([]byte(id))
-		if v == nil {
-			return nil
+		l, _, err := decodeMeta(lv)
+		if err != nil {
+			return err
 		}
-		var err error
-		st, err = decodeStats(v)
-		return err
+		if v := tx.Bucket(visitsBucket).Get([]byte(id)); v != nil {
+			if st, err = decodeStats(v); err != nil {
+				return err
+			}
+		}
+		st.Total += l.Visits // counted before statistics were kept (imports)
+		return nil
 	})
 	if err != nil {
 		return shortener.VisitStats{}, fmt.Errorf("visit stats %q: %w", id, err)

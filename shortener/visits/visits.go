@@ -56,6 +56,8 @@ const (
 	// MaxReferrersPerBatch bounds the referrer hosts kept per link and
 	// batch; more fold into shortener.OtherKey.
 	MaxReferrersPerBatch = 16
+	// MaxCountriesPerBatch does the same for countries.
+	MaxCountriesPerBatch = 32
 )
 
 // Config configures an Aggregator. Zero fields take defaults.
@@ -108,12 +110,13 @@ type shard struct {
 
 // linkAgg is one link's pending visits.
 type linkAgg struct {
-	total, bots int64
-	days        []dayN
-	refs        []keyN
-	refOther    int64
-	agents      []agentN
-	countries   []keyN
+	total, bots  int64
+	days         []dayN
+	refs         []keyN
+	refOther     int64
+	agents       []agentN
+	countries    []keyN
+	countryOther int64
 }
 
 type dayN struct {
@@ -256,7 +259,21 @@ func (l *linkAgg) add(day int64, host []byte, agent Agent, country string) {
 		l.agents = append(l.agents, agentN{agent, 1})
 	}
 	if country != "" {
-		l.countries = addKey(l.countries, country, 1)
+		found := false
+		for i := range l.countries {
+			if l.countries[i].key == country {
+				l.countries[i].n++
+				found = true
+				break
+			}
+		}
+		switch {
+		case found:
+		case len(l.countries) < MaxCountriesPerBatch:
+			l.countries = append(l.countries, keyN{country, 1})
+		default:
+			l.countryOther++
+		}
 	}
 }
 
@@ -300,6 +317,9 @@ func (l *linkAgg) stats() shortener.VisitStats {
 			s.Countries = shortener.Breakdown{}
 		}
 		s.Countries[c.key] += c.n
+	}
+	if l.countryOther > 0 {
+		s.Countries[shortener.OtherKey] += l.countryOther
 	}
 	return s
 }
