@@ -32,17 +32,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
-step "build linkgate and benchprep"
-go build -trimpath -o "$work/linkgate" ./cmd/linkgate
-go build -o "$work/benchprep" ./tools/benchprep
-cache=.cache/bench
-mkdir -p "$cache"
-if [ ! -f "$cache/links-$N.db" ] || [ ! -f "$cache/links-$N.ids" ]; then
-	step "preload $N links (once; cached in $cache, shared with make bench-serve)"
-	rm -f "$cache/links-$N.db" "$cache/links-$N.ids"
-	"$work/benchprep" -db "$cache/links-$N.db" -ids "$cache/links-$N.ids" -n "$N"
-fi
-export IDS_FILE=$PWD/$cache/links-$N.ids
+preloaded_links "$work" "$N"
 loadgen=${LOADGEN:-$work/linkgate}
 if ! "$loadgen" bench --help >/dev/null 2>&1; then
 	echo "note: $loadgen has no bench command (linkgate bench not merged here); set LOADGEN=/path/to/linkgate for the fixed-rate part" >&2
@@ -53,7 +43,7 @@ fi
 # it sets server_url and server_pid.
 start_server() {
 	local name=$1 port; shift
-	cp "$cache/links-$N.db" "$work/$name.db"
+	cp "$links_db" "$work/$name.db"
 	port=$(free_port)
 	GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$port" \
 		--store "bolt:$work/$name.db" --log-level warn "$@" >"$work/$name.log" 2>&1 &

@@ -225,27 +225,17 @@ func (l *linkAgg) add(day int64, host []byte, agent Agent, country string) {
 	} else {
 		l.days = append(l.days, dayN{day, 1})
 	}
+	var over bool
 	switch {
 	case host == nil:
-		l.refs = addKey(l.refs, InvalidReferrer, 1)
+		l.refs, over = bump(l.refs, InvalidReferrer, MaxReferrersPerBatch)
 	case len(host) == 0:
-		l.refs = addKey(l.refs, shortener.DirectReferrer, 1)
+		l.refs, over = bump(l.refs, shortener.DirectReferrer, MaxReferrersPerBatch)
 	default:
-		found := false
-		for i := range l.refs {
-			if l.refs[i].key == string(host) {
-				l.refs[i].n++
-				found = true
-				break
-			}
-		}
-		switch {
-		case found:
-		case len(l.refs) < MaxReferrersPerBatch:
-			l.refs = append(l.refs, keyN{string(host), 1})
-		default:
-			l.refOther++
-		}
+		l.refs, over = bump(l.refs, host, MaxReferrersPerBatch)
+	}
+	if over {
+		l.refOther++
 	}
 	found := false
 	for i := range l.agents {
@@ -259,32 +249,26 @@ func (l *linkAgg) add(day int64, host []byte, agent Agent, country string) {
 		l.agents = append(l.agents, agentN{agent, 1})
 	}
 	if country != "" {
-		found := false
-		for i := range l.countries {
-			if l.countries[i].key == country {
-				l.countries[i].n++
-				found = true
-				break
-			}
-		}
-		switch {
-		case found:
-		case len(l.countries) < MaxCountriesPerBatch:
-			l.countries = append(l.countries, keyN{country, 1})
-		default:
+		if l.countries, over = bump(l.countries, country, MaxCountriesPerBatch); over {
 			l.countryOther++
 		}
 	}
 }
 
-func addKey(s []keyN, key string, n int64) []keyN {
+// bump counts one under key in s, adding the key while s has fewer than
+// max entries; over reports a key that did not fit. Comparing does not
+// allocate; only a new key is copied.
+func bump[K string | []byte](s []keyN, key K, max int) (_ []keyN, over bool) {
 	for i := range s {
-		if s[i].key == key {
-			s[i].n += n
-			return s
+		if s[i].key == string(key) {
+			s[i].n++
+			return s, false
 		}
 	}
-	return append(s, keyN{key, n})
+	if len(s) >= max {
+		return s, true
+	}
+	return append(s, keyN{string(key), 1}), false
 }
 
 // stats converts the pending aggregate into domain statistics.
@@ -294,34 +278,32 @@ func (l *linkAgg) stats() shortener.VisitStats {
 		s.Days[time.Unix(d.day*86400, 0).UTC().Format(shortener.DayFormat)] += d.n
 	}
 	for _, r := range l.refs {
-		s.Referrers[r.key] += r.n
+		inc(&s.Referrers, r.key, r.n)
 	}
-	if l.refOther > 0 {
-		s.Referrers[shortener.OtherKey] += l.refOther
-	}
+	inc(&s.Referrers, shortener.OtherKey, l.refOther)
 	for _, g := range l.agents {
 		if g.Bot {
-			if s.BotAgents == nil {
-				s.BotAgents = shortener.Breakdown{}
-			}
-			s.BotAgents[g.Name] += g.n
+			inc(&s.BotAgents, g.Name, g.n)
 		} else {
-			if s.Browsers == nil {
-				s.Browsers = shortener.Breakdown{}
-			}
-			s.Browsers[g.Name] += g.n
+			inc(&s.Browsers, g.Name, g.n)
 		}
 	}
 	for _, c := range l.countries {
-		if s.Countries == nil {
-			s.Countries = shortener.Breakdown{}
-		}
-		s.Countries[c.key] += c.n
+		inc(&s.Countries, c.key, c.n)
 	}
-	if l.countryOther > 0 {
-		s.Countries[shortener.OtherKey] += l.countryOther
-	}
+	inc(&s.Countries, shortener.OtherKey, l.countryOther)
 	return s
+}
+
+// inc adds n under key, making the breakdown if needed; 0 adds nothing.
+func inc(b *shortener.Breakdown, key string, n int64) {
+	if n == 0 {
+		return
+	}
+	if *b == nil {
+		*b = shortener.Breakdown{}
+	}
+	(*b)[key] += n
 }
 
 // Gen implements shortener.VisitCounter.
