@@ -47,9 +47,12 @@ type serveConfig struct {
 
 const serveDescription = `Serve the URL shortener: seed-compatible POST /shortenURL and
 GET /getFullURL/{id}, redirects at GET /{id}, the REST API under
-/api/v1/links, and /healthz, /readyz, /metrics. Links are stored durably
-(a 201 means the link is on disk). SIGINT/SIGTERM drain requests in flight,
-then close the store.
+/api/v1/links, visit statistics at /api/v1/links/{id}/stats, QR codes at
+/api/v1/links/{id}/qr, the web page at /, and /healthz, /readyz, /metrics.
+Links are stored durably (a 201 means the link is on disk). Visits are
+counted in memory and written in batches (--visits-flush-interval).
+SIGINT/SIGTERM drain requests in flight, flush the visits, then close the
+store.
 
 Stores: bolt:PATH (embedded bbolt file, created with its directory), or
 dynamodb:TABLE (default table goUrlShortener; create it with 'linkgate
