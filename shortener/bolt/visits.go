@@ -34,22 +34,37 @@ func (s *Store) AddVisits(ctx context.Context, batch []shortener.VisitDelta) err
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(batch[a].ID, batch[b].ID) })
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		links, visits := tx.Bucket(linksBucket), tx.Bucket(visitsBucket)
+		// Values must stay valid until the commit: they are cut from
+		// arenas, a new one when the last is full.
+		var arena []byte
 		for _, i := range order {
 			d := &batch[i]
 			key := []byte(d.ID)
-			if links.Get(key) == nil {
+			v := visits.Get(key)
+			// A record exists only while its link does (Delete removes
+			// both), so the links bucket need not be searched for one.
+			if v == nil && links.Get(key) == nil {
 				continue // deleted meanwhile
 			}
-			var st shortener.VisitStats
-			if v := visits.Get(key); v != nil {
-				var err error
-				if st, err = decodeStats(v); err != nil {
-					return fmt.Errorf("link %q: %w", d.ID, err)
-				}
+			if cap(arena)-len(arena) < len(v)+512 {
+				arena = make([]byte, 0, max(64<<10, 2*len(v)+512))
 			}
-			st.Add(d.Stats)
-			st.Bound()
-			if err := visits.Put(key, encodeStats(st)); err != nil {
+			start := len(arena)
+			merged, ok := mergeStats(arena, v, &d.Stats)
+			if !ok { // a bound is reached (or an old record is malformed): decode and bound
+				var st shortener.VisitStats
+				if v != nil {
+					var err error
+					if st, err = decodeStats(v); err != nil {
+						return fmt.Errorf("link %q: %w", d.ID, err)
+					}
+				}
+				st.Add(d.Stats)
+				st.Bound()
+				merged = append(arena[:start], encodeStats(st)...)
+			}
+			arena = merged
+			if err := visits.Put(key, arena[start:len(arena):len(arena)]); err != nil {
 				return err
 			}
 		}

@@ -31,3 +31,37 @@ func FuzzDecodeStats(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMergeStats: the in-place merge of a stored record and a delta gives
+// the same statistics as decoding, adding and encoding.
+func FuzzMergeStats(f *testing.F) {
+	f.Add([]byte("a\x01b\x02c"), []byte("b\x05d\x01"), int64(3))
+	f.Add([]byte{}, []byte("x\x01"), int64(1))
+	f.Fuzz(func(t *testing.T, oldKeys, deltaKeys []byte, bots int64) {
+		mk := func(b []byte) shortener.Breakdown {
+			m := shortener.Breakdown{}
+			for i := 0; i+1 < len(b) && len(m) < 20; i += 2 {
+				m[string(b[i:i+1])] += int64(b[i+1]) + 1
+			}
+			return m
+		}
+		old := shortener.VisitStats{Total: 50, Bots: bots, Referrers: mk(oldKeys), Days: mk(deltaKeys)}
+		delta := shortener.VisitStats{Total: 7, Bots: 1, Referrers: mk(deltaKeys), Browsers: mk(oldKeys)}
+		var oldRec []byte
+		if len(oldKeys)%3 != 0 {
+			oldRec = encodeStats(old)
+		} else {
+			old = shortener.VisitStats{}
+		}
+		got, ok := mergeStats([]byte("prefix"), oldRec, &delta)
+		if !ok {
+			t.Fatal("merge refused a record within the bounds")
+		}
+		want := old
+		want.Add(delta)
+		if string(got[:6]) != "prefix" || !bytes.Equal(got[6:], encodeStats(want)) {
+			st, err := decodeStats(got[6:])
+			t.Fatalf("merge gave %+v (%v), want %+v", st, err, want)
+		}
+	})
+}

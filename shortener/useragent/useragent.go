@@ -75,9 +75,11 @@ var agents, botIndex, browserIndex = func() ([]visits.Agent, []uint8, map[string
 		if i, ok := index[a]; ok {
 			return i
 		}
-		index[a] = uint8(len(all))
+		i := uint8(len(all))
+		index[a] = i
+		a.ID = uint16(i) + 1 // numbered for the aggregate (visits.Agent.ID)
 		all = append(all, a)
-		return index[a]
+		return i
 	}
 	bi := make([]uint8, len(bots))
 	for i, b := range bots {

@@ -50,8 +50,8 @@ func TestClassify(t *testing.T) {
 	for _, tt := range tests {
 		for range 2 { // uncached, then cached
 			got := c.Classify([]byte(tt.ua))
-			if got != (visits.Agent{Name: tt.name, Bot: tt.bot}) {
-				t.Errorf("Classify(%q) = %+v, want {%s %v}", tt.ua, got, tt.name, tt.bot)
+			if got.Name != tt.name || got.Bot != tt.bot || got.ID == 0 || got.ID >= visits.MaxAgentID {
+				t.Errorf("Classify(%q) = %+v, want {%s %v} with an ID", tt.ua, got, tt.name, tt.bot)
 			}
 		}
 	}

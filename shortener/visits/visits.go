@@ -34,7 +34,13 @@ var _ shortener.VisitCounter = (*Aggregator)(nil)
 type Agent struct {
 	Name string // browser or bot family, e.g. "Chrome", "Slackbot"
 	Bot  bool   // a crawler, a link-preview fetcher or an HTTP library
+	// ID, if not 0, numbers this class for the classifier's lifetime
+	// (below MaxAgentID), so the aggregate keeps a number, not a name.
+	ID uint16
 }
+
+// MaxAgentID bounds Agent.ID.
+const MaxAgentID = 256
 
 // Classifier tells browsers from bots. Classify must be safe for
 // concurrent use, must not retain ua, and should not allocate: it runs on
@@ -53,11 +59,6 @@ const (
 	DefaultFlushInterval = time.Second
 	DefaultFlushLinks    = 20000
 	DefaultStoreTimeout  = 10 * time.Second
-	// MaxReferrersPerBatch bounds the referrer hosts kept per link and
-	// batch; more fold into shortener.OtherKey.
-	MaxReferrersPerBatch = 16
-	// MaxCountriesPerBatch does the same for countries.
-	MaxCountriesPerBatch = 32
 )
 
 // Config configures an Aggregator. Zero fields take defaults.
@@ -80,7 +81,8 @@ type Aggregator struct {
 	cfg    Config
 	seed   maphash.Seed
 	shards [numShards]shard
-	links  atomic.Int64 // distinct links pending in the shards
+	spares [numShards]*pending // the other batch of each shard (flush only)
+	links  atomic.Int64        // distinct links pending in the shards
 
 	// flushMu is held by a flush from taking the shards until the store
 	// write is settled, and by Stats readers, so Stats never counts a
@@ -103,41 +105,9 @@ type Aggregator struct {
 }
 
 type shard struct {
-	mu    sync.Mutex
-	links map[string]*linkAgg
-	_     [40]byte // keep shards on separate cache lines
-}
-
-// linkAgg is one link's pending visits.
-type linkAgg struct {
-	total, bots  int64
-	days         []dayN
-	refs         []keyN
-	refOther     int64
-	agents       []agentN
-	countries    []keyN
-	countryOther int64
-}
-
-type dayN struct {
-	day int64 // days since 1970-01-01, UTC
-	n   int64
-}
-
-type keyN struct {
-	key string
-	n   int64
-}
-
-type agentN struct {
-	Agent
-	n int64
-}
-
-var aggPool = sync.Pool{New: func() any { return new(linkAgg) }}
-
-func (l *linkAgg) reset() {
-	*l = linkAgg{days: l.days[:0], refs: l.refs[:0], agents: l.agents[:0], countries: l.countries[:0]}
+	mu  sync.Mutex
+	cur *pending // this batch's visits
+	_   [48]byte // keep shards on separate cache lines
 }
 
 // New returns a running Aggregator.
@@ -168,7 +138,8 @@ func New(cfg Config) (*Aggregator, error) {
 		done: make(chan struct{}),
 	}
 	for i := range a.shards {
-		a.shards[i].links = make(map[string]*linkAgg)
+		a.shards[i].cur = newPending()
+		a.spares[i] = newPending()
 	}
 	go a.run()
 	return a, nil
@@ -190,19 +161,21 @@ func (a *Aggregator) Record(id, referrer, userAgent []byte, ip net.IP, now time.
 	if a.cfg.Geo != nil && ip != nil {
 		country = a.cfg.Geo.Country(ip)
 	}
-	day := now.Unix() / 86400
+	day := int32(now.Unix() / 86400)
 
 	sh := &a.shards[maphash.Bytes(a.seed, id)%numShards]
 	sh.mu.Lock()
-	l := sh.links[string(id)]
-	if l == nil {
+	p := sh.cur
+	idx, ok := p.index[string(id)]
+	if !ok {
 		if a.links.Load() >= int64(a.cfg.MaxLinks) {
 			sh.mu.Unlock()
 			a.dropped.Add(1)
 			return
 		}
-		l = aggPool.Get().(*linkAgg)
-		sh.links[string(id)] = l
+		idx = int32(len(p.links))
+		p.links = append(p.links, linkAgg{})
+		p.index[string(id)] = idx
 		if a.links.Add(1) == int64(a.cfg.FlushLinks) {
 			select {
 			case a.kick <- struct{}{}:
@@ -210,100 +183,9 @@ func (a *Aggregator) Record(id, referrer, userAgent []byte, ip net.IP, now time.
 			}
 		}
 	}
-	l.add(day, host, agent, country)
+	p.add(&p.links[idx], idx, a.seed, day, host, agent, country)
 	sh.mu.Unlock()
 	a.recorded.Add(1)
-}
-
-func (l *linkAgg) add(day int64, host []byte, agent Agent, country string) {
-	l.total++
-	if agent.Bot {
-		l.bots++
-	}
-	if n := len(l.days); n > 0 && l.days[n-1].day == day {
-		l.days[n-1].n++
-	} else {
-		l.days = append(l.days, dayN{day, 1})
-	}
-	var over bool
-	switch {
-	case host == nil:
-		l.refs, over = bump(l.refs, InvalidReferrer, MaxReferrersPerBatch)
-	case len(host) == 0:
-		l.refs, over = bump(l.refs, shortener.DirectReferrer, MaxReferrersPerBatch)
-	default:
-		l.refs, over = bump(l.refs, host, MaxReferrersPerBatch)
-	}
-	if over {
-		l.refOther++
-	}
-	found := false
-	for i := range l.agents {
-		if l.agents[i].Agent == agent {
-			l.agents[i].n++
-			found = true
-			break
-		}
-	}
-	if !found {
-		l.agents = append(l.agents, agentN{agent, 1})
-	}
-	if country != "" {
-		if l.countries, over = bump(l.countries, country, MaxCountriesPerBatch); over {
-			l.countryOther++
-		}
-	}
-}
-
-// bump counts one under key in s, adding the key while s has fewer than
-// max entries; over reports a key that did not fit. Comparing does not
-// allocate; only a new key is copied.
-func bump[K string | []byte](s []keyN, key K, max int) (_ []keyN, over bool) {
-	for i := range s {
-		if s[i].key == string(key) {
-			s[i].n++
-			return s, false
-		}
-	}
-	if len(s) >= max {
-		return s, true
-	}
-	return append(s, keyN{string(key), 1}), false
-}
-
-// stats converts the pending aggregate into domain statistics.
-func (l *linkAgg) stats() shortener.VisitStats {
-	s := shortener.VisitStats{Total: l.total, Bots: l.bots, Days: shortener.Breakdown{}, Referrers: shortener.Breakdown{}}
-	for _, d := range l.days {
-		s.Days[time.Unix(d.day*86400, 0).UTC().Format(shortener.DayFormat)] += d.n
-	}
-	for _, r := range l.refs {
-		inc(&s.Referrers, r.key, r.n)
-	}
-	inc(&s.Referrers, shortener.OtherKey, l.refOther)
-	for _, g := range l.agents {
-		if g.Bot {
-			inc(&s.BotAgents, g.Name, g.n)
-		} else {
-			inc(&s.Browsers, g.Name, g.n)
-		}
-	}
-	for _, c := range l.countries {
-		inc(&s.Countries, c.key, c.n)
-	}
-	inc(&s.Countries, shortener.OtherKey, l.countryOther)
-	return s
-}
-
-// inc adds n under key, making the breakdown if needed; 0 adds nothing.
-func inc(b *shortener.Breakdown, key string, n int64) {
-	if n == 0 {
-		return
-	}
-	if *b == nil {
-		*b = shortener.Breakdown{}
-	}
-	(*b)[key] += n
 }
 
 // Gen implements shortener.VisitCounter.
@@ -315,8 +197,8 @@ func (a *Aggregator) Pending(id []byte, gen uint64) int64 {
 	sh := &a.shards[maphash.Bytes(a.seed, id)%numShards]
 	var n int64
 	sh.mu.Lock()
-	if l := sh.links[string(id)]; l != nil {
-		n = l.total
+	if idx, ok := sh.cur.index[string(id)]; ok {
+		n = int64(sh.cur.links[idx].total)
 	}
 	sh.mu.Unlock()
 	a.infMu.Lock()
@@ -338,8 +220,8 @@ func (a *Aggregator) Stats(ctx context.Context, id string) (shortener.VisitStats
 	}
 	sh := &a.shards[maphash.String(a.seed, id)%numShards]
 	sh.mu.Lock()
-	if l := sh.links[id]; l != nil {
-		st.Add(l.stats())
+	if idx, ok := sh.cur.index[id]; ok {
+		st.Add(sh.cur.stats(idx))
 	}
 	sh.mu.Unlock()
 	a.infMu.Lock()
@@ -395,29 +277,26 @@ func (a *Aggregator) flush(ctx context.Context) error {
 	a.flushMu.Lock()
 	defer a.flushMu.Unlock()
 
-	// Take every shard's links; Record goes on into fresh maps.
+	// Take every shard's batch; Record goes on into the spare one.
 	batch := make(map[string]*shortener.VisitDelta)
-	var taken []*linkAgg
 	for i := range a.shards {
 		sh := &a.shards[i]
+		spare := a.spares[i]
 		sh.mu.Lock()
-		links := sh.links
-		if len(links) > 0 {
-			sh.links = make(map[string]*linkAgg, len(links))
+		p := sh.cur
+		if len(p.index) > 0 {
+			sh.cur = spare
 		}
 		sh.mu.Unlock()
-		if len(links) == 0 {
+		if len(p.index) == 0 {
 			continue
 		}
-		a.links.Add(-int64(len(links)))
-		for id, l := range links {
-			batch[id] = &shortener.VisitDelta{ID: id, Stats: l.stats()}
-			taken = append(taken, l)
+		a.links.Add(-int64(len(p.index)))
+		for id, idx := range p.index {
+			batch[id] = &shortener.VisitDelta{ID: id, Stats: p.stats(idx)}
 		}
-	}
-	for _, l := range taken {
-		l.reset()
-		aggPool.Put(l)
+		p.reset()
+		a.spares[i] = p
 	}
 
 	a.infMu.Lock()

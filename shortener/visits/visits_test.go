@@ -39,7 +39,7 @@ func (s *store) AddVisits(ctx context.Context, batch []shortener.VisitDelta) err
 	return s.Store.AddVisits(ctx, batch)
 }
 
-func newStore(t *testing.T, ids ...string) *store {
+func newStore(t testing.TB, ids ...string) *store {
 	t.Helper()
 	b, err := bolt.Open(filepath.Join(t.TempDir(), "links.db"))
 	if err != nil {
@@ -356,5 +356,80 @@ func BenchmarkRecord(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		a.Record(id, ref, ua, nil, day)
+	}
+}
+
+// A batch keeps a few referrers, agents and countries per link inline;
+// the rest is counted under (other), and visits on more days than fit
+// inline are kept too.
+func TestPerBatchBounds(t *testing.T) {
+	s := newStore(t, "busy")
+	g := geo{}
+	for i := range 6 {
+		g[fmt.Sprintf("192.0.2.%d", i)] = fmt.Sprintf("C%d", i)
+	}
+	a := newAggregator(t, s, visits.Config{Geo: g})
+	for i := range 20 {
+		ip := net.ParseIP(fmt.Sprintf("192.0.2.%d", i%6))
+		when := day.Add(time.Duration(i%3) * 24 * time.Hour)
+		a.Record([]byte("busy"), []byte(fmt.Sprintf("https://r%d.example/", i)), []byte(fmt.Sprintf("agent%d", i%6)), ip, when)
+	}
+	a.Flush(context.Background())
+	st := stored(t, s, "busy")
+	if st.Total != 20 || len(st.Days) != 3 || st.Days["2026-03-14"] != 7 || st.Days["2026-03-16"] != 6 {
+		t.Errorf("days %v (total %d)", st.Days, st.Total)
+	}
+	if len(st.Referrers) != visits.MaxReferrersPerBatch+1 || st.Referrers[shortener.OtherKey] != 20-visits.MaxReferrersPerBatch {
+		t.Errorf("referrers %v", st.Referrers)
+	}
+	sum := func(b shortener.Breakdown) (n int64) {
+		for _, c := range b {
+			n += c
+		}
+		return n
+	}
+	if sum(st.Browsers) != 20 || st.Browsers[shortener.OtherKey] == 0 || sum(st.Countries) != 20 || st.Countries[shortener.OtherKey] == 0 {
+		t.Errorf("browsers %v, countries %v", st.Browsers, st.Countries)
+	}
+}
+
+// BenchmarkRecordSpread records visits over 10,000 links, as a busy
+// server does: the aggregate no longer fits the fastest caches.
+func BenchmarkRecordSpread(b *testing.B) {
+	a, _ := visits.New(visits.Config{Store: &store{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), FlushInterval: time.Hour, FlushLinks: 1 << 30})
+	ids := make([][]byte, 10000)
+	for i := range ids {
+		ids[i] = []byte(fmt.Sprintf("id%08d", (i*7919)%10000))
+	}
+	ref, ua := []byte("https://news.example.com/x"), []byte("Chrome")
+	for _, id := range ids {
+		a.Record(id, ref, ua, nil, day)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		a.Record(ids[i%len(ids)], ref, ua, nil, day)
+		i++
+	}
+}
+
+// BenchmarkFlush writes batches of 10,000 links (5 visits each) to a real
+// bolt store: the flusher's share of a busy server's CPU.
+func BenchmarkFlush(b *testing.B) {
+	ids := make([]string, 10000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("id%08d", i)
+	}
+	s := newStore(b, ids...)
+	a, _ := visits.New(visits.Config{Store: s, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), FlushInterval: time.Hour, FlushLinks: 1 << 30, Classifier: classifier{}})
+	ref, ua := []byte("https://news.example.com/x"), []byte("Chrome")
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		for j := range 5 * len(ids) {
+			a.Record([]byte(ids[j%len(ids)]), ref, ua, nil, day)
+		}
+		b.StartTimer()
+		a.Flush(context.Background())
 	}
 }
