@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -19,6 +20,9 @@ var _ shortener.VisitStore = (*Store)(nil)
 // from the links bucket: a flush rewrites only these small records, and the
 // pages redirects read stay untouched.
 var visitsBucket = []byte("visits")
+
+// yieldEvery is how many records AddVisits writes between yields.
+const yieldEvery = 64
 
 // AddVisits adds a batch in one transaction (one fsync). Deltas are applied
 // in id order, so neighbouring records share page writes; deltas of links
@@ -37,7 +41,14 @@ func (s *Store) AddVisits(ctx context.Context, batch []shortener.VisitDelta) err
 		// Values must stay valid until the commit: they are cut from
 		// arenas, a new one when the last is full.
 		var arena []byte
-		for _, i := range order {
+		for j, i := range order {
+			if j%yieldEvery == yieldEvery-1 {
+				// Let request handlers run: on a server with one core
+				// (GOMAXPROCS=1) a batch of thousands of links would
+				// otherwise hold it for a whole scheduler slice (10 ms)
+				// at a time, which redirects would see as latency.
+				runtime.Gosched()
+			}
 			d := &batch[i]
 			key := []byte(d.ID)
 			v := visits.Get(key)

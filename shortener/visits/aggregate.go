@@ -78,10 +78,11 @@ type pending struct {
 	agents    []Agent           // others: number - MaxAgentID - 1 → agent
 	agentNums map[Agent]uint16
 	extraDays []extraDay
+	dayKeys   map[int32]string // formatted days, kept across batches
 }
 
 func newPending() *pending {
-	return &pending{index: map[string]int32{}, hosts: map[uint64]string{}, agentNums: map[Agent]uint16{}}
+	return &pending{index: map[string]int32{}, hosts: map[uint64]string{}, agentNums: map[Agent]uint16{}, dayKeys: map[int32]string{}}
 }
 
 // reset empties p for reuse, keeping its memory.
@@ -179,8 +180,17 @@ func (p *pending) addExtraDay(idx int32, day int32) {
 	p.extraDays = append(p.extraDays, extraDay{idx, day, 1})
 }
 
-func dayKey(day int32) string {
-	return time.Unix(int64(day)*86400, 0).UTC().Format(shortener.DayFormat)
+// dayKey formats a day number as the Days key, once per day.
+func (p *pending) dayKey(day int32) string {
+	k, ok := p.dayKeys[day]
+	if !ok {
+		if len(p.dayKeys) > 64 {
+			clear(p.dayKeys)
+		}
+		k = time.Unix(int64(day)*86400, 0).UTC().Format(shortener.DayFormat)
+		p.dayKeys[day] = k
+	}
+	return k
 }
 
 // stats converts link idx's pending visits into domain statistics.
@@ -189,12 +199,12 @@ func (p *pending) stats(idx int32) shortener.VisitStats {
 	s := shortener.VisitStats{Total: int64(l.total), Bots: int64(l.bots)}
 	for i, n := range l.dayN {
 		if n > 0 {
-			inc(&s.Days, dayKey(l.day[i]), n)
+			inc(&s.Days, p.dayKey(l.day[i]), n)
 		}
 	}
 	for _, e := range p.extraDays {
 		if e.idx == idx {
-			inc(&s.Days, dayKey(e.day), e.n)
+			inc(&s.Days, p.dayKey(e.day), e.n)
 		}
 	}
 	for i, n := range l.refN {

@@ -21,6 +21,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,11 @@ type Config struct {
 }
 
 const numShards = 16
+
+// yieldEvery is how many links a flush converts between yields to the
+// scheduler, so that with one core (GOMAXPROCS=1) request handlers wait
+// for a flush by microseconds, not by a whole 10 ms scheduler slice.
+const yieldEvery = 128
 
 // Aggregator is the in-memory visit aggregate and its flusher. Create it
 // with New; Close it once.
@@ -292,8 +298,12 @@ func (a *Aggregator) flush(ctx context.Context) error {
 			continue
 		}
 		a.links.Add(-int64(len(p.index)))
+		j := 0
 		for id, idx := range p.index {
 			batch[id] = &shortener.VisitDelta{ID: id, Stats: p.stats(idx)}
+			if j++; j%yieldEvery == 0 {
+				runtime.Gosched() // see yieldEvery
+			}
 		}
 		p.reset()
 		a.spares[i] = p
