@@ -51,7 +51,7 @@ func breakdowns(st *shortener.VisitStats) []struct {
 }
 
 // visitWriters bounds the UpdateItem calls of one batch in flight.
-const visitWriters = 16
+const visitWriters = 64
 
 // AddVisits makes one UpdateItem ADD per link, up to visitWriters at a
 // time, each conditional on the link existing (a deleted link is not

@@ -36,7 +36,7 @@ type linkAgg struct {
 	refOther, agentOther, countryOther uint32
 	day                                [inlineDays]int32 // days since 1970-01-01, UTC
 	dayN                               [inlineDays]uint32
-	agent                              [inlineAgents]uint16 // 1 + index in pending.agents
+	agent                              [inlineAgents]uint16 // see pending.agentNum
 	agentN                             [inlineAgents]uint32
 	country                            [inlineCountries]uint16 // two ASCII letters
 	countryN                           [inlineCountries]uint32
