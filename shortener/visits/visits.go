@@ -290,12 +290,13 @@ func (a *Aggregator) flush(ctx context.Context) error {
 		spare := a.spares[i]
 		sh.mu.Lock()
 		p := sh.cur
-		if len(p.index) > 0 {
+		taken := len(p.index) > 0
+		if taken {
 			sh.cur = spare
 		}
 		sh.mu.Unlock()
-		if len(p.index) == 0 {
-			continue
+		if !taken {
+			continue // p is still the shard's: not ours to read
 		}
 		a.links.Add(-int64(len(p.index)))
 		j := 0
