@@ -439,3 +439,35 @@ func BenchmarkFlush(b *testing.B) {
 		a.Flush(context.Background())
 	}
 }
+
+// Flushes running while visits open new entries in empty shards (the race
+// detector checks that a flush never reads a batch it did not take).
+func TestFlushWhileFirstVisits(t *testing.T) {
+	s := newStore(t, "f0", "f1", "f2", "f3")
+	a := newAggregator(t, s, visits.Config{})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				a.Flush(context.Background())
+			}
+		}
+	})
+	for i := range 4000 {
+		a.Record([]byte(fmt.Sprintf("f%d", i%4)), nil, []byte("Chrome"), nil, day)
+	}
+	close(stop)
+	wg.Wait()
+	a.Flush(context.Background())
+	var total int64
+	for i := range 4 {
+		total += stored(t, s, fmt.Sprintf("f%d", i)).Total
+	}
+	if total != 4000 {
+		t.Errorf("stored %d visits, want 4000", total)
+	}
+}
