@@ -59,6 +59,7 @@ func Open(path string) (*Store, error) {
 		Timeout:        time.Second,
 		FreelistType:   bbolt.FreelistMapType,
 		NoFreelistSync: true, // the freelist is rebuilt on open; commits write less
+		MmapFlags:      mmapFlags,
 	})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("open bolt store %s: the file is locked by another process", path)

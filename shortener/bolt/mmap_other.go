@@ -1,0 +1,5 @@
+//go:build !linux
+
+package bolt
+
+const mmapFlags = 0
