@@ -2,7 +2,7 @@
 // server's REST API (POST /api/v1/links with a slug), so benchmarks can
 // load the same links into any store. Ids come one per line from -ids; the
 // target of id X is https://bench.example/X. A taken id (409) counts as
-// loaded, so a rerun is harmless.
+// loaded, so a rerun is harmless; a 503 (the store was slow) is retried.
 //
 //	preload -url http://127.0.0.1:8080 -ids hot.ids -c 64
 package main
@@ -83,14 +83,20 @@ func run(base, idsFile string, conc int) error {
 
 func create(client *http.Client, base, id string) error {
 	body := fmt.Sprintf(`{"url":"https://bench.example/%s","slug":%q}`, id, id)
-	resp, err := client.Post(base+"/api/v1/links", "application/json", bytes.NewBufferString(body))
-	if err != nil {
-		return err
+	for attempt := 1; ; attempt++ {
+		resp, err := client.Post(base+"/api/v1/links", "application/json", bytes.NewBufferString(body))
+		if err != nil {
+			return err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusConflict:
+			return nil
+		case resp.StatusCode == http.StatusServiceUnavailable && attempt < 10:
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		default:
+			return fmt.Errorf("create %s: %d %s", id, resp.StatusCode, b)
+		}
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusConflict {
-		return fmt.Errorf("create %s: %d %s", id, resp.StatusCode, b)
-	}
-	return nil
 }
