@@ -12,7 +12,8 @@
 #    list — most traffic goes to few links, as in real use — and "all",
 #    every preloaded id once per pass, the worst case for aggregation (each
 #    request a link not yet pending, every flush touching up to ~100k links);
-#  - (a) saturation: Debian wrk -t1 -c$CONNS, req/s, ratio on/off;
+#  - (a) saturation: Debian wrk -t1 -c$CONNS, req/s, ratio on/off, and the
+#    server's CPU time per request (bench-lib.sh wrk_run; robust to noise);
 #  - (b) fixed rate: FIXED_SHARE (0.6) of the visits-off saturation rate,
 #    sent by `linkgate bench -R` (constant rate, latency from each
 #    request's intended send time), p99 and ratio on/off. It needs a
@@ -82,10 +83,10 @@ for wl in $WORKLOADS; do
 	flock 9
 	DURATION=3s wrk_rps "$off" scripts/bench/visits.lua >/dev/null
 	DURATION=3s wrk_rps "$on" scripts/bench/visits.lua >/dev/null
-	sat_off=() sat_on=()
+	sat_off=() sat_on=() cpu_off=() cpu_on=()
 	for ((r = 0; r < ROUNDS; r++)); do
-		sat_off+=("$(wrk_rps "$off" scripts/bench/visits.lua)")
-		sat_on+=("$(wrk_rps "$on" scripts/bench/visits.lua)")
+		read -r x c <<<"$(wrk_run "$off" scripts/bench/visits.lua "$off_pid")"; sat_off+=("$x") cpu_off+=("$c")
+		read -r x c <<<"$(wrk_run "$on" scripts/bench/visits.lua "$on_pid")"; sat_on+=("$x") cpu_on+=("$c")
 	done
 	p99_off=() p99_on=()
 	rate=
@@ -101,6 +102,7 @@ for wl in $WORKLOADS; do
 	report "saturation, visits off" "${sat_off[@]}"
 	report "saturation, visits on" "${sat_on[@]}"
 	echo "saturation ratio on/off (medians): $(ratio "$(median "${sat_on[@]}")" "$(median "${sat_off[@]}")")   (target ≥ 0.95)"
+	echo "server CPU per request, µs: visits off median $(median "${cpu_off[@]}") (rounds ${cpu_off[*]}), visits on median $(median "${cpu_on[@]}") (rounds ${cpu_on[*]}); ratio off/on $(ratio "$(median "${cpu_off[@]}")" "$(median "${cpu_on[@]}")") (the throughput ratio a quiet machine would show)"
 	if [ -n "$rate" ]; then
 		report_ms "p99 at $rate req/s, visits off" "${p99_off[@]}"
 		report_ms "p99 at $rate req/s, visits on" "${p99_on[@]}"
