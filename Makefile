@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 export GOTOOLCHAIN := local
 
-.PHONY: all build test cross clean bench-generator bench-serve bench-engines bench-dynamodb
+.PHONY: all build test cross clean bench-generator bench-serve bench-engines bench-dynamodb bench-visits
 all: build
 
 build:
@@ -31,6 +31,10 @@ bench-engines:
 ## bench-dynamodb: redirects through the cache (DynamoDB vs bolt), creates and cold reads against DynamoDB Local.
 bench-dynamodb:
 	scripts/bench-dynamodb.sh
+
+## bench-visits: redirects with visits counted vs not, at a fixed rate and at saturation (docs/visits.md).
+bench-visits:
+	scripts/bench-visits.sh
 
 clean:
 	rm -rf bin dist .cache/test-logs .cache/test-artifacts

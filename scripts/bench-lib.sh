@@ -121,3 +121,23 @@ report_ms() {
 	printf '%-34s median %10.2f ms     range %s  rounds: %s\n' "$name" "$(median "$@")" \
 		"$(printf '%s\n' "$@" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f–%.2f", lo, hi}')" "$*"
 }
+
+# preloaded_links WORK N builds this tree's linkgate into WORK/linkgate and
+# makes sure a bolt store of N preloaded links and its shuffled id list
+# exist in .cache/bench (tools/benchprep, once; make bench-serve and make
+# bench-visits share them). It sets links_db and IDS_FILE (exported, for
+# scripts/bench/redirect.lua).
+preloaded_links() {
+	local work=$1 n=$2 cache=$LINKGATE_ROOT/.cache/bench
+	step "build linkgate and benchprep"
+	go build -trimpath -o "$work/linkgate" ./cmd/linkgate
+	go build -o "$work/benchprep" ./tools/benchprep
+	mkdir -p "$cache"
+	links_db=$cache/links-$n.db
+	export IDS_FILE=$cache/links-$n.ids
+	if [ ! -f "$links_db" ] || [ ! -f "$IDS_FILE" ]; then
+		step "preload $n links (once; cached in $cache)"
+		rm -f "$links_db" "$IDS_FILE"
+		"$work/benchprep" -db "$links_db" -ids "$IDS_FILE" -n "$n"
+	fi
+}

@@ -27,18 +27,9 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
-step "build linkgate and benchprep"
-go build -trimpath -o "$work/linkgate" ./cmd/linkgate
-go build -o "$work/benchprep" ./tools/benchprep
-cache=.cache/bench
-mkdir -p "$cache"
-if [ ! -f "$cache/links-$N.db" ] || [ ! -f "$cache/links-$N.ids" ]; then
-	step "preload $N links (once; cached in $cache)"
-	rm -f "$cache/links-$N.db" "$cache/links-$N.ids"
-	"$work/benchprep" -db "$cache/links-$N.db" -ids "$cache/links-$N.ids" -n "$N"
-fi
-cp "$cache/links-$N.db" "$work/links.db"
-export IDS_FILE=$PWD/$cache/links-$N.ids IDS_LIMIT
+preloaded_links "$work" "$N"
+cp "$links_db" "$work/links.db"
+export IDS_LIMIT
 
 exec 9>"$BENCH_LOCK"
 step "waiting for $BENCH_LOCK"

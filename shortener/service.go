@@ -20,6 +20,7 @@ type Service struct {
 	now      func() time.Time
 	newID    func() (string, error)
 	attempts int
+	visits   VisitCounter // nil: visits are not counted
 }
 
 // Options configure a Service. Zero fields take defaults.
@@ -28,11 +29,14 @@ type Options struct {
 	Now        func() time.Time       // clock; default time.Now
 	NewID      func() (string, error) // id generator; default NewID
 	IDAttempts int                    // ids tried per create; default DefaultIDAttempts
+	// Visits, if set, holds the visits recorded but not yet stored: visit
+	// limits are enforced on the live count (stored plus pending).
+	Visits VisitCounter
 }
 
 // NewService returns a Service over store.
 func NewService(store Store, opts Options) *Service {
-	s := &Service{store: store, policy: opts.Policy, now: opts.Now, newID: opts.NewID, attempts: opts.IDAttempts}
+	s := &Service{store: store, policy: opts.Policy, now: opts.Now, newID: opts.NewID, attempts: opts.IDAttempts, visits: opts.Visits}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -124,10 +128,12 @@ func (s *Service) Get(ctx context.Context, id string) (Link, error) {
 // for an unknown (or malformed) id, ErrExpired when it has expired or used
 // up its visit limit.
 func (s *Service) Resolve(ctx context.Context, id string) (Link, error) {
+	gen := s.gen()
 	l, err := s.Get(ctx, id)
 	if err != nil {
 		return Link{}, err
 	}
+	s.addPending(&l, []byte(id), gen)
 	if s.expired(l) {
 		return Link{}, ErrExpired
 	}
@@ -145,6 +151,7 @@ func (s *Service) AppendResolve(ctx context.Context, dst, id []byte) ([]byte, er
 	var l Link
 	n := len(dst)
 	var err error
+	gen := s.gen()
 	if a, ok := s.store.(URLAppender); ok {
 		dst, l, err = a.AppendURL(ctx, dst, id)
 	} else {
@@ -154,10 +161,26 @@ func (s *Service) AppendResolve(ctx context.Context, dst, id []byte) ([]byte, er
 	if err != nil {
 		return dst[:n], storeError("get link", err)
 	}
+	s.addPending(&l, id, gen)
 	if s.expired(l) {
 		return dst[:n], ErrExpired
 	}
 	return dst, nil
+}
+
+// gen and addPending make a visit limit count the visits not yet stored:
+// gen is read before the store read, addPending after it.
+func (s *Service) gen() uint64 {
+	if s.visits == nil {
+		return 0
+	}
+	return s.visits.Gen()
+}
+
+func (s *Service) addPending(l *Link, id []byte, gen uint64) {
+	if l.MaxVisits > 0 && s.visits != nil {
+		l.Visits += s.visits.Pending(id, gen)
+	}
 }
 
 // expired reads the clock only for links that can expire.

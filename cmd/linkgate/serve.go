@@ -22,6 +22,7 @@ import (
 	"github.com/linkgate/linkgate/shortener/dynamodb"
 	"github.com/linkgate/linkgate/shortener/httpapi"
 	"github.com/linkgate/linkgate/shortener/storemetrics"
+	"github.com/linkgate/linkgate/shortener/visits"
 )
 
 // serveConfig is everything `linkgate serve` is configured with.
@@ -41,13 +42,17 @@ type serveConfig struct {
 	shutdownTimeout time.Duration
 	logFormat       string
 	logLevel        string
+	visits          visitsConfig
 }
 
 const serveDescription = `Serve the URL shortener: seed-compatible POST /shortenURL and
 GET /getFullURL/{id}, redirects at GET /{id}, the REST API under
-/api/v1/links, and /healthz, /readyz, /metrics. Links are stored durably
-(a 201 means the link is on disk). SIGINT/SIGTERM drain requests in flight,
-then close the store.
+/api/v1/links, visit statistics at /api/v1/links/{id}/stats, QR codes at
+/api/v1/links/{id}/qr, the web page at /, and /healthz, /readyz, /metrics.
+Links are stored durably (a 201 means the link is on disk). Visits are
+counted in memory and written in batches (--visits-flush-interval).
+SIGINT/SIGTERM drain requests in flight, flush the visits, then close the
+store.
 
 Stores: bolt:PATH (embedded bbolt file, created with its directory), or
 dynamodb:TABLE (default table goUrlShortener; create it with 'linkgate
@@ -109,6 +114,12 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain requests in flight on SIGINT/SIGTERM")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&c.visits.enabled, "visits", true, "count visits (per day, referrer, browser/bot, country) off the redirect path")
+	fs.DurationVar(&c.visits.cfg.FlushInterval, "visits-flush-interval", visits.DefaultFlushInterval, "how often counted visits are written to the store (a crash loses at most this much)")
+	fs.IntVar(&c.visits.cfg.FlushLinks, "visits-flush-links", visits.DefaultFlushLinks, "write counted visits early once this many `links` have some; 4× this many are kept at most, further visits are dropped (counted in linkgate_visits_dropped_total)")
+	fs.StringVar(&c.visits.geoip, "geoip", "", "MaxMind-format country or city database `file` (e.g. GeoLite2-Country.mmdb) to count visits by country")
+	fs.BoolVar(&c.api.StatsPublic, "stats-public", false, "serve GET /api/v1/links/{id}/stats without the admin key")
+	fs.BoolVar(&c.api.UI, "ui", true, "serve the web page at /")
 }
 
 func (c serveConfig) validate() error {
@@ -136,6 +147,9 @@ func (c serveConfig) validate() error {
 	}
 	if _, _, err := splitStore(c.store); err != nil {
 		return err
+	}
+	if err := c.visits.validate(); err != nil {
+		return cli.Usagef("%v", err)
 	}
 	return nil
 }
@@ -257,7 +271,11 @@ func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Sto
 		u, _ := url.Parse(c.api.PublicURL) // validated
 		policy.SelfHosts = []string{u.Hostname()}
 	}
-	svc := shortener.NewService(store, shortener.Options{Policy: policy})
+	opts := shortener.Options{Policy: policy}
+	if v, ok := c.api.Visits.(shortener.VisitCounter); ok {
+		opts.Visits = v // visit limits count the visits not yet flushed
+	}
+	svc := shortener.NewService(store, opts)
 	return httpapi.NewHandler(logger, svc, httpapi.NewMetrics(reg), reg, c.api)
 }
 
@@ -278,6 +296,27 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 			logger.Error("close store", "error", err)
 		}
 	}()
+	if c.visits.enabled {
+		agg, geo, err := newVisits(logger, c.visits, store, reg)
+		if err != nil {
+			return err
+		}
+		if geo != nil {
+			defer geo.Close()
+		}
+		// Runs before the store closes (defers run last-in first-out),
+		// after the server has drained: every counted visit is flushed.
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+			defer cancel()
+			if err := agg.Close(ctx); err != nil {
+				logger.Error("flush visits on shutdown", "error", err, "recorded", agg.Metrics().Recorded, "flushed", agg.Metrics().FlushedVisits)
+			} else {
+				logger.Info("visits flushed", "flushed_total", agg.Metrics().FlushedVisits)
+			}
+		}()
+		c.api.Visits = agg
+	}
 	h, err := newShortenerHandler(logger, c, store, reg)
 	if err != nil {
 		return err

@@ -349,10 +349,11 @@ type child struct {
 }
 
 // startChild starts argv (a linkgate binary, possibly behind an emulator)
-// with serve flags and waits for it to listen.
-func startChild(t *testing.T, argv []string, db string) *child {
+// with serve flags (plus extra) and waits for it to listen.
+func startChild(t *testing.T, argv []string, db string, extra ...string) *child {
 	t.Helper()
 	args := append(argv[1:], "serve", "--addr", "127.0.0.1:0", "--store", "bolt:"+db, "--log-format", "json")
+	args = append(args, extra...)
 	cmd := exec.Command(argv[0], args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	stderr, err := cmd.StderrPipe()

@@ -72,6 +72,9 @@ func Open(path string) (*Store, error) {
 		if _, err := tx.CreateBucketIfNotExists(linksBucket); err != nil {
 			return err
 		}
+		if _, err := tx.CreateBucketIfNotExists(visitsBucket); err != nil {
+			return err
+		}
 		meta, err := tx.CreateBucketIfNotExists(metaBucket)
 		if err != nil {
 			return err
@@ -180,6 +183,7 @@ func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
 	if err != nil {
 		return shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
 	}
+	l.Visits += storedVisits(sn.visits, []byte(id))
 	return l, nil
 }
 
@@ -199,6 +203,9 @@ func (s *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortene
 	if err != nil {
 		return dst, shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
 	}
+	if l.MaxVisits > 0 { // only a visit limit needs the count
+		l.Visits += storedVisits(sn.visits, id)
+	}
 	return append(dst, url...), l, nil
 }
 
@@ -208,6 +215,9 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		b := tx.Bucket(linksBucket)
 		if b.Get([]byte(id)) == nil {
 			return shortener.ErrNotFound
+		}
+		if err := tx.Bucket(visitsBucket).Delete([]byte(id)); err != nil {
+			return err
 		}
 		return b.Delete([]byte(id))
 	})
@@ -248,6 +258,7 @@ func (s *Store) List(ctx context.Context, cursor string, limit int) (shortener.P
 			if err != nil {
 				return err
 			}
+			l.Visits += storedVisits(tx.Bucket(visitsBucket), k)
 			p.Links = append(p.Links, l)
 		}
 		return nil

@@ -30,7 +30,8 @@ const maxSnapshotAge = 10 * time.Millisecond
 type snapshot struct {
 	tx      *bbolt.Tx
 	links   *bbolt.Bucket
-	cursors sync.Pool // of *bbolt.Cursor over links
+	visits  *bbolt.Bucket // visit statistics (visits.go)
+	cursors sync.Pool     // of *bbolt.Cursor over links
 	// refs counts users: each borrowing reader, plus one while it is the
 	// current snapshot. At zero the transaction is rolled back and the
 	// snapshot must not be borrowed again.
@@ -86,7 +87,7 @@ func (s *snapshots) open() (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	sn := &snapshot{tx: tx, links: tx.Bucket(linksBucket)}
+	sn := &snapshot{tx: tx, links: tx.Bucket(linksBucket), visits: tx.Bucket(visitsBucket)}
 	sn.cursors.New = func() any { return sn.links.Cursor() }
 	sn.refs.Store(1)
 	s.cur.Store(sn)

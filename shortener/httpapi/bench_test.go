@@ -20,7 +20,18 @@ import (
 // routing, in-flight accounting, the bolt lookup, Location and
 // Cache-Control, metrics. Target: 0 allocs/op.
 func BenchmarkRedirect(b *testing.B) {
-	h, store := newHandler(b, setup{})
+	benchmarkRedirect(b, setup{})
+}
+
+// BenchmarkRedirectVisits is BenchmarkRedirect with visits counted (a
+// browser User-Agent and a Referer on every request): the cost of Record
+// on the hot path. Flushes (hourly here) are measured by make bench-visits.
+func BenchmarkRedirectVisits(b *testing.B) {
+	benchmarkRedirect(b, setup{visits: true})
+}
+
+func benchmarkRedirect(b *testing.B, s setup) {
+	h, store := newHandler(b, s)
 	ctx := context.Background()
 	paths := make([][]byte, 1000)
 	for i := range paths {
@@ -34,6 +45,8 @@ func BenchmarkRedirect(b *testing.B) {
 	var req fasthttp.Request
 	req.Header.SetMethod("GET")
 	req.SetRequestURI("/bench00000")
+	req.Header.SetUserAgent("Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0")
+	req.Header.SetReferer("https://news.example.com/item?id=1")
 	rc.Init(&req, nil, nil)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -14,16 +14,17 @@ import (
 // not_found, expired, …) are used as they are, except Conflict, which is
 // slug_taken on the wire.
 const (
-	codeInvalidJSON      = "invalid_json"
-	codePayloadTooLarge  = "payload_too_large"
-	codeHeaderTooLarge   = "header_too_large"
-	codeBadRequest       = "bad_request"
-	codeUnauthorized     = "unauthorized"
-	codeForbidden        = "forbidden"
-	codeMethodNotAllowed = "method_not_allowed"
-	codeOverloaded       = "overloaded"
-	codeNotFound         = string(shortener.NotFound)
-	codeSlugTaken        = "slug_taken"
+	codeInvalidJSON          = "invalid_json"
+	codePayloadTooLarge      = "payload_too_large"
+	codeHeaderTooLarge       = "header_too_large"
+	codeUnsupportedMediaType = "unsupported_media_type"
+	codeBadRequest           = "bad_request"
+	codeUnauthorized         = "unauthorized"
+	codeForbidden            = "forbidden"
+	codeMethodNotAllowed     = "method_not_allowed"
+	codeOverloaded           = "overloaded"
+	codeNotFound             = string(shortener.NotFound)
+	codeSlugTaken            = "slug_taken"
 )
 
 // errorBody is every error's JSON: {"error":{"code":"…","message":"…"}}.

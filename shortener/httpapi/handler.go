@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -48,6 +49,20 @@ type Config struct {
 	RequestTimeout time.Duration
 	// ReadyTimeout bounds the store ping of /readyz. Default 1s.
 	ReadyTimeout time.Duration
+	// Visits, if set, records every followed redirect (GET only: never
+	// HEAD, nor the seed's getFullURL).
+	Visits VisitRecorder
+	// StatsPublic serves GET /api/v1/links/{id}/stats to anyone; else it
+	// needs the admin key.
+	StatsPublic bool
+	// UI serves the web page at / and its assets under /static/.
+	UI bool
+}
+
+// VisitRecorder counts visits (visits.Aggregator). Record must not block
+// nor retain its arguments, which alias the request's buffers.
+type VisitRecorder interface {
+	Record(id, referrer, userAgent []byte, ip net.IP, now time.Time)
 }
 
 // Validate checks the configuration.
@@ -82,6 +97,8 @@ type Handler struct {
 	adminKey       *[32]byte // SHA-256 of the admin key, nil when admin is off
 	maxInflight    int64
 	metricsHandler fasthttp.RequestHandler
+	visits         VisitRecorder // nil: visits are not counted
+	ui             *ui           // nil: no web page
 }
 
 // NewHandler returns the API over svc. Metrics are recorded in metrics and
@@ -121,6 +138,10 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 	if cfg.AdminKey != "" {
 		sum := sha256.Sum256([]byte(cfg.AdminKey))
 		h.adminKey = &sum
+	}
+	h.visits = cfg.Visits
+	if cfg.UI {
+		h.ui = newUI()
 	}
 	return h, nil
 }

@@ -32,6 +32,7 @@ type setup struct {
 	cfg    httpapi.Config
 	policy shortener.URLPolicy
 	wrap   func(shortener.Store) shortener.Store // decorates the bolt store (fault injection)
+	visits bool                                  // count visits (visits_test.go)
 }
 
 func newHandler(t testing.TB, s setup) (*httpapi.Handler, shortener.Store) {
@@ -43,7 +44,12 @@ func newHandler(t testing.TB, s setup) (*httpapi.Handler, shortener.Store) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())
-	h, err := httpapi.NewHandler(slog.New(slog.DiscardHandler), shortener.NewService(store, shortener.Options{Policy: s.policy}),
+	opts := shortener.Options{Policy: s.policy}
+	if s.visits {
+		agg := newAggregator(t, store)
+		s.cfg.Visits, opts.Visits = agg, agg
+	}
+	h, err := httpapi.NewHandler(slog.New(slog.DiscardHandler), shortener.NewService(store, opts),
 		httpapi.NewMetrics(reg), reg, s.cfg)
 	if err != nil {
 		t.Fatal(err)

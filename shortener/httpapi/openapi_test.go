@@ -26,7 +26,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	if err := doc.Validate(loader.Context); err != nil {
 		t.Fatalf("invalid OpenAPI document: %v", err)
 	}
-	s := start(t, setup{cfg: httpapi.Config{AdminKey: "k"}})
+	s := start(t, setup{cfg: httpapi.Config{AdminKey: "k", UI: true}, visits: true})
 	doc.Servers = openapi3.Servers{{URL: s.URL}}
 	router, err := legacy.NewRouter(doc)
 	if err != nil {
@@ -54,6 +54,21 @@ func TestOpenAPIDocument(t *testing.T) {
 		{"GET", "/api/v1/links", "", nil},
 		{"DELETE", "/api/v1/links/spec-slug", "", []string{"X-API-Key", "k"}},
 		{"DELETE", "/api/v1/links/spec-slug", "", []string{"X-API-Key", "k"}},
+		{"GET", "/" + id, "", []string{"User-Agent", "Twitterbot/1.0"}},
+		{"GET", "/api/v1/links/" + id + "/stats", "", []string{"X-API-Key", "k"}},
+		{"GET", "/api/v1/links/" + id + "/stats", "", nil},
+		{"GET", "/api/v1/links/nope000000/stats", "", []string{"X-API-Key", "k"}},
+		{"GET", "/api/v1/links/" + id + "/qr", "", nil},
+		{"GET", "/api/v1/links/" + id + "/qr?format=svg&size=128", "", nil},
+		{"GET", "/api/v1/links/" + id + "/qr?format=gif", "", nil},
+		{"GET", "/api/v1/links/nope000000/qr", "", nil},
+		{"GET", "/", "", nil},
+		{"GET", "/?created=" + id, "", nil},
+		{"POST", "/", "url=https%3A%2F%2Fspec.example%2Fform", []string{"Content-Type", "application/x-www-form-urlencoded"}},
+		{"POST", "/", "url=nope", []string{"Content-Type", "application/x-www-form-urlencoded", "Accept", "text/html"}},
+		{"POST", "/", "{}", []string{"Content-Type", "application/json"}},
+		{"GET", "/static/app.js", "", nil},
+		{"GET", "/static/app.css", "", nil},
 		{"GET", "/healthz", "", nil},
 		{"GET", "/readyz", "", nil},
 		{"GET", "/metrics", "", nil},

@@ -34,6 +34,9 @@ func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte) {
 		ctx.Response.Header.SetCanonical(headerLocation, loc)
 		ctx.Response.Header.SetCanonical(headerCacheControl, h.cacheControl)
 		ctx.SetStatusCode(h.redirectStatus)
+		if h.visits != nil && ctx.IsGet() {
+			h.visits.Record(id, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ctx.RemoteIP(), ctx.Time())
+		}
 	}
 	*buf = loc
 	locations.Put(buf)

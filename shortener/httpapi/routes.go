@@ -15,6 +15,11 @@ import (
 //	GET      /api/v1/links          list, paginated (admin)
 //	GET      /api/v1/links/{id}     one link
 //	DELETE   /api/v1/links/{id}     delete (admin)
+//	GET      /api/v1/links/{id}/stats   visit statistics (admin unless --stats-public)
+//	GET      /api/v1/links/{id}/qr      QR code of the short link (?format=png|svg&size=)
+//	GET      /                      the web page (with Config.UI)
+//	POST     /                      the web page's form, without JavaScript (with Config.UI)
+//	GET      /static/{file}         the web page's script and style (with Config.UI)
 //	GET      /healthz               process is up
 //	GET      /readyz                store answers
 //	GET      /metrics               Prometheus metrics
@@ -35,6 +40,11 @@ const (
 	routeHealthz
 	routeReadyz
 	routeMetrics
+	routeStats
+	routeQR
+	routeUI
+	routeUIForm
+	routeUIStatic
 	routeMethodNotAllowed
 	routeNotFound
 	numRoutes
@@ -44,6 +54,7 @@ var routeNames = [numRoutes]string{
 	routeRedirect: "redirect", routeShorten: "shorten_url", routeGetFullURL: "get_full_url",
 	routeCreate: "links_create", routeList: "links_list", routeGet: "links_get", routeDelete: "links_delete",
 	routeHealthz: "healthz", routeReadyz: "readyz", routeMetrics: "metrics",
+	routeStats: "links_stats", routeQR: "links_qr", routeUI: "ui", routeUIForm: "ui_form", routeUIStatic: "ui_static",
 	routeMethodNotAllowed: "method_not_allowed", routeNotFound: "not_found",
 }
 
@@ -62,6 +73,9 @@ var (
 	pathHealthz    = []byte("/healthz")
 	pathReadyz     = []byte("/readyz")
 	pathMetrics    = []byte("/metrics")
+	pathStatic     = []byte("/static/")
+	suffixStats    = []byte("/stats")
+	suffixQR       = []byte("/qr")
 )
 
 // match finds the route for a request. id is the path parameter, if any
@@ -70,6 +84,15 @@ func match(ctx *fasthttp.RequestCtx) (r route, id []byte, allow string) {
 	path := ctx.Path()
 	m := ctx.Method()
 	get := string(m) == fasthttp.MethodGet || string(m) == fasthttp.MethodHead
+	if len(path) == 1 { // "/": the web page
+		switch {
+		case get:
+			return routeUI, nil, ""
+		case string(m) == fasthttp.MethodPost:
+			return routeUIForm, nil, ""
+		}
+		return routeMethodNotAllowed, nil, "GET, HEAD, POST"
+	}
 	// The hot path first: /{id}, a single segment.
 	if len(path) > 1 && bytes.IndexByte(path[1:], '/') < 0 {
 		switch {
@@ -124,7 +147,33 @@ func match(ctx *fasthttp.RequestCtx) (r route, id []byte, allow string) {
 				return routeDelete, rest[1:], ""
 			}
 			return routeMethodNotAllowed, nil, "GET, HEAD, DELETE"
+		case rest[0] == '/' && len(rest) > 1:
+			// /api/v1/links/{id}/stats and /qr
+			sub := rest[1:]
+			slash := bytes.IndexByte(sub, '/')
+			if slash <= 0 {
+				break
+			}
+			id, tail := sub[:slash], sub[slash:]
+			var r route
+			switch {
+			case bytes.Equal(tail, suffixStats):
+				r = routeStats
+			case bytes.Equal(tail, suffixQR):
+				r = routeQR
+			default:
+				return routeNotFound, nil, ""
+			}
+			if !get {
+				return routeMethodNotAllowed, nil, "GET, HEAD"
+			}
+			return r, id, ""
 		}
+	case bytes.HasPrefix(path, pathStatic):
+		if !get {
+			return routeMethodNotAllowed, nil, "GET, HEAD"
+		}
+		return routeUIStatic, path[len(pathStatic):], ""
 	}
 	return routeNotFound, nil, ""
 }
@@ -152,6 +201,23 @@ func (h *Handler) dispatch(ctx *fasthttp.RequestCtx, r route, id []byte, allow s
 		h.handleReadyz(ctx)
 	case routeMetrics:
 		h.metricsHandler(ctx)
+	case routeStats:
+		h.handleStats(ctx, id)
+	case routeQR:
+		h.handleQR(ctx, id)
+	case routeUI, routeUIForm, routeUIStatic:
+		if h.ui == nil {
+			writeError(ctx, fasthttp.StatusNotFound, codeNotFound, "no such route (the web page is disabled: --ui=false)")
+			return
+		}
+		switch r {
+		case routeUI:
+			h.handleUI(ctx)
+		case routeUIForm:
+			h.handleUIForm(ctx)
+		default:
+			h.ui.serveStatic(ctx, id)
+		}
 	case routeMethodNotAllowed:
 		ctx.Response.Header.Set("Allow", allow)
 		writeError(ctx, fasthttp.StatusMethodNotAllowed, codeMethodNotAllowed, "method "+string(ctx.Method())+" not allowed; allowed: "+allow)

@@ -15,6 +15,7 @@ import (
 var (
 	_ shortener.Store       = (*Store)(nil)
 	_ shortener.URLAppender = (*Store)(nil)
+	_ shortener.VisitStore  = (*Store)(nil)
 )
 
 type op int
@@ -25,10 +26,12 @@ const (
 	opDelete
 	opList
 	opPing
+	opAddVisits
+	opVisitStats
 	numOps
 )
 
-var opNames = [numOps]string{"create", "get", "delete", "list", "ping"}
+var opNames = [numOps]string{"create", "get", "delete", "list", "ping", "add_visits", "visit_stats"}
 
 type result int
 
@@ -48,6 +51,7 @@ var resultNames = [numResults]string{"ok", "not_found", "conflict", "error"}
 type Store struct {
 	inner    shortener.Store
 	appender shortener.URLAppender // inner's, or nil
+	visits   shortener.VisitStore  // inner's, or nil
 	obs      [numOps][numResults]prometheus.Observer
 }
 
@@ -63,6 +67,7 @@ func Wrap(inner shortener.Store, reg prometheus.Registerer, backend string) *Sto
 	reg.MustRegister(h)
 	s := &Store{inner: inner}
 	s.appender, _ = inner.(shortener.URLAppender)
+	s.visits, _ = inner.(shortener.VisitStore)
 	for o := range numOps {
 		for r := range numResults {
 			s.obs[o][r] = h.WithLabelValues(opNames[o], resultNames[r])
@@ -134,6 +139,31 @@ func (s *Store) Ping(ctx context.Context) error {
 	err := s.inner.Ping(ctx)
 	s.observe(opPing, start, err)
 	return err
+}
+
+// errNoVisits answers visit calls when the inner store keeps no visits.
+var errNoVisits = shortener.Errorf(shortener.Unavailable, "this store keeps no visit statistics")
+
+// AddVisits times the inner store's AddVisits.
+func (s *Store) AddVisits(ctx context.Context, batch []shortener.VisitDelta) error {
+	if s.visits == nil {
+		return errNoVisits
+	}
+	start := time.Now()
+	err := s.visits.AddVisits(ctx, batch)
+	s.observe(opAddVisits, start, err)
+	return err
+}
+
+// VisitStats times the inner store's VisitStats.
+func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats, error) {
+	if s.visits == nil {
+		return shortener.VisitStats{}, errNoVisits
+	}
+	start := time.Now()
+	st, err := s.visits.VisitStats(ctx, id)
+	s.observe(opVisitStats, start, err)
+	return st, err
 }
 
 func (s *Store) Close() error { return s.inner.Close() }

@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore func(t *testing.T) shortener.Store) {
 			tt.fn(t, newStore(t))
 		})
 	}
+	runVisits(t, newStore)
 }
 
 // base is a second-precision UTC time, as the Service produces.

@@ -1,0 +1,41 @@
+package cache
+
+import (
+	"context"
+
+	"github.com/linkgate/linkgate/shortener"
+)
+
+var _ shortener.VisitStore = (*Store)(nil)
+
+// errNoVisits answers visit calls when the store keeps no visits.
+var errNoVisits = shortener.Errorf(shortener.Unavailable, "this store keeps no visit statistics")
+
+// AddVisits adds the batch to the store, then drops the cached links with
+// a visit limit that it touched, so their next read sees the new count:
+// the Service enforces limits on the stored count plus the visits not yet
+// flushed, and a stale cached count would let a link overshoot its limit
+// for up to TTL. Links without a limit stay cached (their count does not
+// affect redirects).
+func (c *Store) AddVisits(ctx context.Context, batch []shortener.VisitDelta) error {
+	vs, ok := c.store.(shortener.VisitStore)
+	if !ok {
+		return errNoVisits
+	}
+	err := vs.AddVisits(ctx, batch)
+	for _, d := range batch {
+		if e, ok := c.cache.GetIfPresent(d.ID); ok && e.found && e.link.MaxVisits > 0 {
+			c.cache.Invalidate(d.ID)
+		}
+	}
+	return err
+}
+
+// VisitStats is not cached: statistics are read rarely, and must be fresh.
+func (c *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats, error) {
+	vs, ok := c.store.(shortener.VisitStore)
+	if !ok {
+		return shortener.VisitStats{}, errNoVisits
+	}
+	return vs.VisitStats(ctx, id)
+}

@@ -1,0 +1,145 @@
+package httpapi
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+
+	go_qr "github.com/piglig/go-qr"
+	"github.com/valyala/fasthttp"
+
+	"github.com/linkgate/linkgate/shortener"
+)
+
+// statsJSON is GET /api/v1/links/{id}/stats.
+type statsJSON struct {
+	ID        string        `json:"id"`
+	Total     int64         `json:"total"`
+	Bots      int64         `json:"bots"`
+	ByDay     []dayJSON     `json:"by_day"`    // oldest first
+	Referrers []hostJSON    `json:"referrers"` // busiest first; "(direct)" for none
+	Browsers  []countJSON   `json:"browsers"`  // human visits
+	BotAgents []countJSON   `json:"bot_agents"`
+	Countries []countryJSON `json:"countries"` // with --geoip
+}
+
+type hostJSON struct {
+	Host  string `json:"host"`
+	Count int64  `json:"count"`
+}
+
+type countryJSON struct {
+	Code  string `json:"code"`
+	Count int64  `json:"count"`
+}
+
+type dayJSON struct {
+	Date  string `json:"date"`
+	Count int64  `json:"count"`
+}
+
+type countJSON struct {
+	Name  string `json:"name"`
+	Count int64  `json:"count"`
+}
+
+// counts lists a breakdown, busiest first, made into T by mk.
+func counts[T any](b shortener.Breakdown, mk func(string, int64) T) []T {
+	out := make([]T, 0, len(b))
+	for _, c := range b.Sorted() {
+		out = append(out, mk(c.Key, c.N))
+	}
+	return out
+}
+
+func named(k string, n int64) countJSON     { return countJSON{k, n} }
+func host(k string, n int64) hostJSON       { return hostJSON{k, n} }
+func country(k string, n int64) countryJSON { return countryJSON{k, n} }
+
+func (h *Handler) handleStats(ctx *fasthttp.RequestCtx, id []byte) {
+	if !h.cfg.StatsPublic && !h.authorize(ctx) {
+		return
+	}
+	tctx, cancel := h.timeout()
+	defer cancel()
+	st, err := h.svc.Stats(tctx, string(id))
+	if err != nil {
+		h.writeDomainError(ctx, err)
+		return
+	}
+	out := statsJSON{ID: string(id), Total: st.Total, Bots: st.Bots, ByDay: make([]dayJSON, 0, len(st.Days)),
+		Referrers: counts(st.Referrers, host), Browsers: counts(st.Browsers, named),
+		BotAgents: counts(st.BotAgents, named), Countries: counts(st.Countries, country)}
+	for d, n := range st.Days {
+		out.ByDay = append(out.ByDay, dayJSON{d, n})
+	}
+	slices.SortFunc(out.ByDay, func(a, b dayJSON) int { return cmp.Compare(a.Date, b.Date) })
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+// QR code sizes, in pixels.
+const (
+	DefaultQRSize = 256
+	MinQRSize     = 64
+	MaxQRSize     = 2048
+	qrBorder      = 4 // modules of quiet zone, as the standard asks
+)
+
+// handleQR answers GET /api/v1/links/{id}/qr?format=png|svg&size=N: the
+// short link as a QR code, at most size pixels wide (whole pixels per
+// module, so the image may be a little smaller).
+func (h *Handler) handleQR(ctx *fasthttp.RequestCtx, id []byte) {
+	args := ctx.QueryArgs()
+	format := string(args.Peek("format"))
+	switch format {
+	case "":
+		format = "png"
+	case "png", "svg":
+	default:
+		writeError(ctx, fasthttp.StatusBadRequest, string(shortener.InvalidParameter), "format must be png or svg")
+		return
+	}
+	size := DefaultQRSize
+	if v := args.Peek("size"); v != nil {
+		n, err := strconv.Atoi(string(v))
+		if err != nil || n < MinQRSize || n > MaxQRSize {
+			writeError(ctx, fasthttp.StatusBadRequest, string(shortener.InvalidParameter),
+				"size must be an integer from "+strconv.Itoa(MinQRSize)+" to "+strconv.Itoa(MaxQRSize)+" (pixels)")
+			return
+		}
+		size = n
+	}
+	tctx, cancel := h.timeout()
+	defer cancel()
+	l, err := h.svc.Get(tctx, string(id))
+	if err != nil {
+		h.writeDomainError(ctx, err)
+		return
+	}
+	img, contentType, err := qrImage(h.shortURL(ctx, l.ID), format, size)
+	if err != nil {
+		h.writeDomainError(ctx, &shortener.Error{Code: shortener.Internal, Message: "could not draw the QR code", Err: err})
+		return
+	}
+	ctx.Response.Header.SetContentType(contentType)
+	ctx.Response.Header.Set("Cache-Control", "private, max-age=300")
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetBody(img)
+}
+
+// qrImage draws text as a QR code (error correction level M) in format.
+func qrImage(text, format string, size int) ([]byte, string, error) {
+	qr, err := go_qr.EncodeText(text, go_qr.Medium)
+	if err != nil {
+		return nil, "", err
+	}
+	scale := max(1, size/(qr.Size()+2*qrBorder))
+	cfg := go_qr.NewQrCodeImgConfig(scale, qrBorder)
+	if format == "svg" {
+		b, err := qr.ToSVGBytes(cfg)
+		return b, "image/svg+xml", err
+	}
+	b, err := qr.ToPNGBytes(cfg)
+	return b, "image/png", err
+}

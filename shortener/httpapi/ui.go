@@ -1,0 +1,182 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"html/template"
+	"mime"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/linkgate/linkgate/shortener"
+)
+
+// The web page: one HTML page (a template, so the basic form works
+// without JavaScript: POST / → 303 → GET /?created=ID shows the result),
+// plus a script that does the same in place, keeps the links created from
+// this browser in localStorage with their visit counts, and draws each
+// link's visits per day. Everything is embedded; no CDN, no inline script
+// (the Content-Security-Policy allows only 'self').
+
+//go:embed ui/index.html ui/app.js ui/app.css
+var uiFiles embed.FS
+
+// Expiry choices of the form, as Go durations ("" never expires).
+var uiExpiries = []struct{ Value, Label string }{
+	{"", "Never"}, {"1h", "In 1 hour"}, {"24h", "In 1 day"}, {"168h", "In 7 days"}, {"720h", "In 30 days"},
+}
+
+const uiCSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; " +
+	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+type ui struct {
+	page    *template.Template
+	static  map[string][]byte // file name → content
+	version string            // of the assets, for cache busting
+}
+
+func newUI() *ui {
+	u := &ui{static: map[string][]byte{}}
+	sum := sha256.New()
+	for _, name := range []string{"app.js", "app.css"} {
+		b, err := uiFiles.ReadFile("ui/" + name)
+		if err != nil {
+			panic(err) // embedded: cannot happen
+		}
+		u.static[name] = b
+		sum.Write(b)
+	}
+	u.version = hex.EncodeToString(sum.Sum(nil))[:12]
+	u.page = template.Must(template.ParseFS(uiFiles, "ui/index.html"))
+	return u
+}
+
+// pageData is what the page template renders.
+type pageData struct {
+	Version     string
+	Expiries    []struct{ Value, Label string }
+	StatsPublic bool
+	Form        struct{ URL, Slug, Expires, MaxVisits string }
+	Error       string
+	Result      *linkJSON
+	QRSize      int
+}
+
+func (h *Handler) renderPage(ctx *fasthttp.RequestCtx, status int, d pageData) {
+	d.Version, d.Expiries, d.StatsPublic, d.QRSize = h.ui.version, uiExpiries, h.cfg.StatsPublic, DefaultQRSize
+	var buf bytes.Buffer
+	if err := h.ui.page.Execute(&buf, d); err != nil {
+		panic("render page: " + err.Error()) // a bug: recovered into a 500
+	}
+	ctx.Response.Header.SetContentType("text/html; charset=utf-8")
+	ctx.Response.Header.Set("Content-Security-Policy", uiCSP)
+	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
+	ctx.Response.Header.Set("Referrer-Policy", "no-referrer")
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	ctx.SetStatusCode(status)
+	ctx.SetBody(buf.Bytes())
+}
+
+// handleUI serves the page; ?created=ID shows that link as the result of
+// the form (the no-JavaScript path).
+func (h *Handler) handleUI(ctx *fasthttp.RequestCtx) {
+	var d pageData
+	if id := ctx.QueryArgs().Peek("created"); id != nil {
+		tctx, cancel := h.timeout()
+		defer cancel()
+		l, err := h.svc.Get(tctx, string(id))
+		if err != nil {
+			status, _ := statusOf(err)
+			d.Error = shortener.ErrorMessage(err)
+			h.renderPage(ctx, status, d)
+			return
+		}
+		r := h.linkJSON(ctx, l)
+		d.Result = &r
+	}
+	h.renderPage(ctx, fasthttp.StatusOK, d)
+}
+
+// handleUIForm creates a link from the page's form (application/
+// x-www-form-urlencoded) and redirects to the result (303, so reloading
+// does not post again). Errors re-render the form with the message and
+// the entered values, with the status the API would give; clients that
+// do not accept HTML get the API's JSON error.
+func (h *Handler) handleUIForm(ctx *fasthttp.RequestCtx) {
+	mt, _, _ := mime.ParseMediaType(string(ctx.Request.Header.ContentType()))
+	if mt != "application/x-www-form-urlencoded" {
+		writeError(ctx, fasthttp.StatusUnsupportedMediaType, codeUnsupportedMediaType,
+			"the form takes application/x-www-form-urlencoded; the JSON API is POST /api/v1/links")
+		return
+	}
+	args := ctx.PostArgs()
+	var d pageData
+	d.Form.URL = strings.TrimSpace(string(args.Peek("url")))
+	d.Form.Slug = strings.TrimSpace(string(args.Peek("slug")))
+	d.Form.Expires = string(args.Peek("expires"))
+	d.Form.MaxVisits = strings.TrimSpace(string(args.Peek("max_visits")))
+	req := shortener.CreateRequest{URL: d.Form.URL, Slug: d.Form.Slug, Host: string(ctx.Host())}
+	var err error
+	if d.Form.Expires != "" {
+		ok := false
+		for _, e := range uiExpiries {
+			ok = ok || e.Value == d.Form.Expires
+		}
+		var ttl time.Duration
+		if ttl, err = time.ParseDuration(d.Form.Expires); !ok || err != nil {
+			err = shortener.Errorf(shortener.InvalidParameter, "choose an expiry from the list")
+		} else {
+			req.ExpiresAt = time.Now().Add(ttl)
+		}
+	}
+	if err == nil && d.Form.MaxVisits != "" {
+		n, perr := strconv.ParseInt(d.Form.MaxVisits, 10, 64)
+		if perr != nil || n <= 0 {
+			err = shortener.Errorf(shortener.InvalidParameter, "max visits must be a positive whole number, or empty for unlimited")
+		}
+		req.MaxVisits = n
+	}
+	var l shortener.Link
+	if err == nil {
+		tctx, cancel := h.timeout()
+		defer cancel()
+		l, err = h.svc.Create(tctx, req)
+	}
+	if err != nil {
+		if !bytes.Contains(ctx.Request.Header.Peek("Accept"), []byte("text/html")) {
+			h.writeDomainError(ctx, err)
+			return
+		}
+		status, _ := statusOf(err)
+		d.Error = shortener.ErrorMessage(err)
+		h.renderPage(ctx, status, d)
+		return
+	}
+	h.metrics.created.Inc()
+	ctx.Response.Header.Set("Location", "/?created="+l.ID)
+	ctx.SetStatusCode(fasthttp.StatusSeeOther)
+}
+
+// serveStatic serves the page's script and style.
+func (u *ui) serveStatic(ctx *fasthttp.RequestCtx, name []byte) {
+	b, ok := u.static[string(name)]
+	if !ok {
+		writeError(ctx, fasthttp.StatusNotFound, codeNotFound, "no such file")
+		return
+	}
+	ctx.Response.Header.SetContentType(mime.TypeByExtension(path.Ext(string(name))))
+	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
+	if ctx.QueryArgs().Has("v") {
+		ctx.Response.Header.Set("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		ctx.Response.Header.Set("Cache-Control", "no-cache")
+	}
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetBody(b)
+}

@@ -1,0 +1,473 @@
+package visits_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/linkgate/linkgate/shortener"
+	"github.com/linkgate/linkgate/shortener/bolt"
+	"github.com/linkgate/linkgate/shortener/visits"
+)
+
+var day = time.Date(2026, 3, 14, 12, 0, 0, 0, time.UTC)
+
+// store is a real bolt store whose AddVisits can be made to fail or block.
+type store struct {
+	*bolt.Store
+	fail  atomic.Int32  // fail this many AddVisits calls
+	gate  chan struct{} // if set, AddVisits waits for it
+	calls atomic.Int32
+}
+
+func (s *store) AddVisits(ctx context.Context, batch []shortener.VisitDelta) error {
+	s.calls.Add(1)
+	if s.gate != nil {
+		<-s.gate
+	}
+	if s.fail.Add(-1) >= 0 {
+		return errors.New("injected store failure")
+	}
+	return s.Store.AddVisits(ctx, batch)
+}
+
+func newStore(t testing.TB, ids ...string) *store {
+	t.Helper()
+	b, err := bolt.Open(filepath.Join(t.TempDir(), "links.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	for _, id := range ids {
+		if err := b.Create(context.Background(), shortener.Link{ID: id, URL: "https://" + id + ".example/"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &store{Store: b}
+}
+
+// classifier: "bot…" user agents are bots, others browsers named as sent.
+type classifier struct{}
+
+func (classifier) Classify(ua []byte) visits.Agent {
+	if len(ua) >= 3 && string(ua[:3]) == "bot" {
+		return visits.Agent{Name: string(ua), Bot: true}
+	}
+	return visits.Agent{Name: string(ua)}
+}
+
+func newAggregator(t *testing.T, s shortener.VisitStore, cfg visits.Config) *visits.Aggregator {
+	t.Helper()
+	cfg.Store = s
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.Classifier == nil {
+		cfg.Classifier = classifier{}
+	}
+	if cfg.FlushInterval == 0 {
+		cfg.FlushInterval = time.Hour // tests flush explicitly
+	}
+	a, err := visits.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(context.Background()) })
+	return a
+}
+
+func record(a *visits.Aggregator, id, ref, ua string, n int) {
+	for range n {
+		a.Record([]byte(id), []byte(ref), []byte(ua), nil, day)
+	}
+}
+
+func stored(t *testing.T, s shortener.VisitStore, id string) shortener.VisitStats {
+	t.Helper()
+	st, err := s.VisitStats(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestBatching(t *testing.T) {
+	s := newStore(t, "aaa", "bbb")
+	a := newAggregator(t, s, visits.Config{})
+	record(a, "aaa", "https://News.Example:443/x?y", "Firefox", 3)
+	record(a, "aaa", "", "botSlack", 2)
+	record(a, "bbb", "not a url", "Chrome", 1)
+	if got := s.calls.Load(); got != 0 {
+		t.Fatalf("store written %d times before any flush", got)
+	}
+	if err := a.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.calls.Load(); got != 1 {
+		t.Errorf("one flush of two links made %d store writes, want 1", got)
+	}
+	got := stored(t, s, "aaa")
+	if got.Total != 5 || got.Bots != 2 || got.Days["2026-03-14"] != 5 ||
+		got.Referrers["news.example"] != 3 || got.Referrers[shortener.DirectReferrer] != 2 ||
+		got.Browsers["Firefox"] != 3 || got.BotAgents["botSlack"] != 2 {
+		t.Errorf("aaa: %+v", got)
+	}
+	if got := stored(t, s, "bbb"); got.Total != 1 || got.Referrers[visits.InvalidReferrer] != 1 {
+		t.Errorf("bbb: %+v", got)
+	}
+	// A second batch adds to the first.
+	record(a, "aaa", "", "Firefox", 1)
+	a.Flush(context.Background())
+	if got := stored(t, s, "aaa"); got.Total != 6 || got.Browsers["Firefox"] != 4 {
+		t.Errorf("aaa after a second batch: %+v", got)
+	}
+	m := a.Metrics()
+	if m.Recorded != 7 || m.FlushedVisits != 7 || m.Flushes != 2 || m.Dropped != 0 || m.PendingLinks != 0 {
+		t.Errorf("metrics %+v", m)
+	}
+}
+
+func TestFlushOnInterval(t *testing.T) {
+	s := newStore(t, "tick")
+	a := newAggregator(t, s, visits.Config{FlushInterval: 20 * time.Millisecond})
+	record(a, "tick", "", "Chrome", 4)
+	waitFor(t, func() bool { return stored(t, s, "tick").Total == 4 })
+}
+
+func TestFlushBySize(t *testing.T) {
+	ids := make([]string, 10)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("link%02d", i)
+	}
+	s := newStore(t, ids...)
+	a := newAggregator(t, s, visits.Config{FlushLinks: len(ids)})
+	for _, id := range ids {
+		record(a, id, "", "Chrome", 1)
+	}
+	// The interval is an hour: only the size can have triggered it.
+	waitFor(t, func() bool { return a.Metrics().Flushes == 1 })
+	for _, id := range ids {
+		if got := stored(t, s, id).Total; got != 1 {
+			t.Errorf("%s: %d visits stored", id, got)
+		}
+	}
+}
+
+func TestCloseFlushesEverything(t *testing.T) {
+	s := newStore(t, "last")
+	a := newAggregator(t, s, visits.Config{})
+	record(a, "last", "", "Chrome", 9)
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(t, s, "last").Total; got != 9 {
+		t.Errorf("after Close %d visits stored, want 9", got)
+	}
+}
+
+func TestCloseRetriesFailedBatch(t *testing.T) {
+	s := newStore(t, "retry")
+	s.fail.Store(2)
+	a := newAggregator(t, s, visits.Config{})
+	record(a, "retry", "", "Chrome", 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(t, s, "retry").Total; got != 3 {
+		t.Errorf("%d visits stored, want 3", got)
+	}
+}
+
+func TestDropsWhenFull(t *testing.T) {
+	s := newStore(t, "l0", "l1", "l2", "l3", "l4", "l5", "l6")
+	s.gate = make(chan struct{})
+	a := newAggregator(t, s, visits.Config{FlushLinks: 3, MaxLinks: 3})
+	record(a, "l0", "", "Chrome", 1)
+	record(a, "l1", "", "Chrome", 1)
+	record(a, "l2", "", "Chrome", 1) // kicks a flush, which blocks in the store
+	waitFor(t, func() bool { return a.Metrics().PendingLinks == 0 && s.calls.Load() == 1 })
+	record(a, "l3", "", "Chrome", 1)
+	record(a, "l4", "", "Chrome", 1)
+	record(a, "l5", "", "Chrome", 2)
+	done := make(chan struct{})
+	go func() { record(a, "l6", "", "Chrome", 5); close(done) }()
+	select {
+	case <-done: // recording never blocks, even with the store stuck
+	case <-time.After(10 * time.Second):
+		t.Fatal("Record blocked while the store was stuck")
+	}
+	record(a, "l3", "", "Chrome", 1) // a pending link still counts
+	close(s.gate)
+	if m := a.Metrics(); m.Dropped != 5 || m.Recorded != 3+1+1+2+1 {
+		t.Errorf("metrics %+v, want 5 dropped, 8 recorded", m)
+	}
+	a.Close(context.Background())
+	if got := stored(t, s, "l6").Total; got != 0 {
+		t.Errorf("dropped link has %d stored visits", got)
+	}
+	if got := stored(t, s, "l3").Total; got != 2 {
+		t.Errorf("l3 has %d stored visits, want 2", got)
+	}
+}
+
+func TestPendingAndStatsCountEachVisitOnce(t *testing.T) {
+	s := newStore(t, "live")
+	s.fail.Store(1)
+	a := newAggregator(t, s, visits.Config{})
+	id := []byte("live")
+	record(a, "live", "https://a.example/", "Chrome", 3)
+	if got := a.Pending(id, a.Gen()); got != 3 {
+		t.Errorf("Pending before flush = %d, want 3", got)
+	}
+	// A failed flush keeps the visits pending.
+	if err := a.Flush(context.Background()); err == nil {
+		t.Fatal("flush did not fail")
+	}
+	record(a, "live", "", "botX", 1)
+	if got := a.Pending(id, a.Gen()); got != 4 {
+		t.Errorf("Pending after a failed flush = %d, want 4", got)
+	}
+	st, err := a.Stats(context.Background(), "live")
+	if err != nil || st.Total != 4 || st.Bots != 1 || st.Referrers["a.example"] != 3 {
+		t.Errorf("Stats = %+v, %v", st, err)
+	}
+	if err := a.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Pending(id, a.Gen()); got != 0 {
+		t.Errorf("Pending after flush = %d, want 0", got)
+	}
+	if got := stored(t, s, "live").Total; got != 4 {
+		t.Errorf("stored %d, want 4", got)
+	}
+	st, _ = a.Stats(context.Background(), "live")
+	if st.Total != 4 {
+		t.Errorf("Stats after flush total %d, want 4", st.Total)
+	}
+	// A generation that moved leaves the batch out rather than count it twice.
+	gen := a.Gen()
+	record(a, "live", "", "Chrome", 1)
+	a.Flush(context.Background())
+	if got := a.Pending(id, gen); got != 0 {
+		t.Errorf("Pending with a stale generation = %d, want 0", got)
+	}
+	if _, err := a.Stats(context.Background(), "nope"); !errors.Is(err, shortener.ErrNotFound) {
+		t.Errorf("Stats(missing) = %v", err)
+	}
+}
+
+// The Service enforces visit limits on the live count: a link with
+// max_visits 3 closes after the third visit, before any flush.
+func TestServiceLimitUsesLiveCount(t *testing.T) {
+	s := newStore(t)
+	a := newAggregator(t, s, visits.Config{})
+	svc := shortener.NewService(s.Store, shortener.Options{Visits: a})
+	ctx := context.Background()
+	l, err := svc.Create(ctx, shortener.CreateRequest{URL: "https://x.example/", MaxVisits: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := svc.AppendResolve(ctx, nil, []byte(l.ID)); err != nil {
+			t.Fatalf("visit %d: %v", i+1, err)
+		}
+		a.Record([]byte(l.ID), nil, []byte("Chrome"), nil, day)
+		if i == 1 {
+			a.Flush(ctx) // part stored, part pending
+		}
+	}
+	if _, err := svc.AppendResolve(ctx, nil, []byte(l.ID)); !errors.Is(err, shortener.ErrExpired) {
+		t.Errorf("fourth visit: %v, want ErrExpired", err)
+	}
+	if _, err := svc.Resolve(ctx, l.ID); !errors.Is(err, shortener.ErrExpired) {
+		t.Errorf("Resolve after the limit: %v, want ErrExpired", err)
+	}
+	st, err := svc.Stats(ctx, l.ID)
+	if err != nil || st.Total != 3 {
+		t.Errorf("Stats = %+v, %v", st, err)
+	}
+}
+
+func TestConcurrentRecordAndFlush(t *testing.T) {
+	// Many links, so that shards fill up (and empty) while flushes run.
+	ids := make([]string, 256)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("c%03d", i)
+	}
+	s := newStore(t, ids...)
+	a := newAggregator(t, s, visits.Config{FlushInterval: time.Millisecond, FlushLinks: 4})
+	const per = 500
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range per {
+				a.Record([]byte(ids[(g+i)%len(ids)]), []byte("https://r.example/"), []byte("Chrome"), net.IPv4(127, 0, 0, 1), day)
+			}
+		})
+	}
+	wg.Wait()
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, id := range ids {
+		total += stored(t, s, id).Total
+	}
+	// Only 4×FlushLinks links may be pending at once: the rest is dropped,
+	// and counted. Nothing is lost without being counted.
+	if m := a.Metrics(); total+int64(m.Dropped) != 8*per || total != int64(m.FlushedVisits) {
+		t.Errorf("stored %d visits, dropped %d, want %d in all (%+v)", total, m.Dropped, 8*per, m)
+	}
+}
+
+type geo map[string]string
+
+func (g geo) Country(ip net.IP) string { return g[ip.String()] }
+
+func TestCountries(t *testing.T) {
+	s := newStore(t, "geo")
+	a := newAggregator(t, s, visits.Config{Geo: geo{"192.0.2.1": "DE"}})
+	a.Record([]byte("geo"), nil, []byte("Chrome"), net.ParseIP("192.0.2.1"), day)
+	a.Record([]byte("geo"), nil, []byte("Chrome"), net.ParseIP("192.0.2.9"), day)
+	a.Flush(context.Background())
+	if got := stored(t, s, "geo"); got.Countries["DE"] != 1 || len(got.Countries) != 1 {
+		t.Errorf("countries %v", got.Countries)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func BenchmarkRecord(b *testing.B) {
+	s := &store{}
+	a, _ := visits.New(visits.Config{Store: s, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), FlushInterval: time.Hour})
+	id, ref, ua := []byte("abcDEF0123"), []byte("https://news.example.com/item?id=1"), []byte("Chrome")
+	a.Record(id, ref, ua, nil, day)
+	b.ReportAllocs()
+	for b.Loop() {
+		a.Record(id, ref, ua, nil, day)
+	}
+}
+
+// A batch keeps a few referrers, agents and countries per link inline;
+// the rest is counted under (other), and visits on more days than fit
+// inline are kept too.
+func TestPerBatchBounds(t *testing.T) {
+	s := newStore(t, "busy")
+	g := geo{}
+	for i := range 6 {
+		g[fmt.Sprintf("192.0.2.%d", i)] = fmt.Sprintf("C%d", i)
+	}
+	a := newAggregator(t, s, visits.Config{Geo: g})
+	for i := range 20 {
+		ip := net.ParseIP(fmt.Sprintf("192.0.2.%d", i%6))
+		when := day.Add(time.Duration(i%3) * 24 * time.Hour)
+		a.Record([]byte("busy"), []byte(fmt.Sprintf("https://r%d.example/", i)), []byte(fmt.Sprintf("agent%d", i%6)), ip, when)
+	}
+	a.Flush(context.Background())
+	st := stored(t, s, "busy")
+	if st.Total != 20 || len(st.Days) != 3 || st.Days["2026-03-14"] != 7 || st.Days["2026-03-16"] != 6 {
+		t.Errorf("days %v (total %d)", st.Days, st.Total)
+	}
+	if len(st.Referrers) != visits.MaxReferrersPerBatch+1 || st.Referrers[shortener.OtherKey] != 20-visits.MaxReferrersPerBatch {
+		t.Errorf("referrers %v", st.Referrers)
+	}
+	sum := func(b shortener.Breakdown) (n int64) {
+		for _, c := range b {
+			n += c
+		}
+		return n
+	}
+	if sum(st.Browsers) != 20 || st.Browsers[shortener.OtherKey] == 0 || sum(st.Countries) != 20 || st.Countries[shortener.OtherKey] == 0 {
+		t.Errorf("browsers %v, countries %v", st.Browsers, st.Countries)
+	}
+}
+
+// BenchmarkRecordSpread records visits over 10,000 links, as a busy
+// server does: the aggregate no longer fits the fastest caches.
+func BenchmarkRecordSpread(b *testing.B) {
+	a, _ := visits.New(visits.Config{Store: &store{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), FlushInterval: time.Hour, FlushLinks: 1 << 30})
+	ids := make([][]byte, 10000)
+	for i := range ids {
+		ids[i] = []byte(fmt.Sprintf("id%08d", (i*7919)%10000))
+	}
+	ref, ua := []byte("https://news.example.com/x"), []byte("Chrome")
+	for _, id := range ids {
+		a.Record(id, ref, ua, nil, day)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		a.Record(ids[i%len(ids)], ref, ua, nil, day)
+		i++
+	}
+}
+
+// BenchmarkFlush writes batches of 10,000 links (5 visits each) to a real
+// bolt store: the flusher's share of a busy server's CPU.
+func BenchmarkFlush(b *testing.B) {
+	ids := make([]string, 10000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("id%08d", i)
+	}
+	s := newStore(b, ids...)
+	a, _ := visits.New(visits.Config{Store: s, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), FlushInterval: time.Hour, FlushLinks: 1 << 30, Classifier: classifier{}})
+	ref, ua := []byte("https://news.example.com/x"), []byte("Chrome")
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		for j := range 5 * len(ids) {
+			a.Record([]byte(ids[j%len(ids)]), ref, ua, nil, day)
+		}
+		b.StartTimer()
+		a.Flush(context.Background())
+	}
+}
+
+// Flushes running while visits open new entries in empty shards (the race
+// detector checks that a flush never reads a batch it did not take).
+func TestFlushWhileFirstVisits(t *testing.T) {
+	s := newStore(t, "f0", "f1", "f2", "f3")
+	a := newAggregator(t, s, visits.Config{})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				a.Flush(context.Background())
+			}
+		}
+	})
+	for i := range 4000 {
+		a.Record([]byte(fmt.Sprintf("f%d", i%4)), nil, []byte("Chrome"), nil, day)
+	}
+	close(stop)
+	wg.Wait()
+	a.Flush(context.Background())
+	var total int64
+	for i := range 4 {
+		total += stored(t, s, fmt.Sprintf("f%d", i)).Total
+	}
+	if total != 4000 {
+		t.Errorf("stored %d visits, want 4000", total)
+	}
+}
