@@ -235,7 +235,8 @@ func (c *Client) finishRequest(body []byte) {
 
 // roundTrip sends req and reads the response into c.h and c.body. A
 // keep-alive connection the server dropped while idle is redialled once.
-func (c *Client) roundTrip(req []byte, timeout time.Duration) (int, error) {
+// sent, if not nil, is called once the request is written.
+func (c *Client) roundTrip(req []byte, timeout time.Duration, sent func(time.Time)) (int, error) {
 	for attempt := 0; ; attempt++ {
 		reused := c.conn != nil
 		if !reused {
@@ -249,6 +250,9 @@ func (c *Client) roundTrip(req []byte, timeout time.Duration) (int, error) {
 		}
 		_ = c.conn.SetDeadline(deadline)
 		_, err := c.conn.Write(req)
+		if err == nil && sent != nil {
+			sent(time.Now())
+		}
 		if err == nil {
 			_, err = c.r.Peek(1)
 		}
@@ -308,7 +312,7 @@ func (c *Client) Register(ctx context.Context, name string, events ...string) er
 	c.startRequest("POST", pathRegister)
 	c.addHeader(headerName, name)
 	c.finishRequest(body)
-	status, err := c.roundTrip(c.req, callTimeout)
+	status, err := c.roundTrip(c.req, callTimeout, nil)
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
@@ -337,13 +341,16 @@ func (c *Client) Register(ctx context.Context, name string, events ...string) er
 	return nil
 }
 
-// Next blocks until the next event and returns it. The event is valid until
-// the next call on c. It allocates nothing in the steady state.
-func (c *Client) Next() (*Event, error) {
+// Next asks for the next event, blocks until it comes and returns it. The
+// event is valid until the next call on c. sent, if not nil, is called with
+// the time the request went out — the moment Lambda counts the extension
+// ready (on a retry after a dropped connection, it is called again). Next
+// allocates nothing in the steady state.
+func (c *Client) Next(sent func(at time.Time)) (*Event, error) {
 	if c.id == "" {
 		return nil, errors.New("next: not registered")
 	}
-	status, err := c.roundTrip(c.nextReq, 0)
+	status, err := c.roundTrip(c.nextReq, 0, sent)
 	if err != nil {
 		return nil, fmt.Errorf("next: %w", err)
 	}
@@ -380,7 +387,7 @@ func (c *Client) reportError(ctx context.Context, op, path, errorType string, ca
 	c.addHeader(headerIdentifier, c.id)
 	c.addHeader(headerErrorType, errorType)
 	c.finishRequest(body)
-	status, err := c.roundTrip(c.req, callTimeout)
+	status, err := c.roundTrip(c.req, callTimeout, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -426,7 +433,7 @@ func (c *Client) SubscribeTelemetry(ctx context.Context, s TelemetrySubscription
 	c.startRequest("PUT", pathTelemetry)
 	c.addHeader(headerIdentifier, c.id)
 	c.finishRequest(body)
-	status, err := c.roundTrip(c.req, callTimeout)
+	status, err := c.roundTrip(c.req, callTimeout, nil)
 	if err != nil {
 		return fmt.Errorf("subscribe telemetry: %w", err)
 	}

@@ -105,7 +105,7 @@ func (m *Metrics) add(s int, v float64) {
 }
 
 // Invoked records an INVOKE: received is when the event arrived, ready when
-// the extension is about to ask for the next one.
+// the extension's request for the next event went out.
 func (m *Metrics) Invoked(requestID []byte, received, ready time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -138,8 +138,22 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 
+	// The previous event, if an INVOKE: recorded once the request for the
+	// next event is on the wire, so the figures are the real turnaround.
+	var (
+		invoked  bool
+		id       [64]byte
+		idLen    int
+		received time.Time
+	)
+	ready := func(at time.Time) {
+		if invoked {
+			m.Invoked(id[:idLen], received, at)
+			invoked = false
+		}
+	}
 	for {
-		ev, err := c.Next()
+		ev, err := c.Next(ready)
 		if err != nil {
 			if ctx.Err() != nil {
 				m.Flush(time.Now())
@@ -152,10 +166,11 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return err
 		}
-		received := time.Now()
 		switch ev.Type {
 		case EventInvoke:
-			m.Invoked(ev.RequestID, received, time.Now())
+			received = time.Now()
+			idLen = copy(id[:], ev.RequestID)
+			invoked = true
 		case EventShutdown:
 			if srv != nil {
 				wait := shutdownBudget
