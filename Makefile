@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 export GOTOOLCHAIN := local
 
-.PHONY: all build test cross clean
+.PHONY: all build test cross clean bench-serve bench-engines
 all: build
 
 build:
@@ -19,6 +19,14 @@ cross:
 	@mkdir -p dist
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/linkgate_linux_amd64 ./cmd/linkgate
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/linkgate_linux_arm64 ./cmd/linkgate
+
+## bench-serve: redirects and creates on one core vs nginx (docs/serve-benchmarks.md).
+bench-serve:
+	scripts/bench-serve.sh
+
+## bench-engines: net/http vs fasthttp vs nginx on a trivial redirect.
+bench-engines:
+	scripts/bench-engines.sh
 
 clean:
 	rm -rf bin dist .cache/test-logs .cache/test-artifacts

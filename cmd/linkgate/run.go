@@ -20,6 +20,7 @@ type command struct {
 
 // commands lists every subcommand; each lives in its own file.
 var commands = map[string]command{
+	"serve":   {"serve the URL shortener (redirects, seed-compatible API, REST API)", runServe},
 	"version": {"print the version and exit", runVersion},
 }
 

@@ -1,0 +1,386 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/linkgate/linkgate/internal/cli"
+	"github.com/linkgate/linkgate/shortener/bolt"
+)
+
+// End-to-end tests of `linkgate serve`: the real run() on 127.0.0.1:0 in
+// this process, and the real binary in child processes.
+
+// syncBuffer is an io.Writer safe for the server's goroutines and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var listenRE = regexp.MustCompile(`"msg":"linkgate serve listening","addr":"([^"]+)"`)
+
+// served is a `linkgate serve` running in-process.
+type served struct {
+	URL    string
+	DB     string
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startServe runs run("serve", …) with a bolt store in a temporary
+// directory, waits until it listens and /healthz answers, and stops it at
+// cleanup.
+func startServe(t *testing.T, env map[string]string, args ...string) *served {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "data", "links.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &served{DB: db, logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	full := append([]string{"serve", "--addr", "127.0.0.1:0", "--store", "bolt:" + db, "--log-format", "json"}, args...)
+	go func() {
+		s.done <- run(ctx, full, func(k string) string { return env[k] }, strings.NewReader(""), io.Discard, s.logs)
+	}()
+	t.Cleanup(func() { s.stop(t) })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := listenRE.FindStringSubmatch(s.logs.String()); m != nil {
+			s.URL = "http://" + m[1]
+			break
+		}
+		select {
+		case err := <-s.done:
+			t.Fatalf("serve exited early: %v\n%s", err, s.logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", s.logs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitHealthy(t, s.URL)
+	return s
+}
+
+// stop cancels run (as SIGTERM would) and returns its error; idempotent.
+func (s *served) stop(t *testing.T) error {
+	t.Helper()
+	if s.cancel == nil {
+		return nil
+	}
+	s.cancel()
+	s.cancel = nil
+	select {
+	case err := <-s.done:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve did not stop:\n%s", s.logs)
+		return nil
+	}
+}
+
+func waitHealthy(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/healthz never answered 200: %v", base, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var noRedirects = &http.Client{
+	Timeout:       10 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// call sends one request and returns status, headers and body.
+func call(t testing.TB, method, url, body string, hdr ...string) (int, http.Header, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := noRedirects.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// shorten does the seed's first command and returns the id.
+func shorten(t testing.TB, base, target string) string {
+	t.Helper()
+	status, _, body := call(t, "POST", base+"/shortenURL", `{"OriginalURL":"`+target+`"}`, "Content-Type", "application/json")
+	var got struct{ ShortURL, OriginalURL string }
+	if err := json.Unmarshal([]byte(body), &got); status != 201 || err != nil || got.OriginalURL != target {
+		t.Fatalf("POST /shortenURL: %d %q", status, body)
+	}
+	return got.ShortURL
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	s := startServe(t, nil, "--admin-key", "k3y", "--public-url", "https://sho.rt")
+	// The seed's two commands.
+	id := shorten(t, s.URL, "https://aws.amazon.com/ec2/graviton/")
+	if status, _, body := call(t, "GET", s.URL+"/getFullURL/"+id, ""); status != 200 || body != `"https://aws.amazon.com/ec2/graviton/"` {
+		t.Errorf("GET /getFullURL: %d %q", status, body)
+	}
+	if status, hdr, _ := call(t, "GET", s.URL+"/"+id, ""); status != 302 || hdr.Get("Location") != "https://aws.amazon.com/ec2/graviton/" {
+		t.Errorf("redirect: %d %q", status, hdr.Get("Location"))
+	}
+	status, hdr, body := call(t, "POST", s.URL+"/api/v1/links", `{"url":"https://example.com/x","slug":"e2e-slug"}`)
+	if status != 201 || hdr.Get("Location") != "/api/v1/links/e2e-slug" || !strings.Contains(body, `"short_url":"https://sho.rt/e2e-slug"`) {
+		t.Errorf("POST /api/v1/links: %d %q %q", status, hdr.Get("Location"), body)
+	}
+	if status, _, body := call(t, "POST", s.URL+"/api/v1/links", `{"url":"https://sho.rt/loop"}`); status != 400 || !strings.Contains(body, "self_reference") {
+		t.Errorf("self reference via --public-url: %d %q", status, body)
+	}
+	if status, _, _ := call(t, "GET", s.URL+"/api/v1/links", "", "Authorization", "Bearer k3y"); status != 200 {
+		t.Errorf("admin list: %d", status)
+	}
+	if status, _, _ := call(t, "GET", s.URL+"/readyz", ""); status != 200 {
+		t.Errorf("readyz: %d", status)
+	}
+	if _, _, body := call(t, "GET", s.URL+"/metrics", ""); !strings.Contains(body, `linkgate_store_operation_duration_seconds_count{backend="bolt",op="create",result="ok"} 2`) ||
+		!strings.Contains(body, "process_resident_memory_bytes") || !strings.Contains(body, "go_goroutines") {
+		t.Errorf("/metrics lacks store, process or Go metrics")
+	}
+	if err := s.stop(t); err != nil {
+		t.Fatalf("serve returned %v after shutdown\n%s", err, s.logs)
+	}
+	for _, want := range []string{"shutting down", `"msg":"stopped"`} {
+		if !strings.Contains(s.logs.String(), want) {
+			t.Errorf("logs lack %q", want)
+		}
+	}
+	// The store was closed: the file opens again and holds the links.
+	st, err := bolt.Open(s.DB)
+	if err != nil {
+		t.Fatalf("reopen after shutdown: %v", err)
+	}
+	defer st.Close()
+	if l, err := st.Get(context.Background(), id); err != nil || l.URL != "https://aws.amazon.com/ec2/graviton/" {
+		t.Errorf("link after restart: %+v %v", l, err)
+	}
+}
+
+func TestServeEnvironment(t *testing.T) {
+	// Environment equivalents of flags; a flag wins.
+	s := startServe(t, map[string]string{"LINKGATE_REDIRECT_STATUS": "301", "LINKGATE_ALLOW_SCHEMES": "https", "LINKGATE_ADMIN_KEY": "from-env"})
+	id := shorten(t, s.URL, "https://env.example/")
+	if status, hdr, _ := call(t, "GET", s.URL+"/"+id, ""); status != 301 || hdr.Get("Cache-Control") != "private, max-age=90" {
+		t.Errorf("LINKGATE_REDIRECT_STATUS=301: %d %q", status, hdr.Get("Cache-Control"))
+	}
+	if status, _, body := call(t, "POST", s.URL+"/shortenURL", `{"OriginalURL":"http://env.example/"}`); status != 400 || !strings.Contains(body, "scheme_not_allowed") {
+		t.Errorf("LINKGATE_ALLOW_SCHEMES=https: %d %q", status, body)
+	}
+	if status, _, _ := call(t, "GET", s.URL+"/api/v1/links", "", "X-API-Key", "from-env"); status != 200 {
+		t.Errorf("LINKGATE_ADMIN_KEY: %d", status)
+	}
+	f := startServe(t, map[string]string{"LINKGATE_REDIRECT_STATUS": "301"}, "--redirect-status", "307")
+	id = shorten(t, f.URL, "https://env.example/")
+	if status, _, _ := call(t, "GET", f.URL+"/"+id, ""); status != 307 {
+		t.Errorf("flag over env: %d", status)
+	}
+}
+
+func TestServeBlocklistFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "blocklist.txt")
+	if err := os.WriteFile(file, []byte("# phishing\nevil.example\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, nil, "--blocklist", file)
+	if status, _, body := call(t, "POST", s.URL+"/shortenURL", `{"OriginalURL":"https://login.evil.example/"}`); status != 400 || !strings.Contains(body, "blocked_domain") {
+		t.Errorf("blocked domain: %d %q", status, body)
+	}
+}
+
+func TestServeUsageErrors(t *testing.T) {
+	tmp := t.TempDir()
+	bad := filepath.Join(tmp, "bad.txt")
+	os.WriteFile(bad, []byte("https://not a domain/\n"), 0o600)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"redirect status", []string{"--redirect-status", "303"}, 2, "303"},
+		{"store kind", []string{"--store", "mysql:x"}, 2, "unknown store"},
+		{"store form", []string{"--store", "links.db"}, 2, "bolt:PATH"},
+		{"log format", []string{"--log-format", "xml"}, 2, "log format"},
+		{"log level", []string{"--log-level", "loud"}, 2, "log level"},
+		{"public url", []string{"--public-url", "sho.rt"}, 2, "public URL"},
+		{"max url length", []string{"--max-url-length", "0"}, 2, "max-url-length"},
+		{"schemes", []string{"--allow-schemes", "ht tp"}, 2, "scheme"},
+		{"argument", []string{"extra"}, 2, "no arguments"},
+		{"unknown flag", []string{"--nope"}, 2, "nope"},
+		{"blocklist missing", []string{"--blocklist", filepath.Join(tmp, "missing")}, 1, "blocklist"},
+		{"blocklist junk", []string{"--blocklist", bad}, 1, "not a domain"},
+		{"port taken", []string{"--addr", "127.0.0.1:-1"}, 1, "listen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"serve", "--store", "bolt:" + filepath.Join(tmp, tt.name, "links.db")}, tt.args...)
+			var errOut syncBuffer
+			err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), io.Discard, &errOut)
+			if code := cli.ExitCode(err); code != tt.code || !strings.Contains(fmt.Sprint(err)+errOut.String(), tt.msg) {
+				t.Errorf("exit %d (%v), want %d mentioning %q; stderr %q", code, err, tt.code, tt.msg, errOut.String())
+			}
+		})
+	}
+}
+
+// SIGTERM while creates are in flight: they are drained, and every create
+// that was answered 201 is in the store afterwards.
+func TestServeDrainsOnShutdown(t *testing.T) {
+	s := startServe(t, nil)
+	var mu sync.Mutex
+	created := map[string]string{}
+	var wg sync.WaitGroup
+	stopAt := time.Now().Add(300 * time.Millisecond)
+	for w := range 16 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				target := fmt.Sprintf("https://drain.example/%d/%d", w, i)
+				resp, err := http.Post(s.URL+"/shortenURL", "application/json", strings.NewReader(`{"OriginalURL":"`+target+`"}`))
+				if err != nil {
+					return // the server is gone
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 201 {
+					if resp.StatusCode != 503 {
+						t.Errorf("create during shutdown: %d %q", resp.StatusCode, body)
+					}
+					return
+				}
+				var got struct{ ShortURL string }
+				json.Unmarshal(body, &got)
+				mu.Lock()
+				created[got.ShortURL] = target
+				mu.Unlock()
+				if time.Now().After(stopAt.Add(5 * time.Second)) {
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(time.Until(stopAt))
+	if err := s.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	st, err := bolt.Open(s.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if len(created) == 0 {
+		t.Fatal("no create succeeded before shutdown")
+	}
+	for id, target := range created {
+		if l, err := st.Get(context.Background(), id); err != nil || l.URL != target {
+			t.Fatalf("201'd link %s: %+v %v", id, l, err)
+		}
+	}
+}
+
+// buildLinkgate builds the linkgate binary of this tree once per test run.
+var buildLinkgate = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "linkgate-e2e-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "linkgate")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// child is a `linkgate serve` process.
+type child struct {
+	cmd  *exec.Cmd
+	URL  string
+	logs *syncBuffer
+}
+
+// startChild starts argv (a linkgate binary, possibly behind an emulator)
+// with serve flags and waits for it to listen.
+func startChild(t *testing.T, argv []string, db string) *child {
+	t.Helper()
+	args := append(argv[1:], "serve", "--addr", "127.0.0.1:0", "--store", "bolt:"+db, "--log-format", "json")
+	cmd := exec.Command(argv[0], args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, logs: &syncBuffer{}}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			c.logs.Write(append(sc.Bytes(), '\n'))
+			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	select {
+	case addr := <-found:
+		c.URL = "http://" + addr
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("%v did not start listening:\n%s", argv, c.logs)
+	}
+	waitHealthy(t, c.URL)
+	return c
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# make bench-engines: a trivial redirect served by net/http and by fasthttp,
+# against nginx 1-worker `return 302`, all pinned to one core with wrk on the
+# other. The evidence for the HTTP engine choice in docs/serve-benchmarks.md.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/bench-lib.sh"
+cd "$LINKGATE_ROOT"
+export GOTOOLCHAIN=local
+
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+go build -o "$work/enginebench" ./tools/enginebench
+
+exec 9>"$BENCH_LOCK"
+flock 9
+echo "bench-engines: server on CPU $SERVER_CPU (GOMAXPROCS=1), wrk -t1 -c$CONNS -d$DURATION on CPU $LOAD_CPU, $ROUNDS rounds"
+
+port=$(free_port)
+pids+=("$(start_nginx_302 "$work/nginx" "$port")")
+wait_tcp 127.0.0.1 "$port" 10 || die "nginx did not start: $(cat "$work/nginx/logs/"*)"
+read -ra nginx <<<"$(rounds "http://127.0.0.1:$port/x")"
+kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+report "nginx return 302 (1 worker)" "${nginx[@]}"
+
+for engine in nethttp fasthttp; do
+	port=$(free_port)
+	GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/enginebench" -engine "$engine" -addr "127.0.0.1:$port" >/dev/null &
+	pids+=($!)
+	wait_tcp 127.0.0.1 "$port" 10 || die "$engine did not start"
+	read -ra r <<<"$(rounds "http://127.0.0.1:$port/x")"
+	kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+	report "$engine trivial 302" "${r[@]}"
+	echo "  ratio to nginx: $(ratio "$(median "${r[@]}")" "$(median "${nginx[@]}")")"
+done

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# make bench-serve: linkgate serve's redirect and create throughput on one
+# core, against nginx `return 302` (1 worker) on the same core as the
+# ceiling. Results and their reading: docs/serve-benchmarks.md.
+#
+#  - a bolt store preloaded with N (1,000,000) links, cached in .cache/bench
+#    and copied fresh for every run;
+#  - the server pinned to SERVER_CPU with GOMAXPROCS=1, Debian wrk pinned
+#    to LOAD_CPU: -t1 -c50 -d10s, ROUNDS (3) rounds, medians;
+#  - (a) GET /{id} over random preloaded ids (scripts/bench/redirect.lua),
+#    (b) nginx driven by the same script, rounds interleaved with (a),
+#    (c) POST /shortenURL with a unique URL per request (create.lua);
+#  - the server's resident memory after the redirect rounds.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/bench-lib.sh"
+cd "$LINKGATE_ROOT"
+export GOTOOLCHAIN=local
+N=${N:-1000000}
+IDS_LIMIT=${IDS_LIMIT:-0}
+
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+step "build linkgate and benchprep"
+go build -trimpath -o "$work/linkgate" ./cmd/linkgate
+go build -o "$work/benchprep" ./tools/benchprep
+cache=.cache/bench
+mkdir -p "$cache"
+if [ ! -f "$cache/links-$N.db" ] || [ ! -f "$cache/links-$N.ids" ]; then
+	step "preload $N links (once; cached in $cache)"
+	rm -f "$cache/links-$N.db" "$cache/links-$N.ids"
+	"$work/benchprep" -db "$cache/links-$N.db" -ids "$cache/links-$N.ids" -n "$N"
+fi
+cp "$cache/links-$N.db" "$work/links.db"
+export IDS_FILE=$PWD/$cache/links-$N.ids IDS_LIMIT
+
+exec 9>"$BENCH_LOCK"
+step "waiting for $BENCH_LOCK"
+flock 9
+echo "server on CPU $SERVER_CPU (GOMAXPROCS=1); wrk -t1 -c$CONNS -d$DURATION on CPU $LOAD_CPU; $ROUNDS rounds; $N preloaded links"
+
+nginx_port=$(free_port)
+pids+=("$(start_nginx_302 "$work/nginx" "$nginx_port")")
+lg_port=$(free_port)
+GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$lg_port" \
+	--store "bolt:$work/links.db" --log-level warn >"$work/linkgate.log" 2>&1 &
+lg_pid=$!
+pids+=("$lg_pid")
+wait_tcp 127.0.0.1 "$nginx_port" 10 || die "nginx did not start"
+wait_tcp 127.0.0.1 "$lg_port" 30 || die "linkgate did not start: $(cat "$work/linkgate.log")"
+
+nginx_url=http://127.0.0.1:$nginx_port/
+lg_url=http://127.0.0.1:$lg_port/
+lua=scripts/bench/redirect.lua
+step "warm-up (page cache, connections; not counted)"
+DURATION=3s wrk_rps "$lg_url" "$lua" >/dev/null
+DURATION=2s wrk_rps "$nginx_url" "$lua" >/dev/null
+
+step "redirects: nginx and linkgate, rounds interleaved"
+nginx=() lg=()
+for ((r = 0; r < ROUNDS; r++)); do
+	nginx+=("$(wrk_rps "$nginx_url" "$lua")")
+	lg+=("$(wrk_rps "$lg_url" "$lua")")
+done
+static=$(wrk_rps "${nginx_url}static")
+
+rss() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$lg_pid/status"; }
+rss_anon=$(rss RssAnon) rss_file=$(rss RssFile) vm_rss=$(rss VmRSS)
+
+step "creates: POST /shortenURL, unique URLs"
+creates=()
+for ((r = 0; r < ROUNDS; r++)); do
+	creates+=("$(wrk_rps "${lg_url}shortenURL" scripts/bench/create.lua)")
+done
+
+step "results"
+report "nginx return 302 (same script)" "${nginx[@]}"
+report "linkgate GET /{id} (a)" "${lg[@]}"
+echo "ratio (a)/(b), medians: $(ratio "$(median "${lg[@]}")" "$(median "${nginx[@]}")")"
+printf '%-34s %10.0f req/s  (one round; wrk without Lua, for scale)\n' "nginx return 302, static request" "$static"
+report "linkgate POST /shortenURL (c)" "${creates[@]}"
+echo "linkgate memory after the redirect rounds ($N links): RssAnon $((rss_anon / 1024)) MiB, RssFile $((rss_file / 1024)) MiB, VmRSS $((vm_rss / 1024)) MiB"
+if grep -qi error "$work/linkgate.log"; then
+	echo "linkgate logged errors:" >&2
+	cat "$work/linkgate.log" >&2
+fi

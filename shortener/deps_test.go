@@ -1,0 +1,37 @@
+package shortener_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The domain package imports only the standard library; adapters import
+// their one dependency and the domain, never each other.
+func TestDependencyDirection(t *testing.T) {
+	tests := []struct {
+		pkg     string
+		allowed []string // non-standard import path prefixes allowed besides the package itself
+	}{
+		{"github.com/linkgate/linkgate/shortener", nil},
+		{"github.com/linkgate/linkgate/shortener/bolt", []string{"github.com/linkgate/linkgate/shortener", "go.etcd.io/bbolt", "golang.org/x/sys"}},
+	}
+	for _, tt := range tests {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", tt.pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", tt.pkg, err, out)
+		}
+	deps:
+		for _, dep := range strings.Fields(string(out)) {
+			if dep == tt.pkg {
+				continue
+			}
+			for _, a := range tt.allowed {
+				if dep == a || strings.HasPrefix(dep, a+"/") {
+					continue deps
+				}
+			}
+			t.Errorf("%s imports %s", tt.pkg, dep)
+		}
+	}
+}

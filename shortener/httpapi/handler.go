@@ -1,0 +1,179 @@
+// Package httpapi is the shortener's HTTP API: the seed-compatible routes,
+// the redirect, the REST API v1 and the operational endpoints (routes.go
+// lists them all).
+//
+// It runs on fasthttp, chosen on evidence (docs/serve-benchmarks.md): a
+// trivial redirect on one core reaches about 0.98× nginx with fasthttp and
+// about 0.5× with net/http. The engine stays inside this package: the
+// Handler also implements http.Handler, through an adapter that copies the
+// request into a fasthttp.RequestCtx and the response back, so net/http
+// servers, httptest and the Lambda event adapter call the very same code.
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/linkgate/linkgate/shortener"
+)
+
+// MaxBodyBytes is the largest request body accepted; larger bodies get 413.
+const MaxBodyBytes = 8 << 10
+
+// Config configures a Handler. Zero values take the defaults noted.
+type Config struct {
+	// PublicURL is the base of returned short links, e.g.
+	// "https://sho.rt". Empty: http://<request Host>.
+	PublicURL string
+	// RedirectStatus is 301, 302, 307 or 308. Default 302.
+	RedirectStatus int
+	// AdminKey enables the admin routes (list, delete). Empty: they
+	// answer 403.
+	AdminKey string
+	// MaxInflight sheds load: with more requests than this in flight, new
+	// ones are answered 503 overloaded at once. 0: no limit.
+	MaxInflight int
+	// RequestTimeout bounds store calls of a create, lookup or admin call.
+	// Default 5s.
+	RequestTimeout time.Duration
+	// ReadyTimeout bounds the store ping of /readyz. Default 1s.
+	ReadyTimeout time.Duration
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch c.RedirectStatus {
+	case 0, 301, 302, 307, 308:
+	default:
+		return fmt.Errorf("redirect status %d: must be 301, 302, 307 or 308", c.RedirectStatus)
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("public URL %q: must be an absolute http(s) URL without query, like https://sho.rt", c.PublicURL)
+		}
+	}
+	if c.MaxInflight < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 {
+		return fmt.Errorf("max in-flight and timeouts must not be negative")
+	}
+	return nil
+}
+
+// Handler serves the API. Create it with NewHandler.
+type Handler struct {
+	logger  *slog.Logger
+	svc     *shortener.Service
+	metrics *Metrics
+	cfg     Config
+
+	publicURL      string    // without trailing slash, or ""
+	redirectStatus int       // 30x
+	cacheControl   []byte    // for redirects
+	adminKey       *[32]byte // SHA-256 of the admin key, nil when admin is off
+	maxInflight    int64
+	metricsHandler fasthttp.RequestHandler
+}
+
+// NewHandler returns the API over svc. Metrics are recorded in metrics and
+// /metrics serves everything gatherer has (the metrics, Go runtime and
+// process collectors the caller registered).
+func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, gatherer prometheus.Gatherer, cfg Config) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.RedirectStatus == 0 {
+		cfg.RedirectStatus = fasthttp.StatusFound
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = 5 * time.Second
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = time.Second
+	}
+	h := &Handler{
+		logger:         logger,
+		svc:            svc,
+		metrics:        metrics,
+		cfg:            cfg,
+		publicURL:      strings.TrimSuffix(cfg.PublicURL, "/"),
+		redirectStatus: cfg.RedirectStatus,
+		cacheControl:   []byte("no-store"),
+		maxInflight:    int64(cfg.MaxInflight),
+		metricsHandler: fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
+			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
+		})),
+	}
+	if cfg.RedirectStatus == 301 || cfg.RedirectStatus == 308 {
+		// Permanent redirects are cached by browsers; keep it short and
+		// private so edits, deletes and visit counts still work.
+		h.cacheControl = []byte("private, max-age=90")
+	}
+	if cfg.AdminKey != "" {
+		sum := sha256.Sum256([]byte(cfg.AdminKey))
+		h.adminKey = &sum
+	}
+	return h, nil
+}
+
+// ServeFastHTTP is the fasthttp entry point. Every request is counted and
+// timed; beyond MaxInflight it is shed; a panic is answered 500 and never
+// escapes.
+func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
+	start := ctx.Time()
+	if start.IsZero() {
+		start = time.Now()
+	}
+	r, id, allow := match(ctx)
+	if !r.operational() {
+		n := h.metrics.inflight.Add(1)
+		defer h.metrics.inflight.Add(-1)
+		if h.maxInflight > 0 && n > h.maxInflight {
+			h.metrics.shed.Inc()
+			writeError(ctx, fasthttp.StatusServiceUnavailable, codeOverloaded, "too many requests in flight, retry later")
+			h.metrics.observe(r, fasthttp.StatusServiceUnavailable, start)
+			return
+		}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			h.metrics.panics.Inc()
+			h.logger.LogAttrs(context.Background(), slog.LevelError, "handler panic",
+				slog.String("route", r.String()), slog.Any("panic", p))
+			ctx.Response.Reset()
+			writeError(ctx, fasthttp.StatusInternalServerError, string(shortener.Internal), "internal error")
+			h.metrics.observe(r, fasthttp.StatusInternalServerError, start)
+		}
+	}()
+	h.dispatch(ctx, r, id, allow)
+	h.metrics.observe(r, ctx.Response.StatusCode(), start)
+}
+
+// timeout returns a context for the store calls of one request. It is not
+// derived from the fasthttp RequestCtx, whose Done closes as soon as the
+// server starts shutting down: requests in flight then are drained, not
+// cancelled.
+func (h *Handler) timeout() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), h.cfg.RequestTimeout)
+}
+
+// shortURL returns the public short link for id.
+func (h *Handler) shortURL(ctx *fasthttp.RequestCtx, id string) string {
+	if h.publicURL != "" {
+		return h.publicURL + "/" + id
+	}
+	scheme := "http://"
+	if ctx.IsTLS() {
+		scheme = "https://"
+	}
+	return scheme + string(ctx.Host()) + "/" + id
+}

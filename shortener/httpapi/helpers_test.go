@@ -1,0 +1,152 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/linkgate/linkgate/shortener"
+	"github.com/linkgate/linkgate/shortener/bolt"
+	"github.com/linkgate/linkgate/shortener/httpapi"
+)
+
+// testServer is the API on a real fasthttp server on 127.0.0.1:0 over a
+// bolt store in a temporary directory.
+type testServer struct {
+	URL     string
+	Store   shortener.Store
+	Handler *httpapi.Handler
+	client  *http.Client
+}
+
+type setup struct {
+	cfg    httpapi.Config
+	policy shortener.URLPolicy
+	wrap   func(shortener.Store) shortener.Store // decorates the bolt store (fault injection)
+}
+
+func openBolt(t testing.TB) *bolt.Store {
+	t.Helper()
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "links.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newHandler(t testing.TB, s setup) (*httpapi.Handler, shortener.Store) {
+	t.Helper()
+	var store shortener.Store = openBolt(t)
+	if s.wrap != nil {
+		store = s.wrap(store)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector())
+	h, err := httpapi.NewHandler(slog.New(slog.DiscardHandler), shortener.NewService(store, shortener.Options{Policy: s.policy}),
+		httpapi.NewMetrics(reg), reg, s.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, store
+}
+
+func start(t *testing.T, s setup) *testServer {
+	t.Helper()
+	h, store := newHandler(t, s)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httpapi.NewServer(slog.New(slog.DiscardHandler), h, httpapi.ServerConfig{})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		<-done
+	})
+	return &testServer{
+		URL: "http://" + ln.Addr().String(), Store: store, Handler: h,
+		client: &http.Client{
+			Timeout:       10 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+}
+
+type response struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+// do sends a request; hdr is alternating header names and values.
+func (s *testServer) do(t testing.TB, method, path, body string, hdr ...string) response {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, s.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if strings.EqualFold(hdr[i], "Host") {
+			req.Host = hdr[i+1]
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{resp.StatusCode, resp.Header, string(b)}
+}
+
+// apiError decodes a JSON error body and checks its shape.
+func apiError(t testing.TB, r response) (code, message string) {
+	t.Helper()
+	if ct := r.Header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+		t.Errorf("error Content-Type %q", ct)
+	}
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	dec := json.NewDecoder(strings.NewReader(r.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
+		t.Errorf("not a JSON error body (%v): %q", err, r.Body)
+	}
+	return e.Error.Code, e.Error.Message
+}
+
+func wantError(t testing.TB, r response, status int, code string) {
+	t.Helper()
+	if r.Status != status {
+		t.Errorf("status %d, want %d; body %q", r.Status, status, r.Body)
+	}
+	if got, _ := apiError(t, r); got != code {
+		t.Errorf("error code %q, want %q; body %q", got, code, r.Body)
+	}
+}

@@ -1,0 +1,94 @@
+package httpapi
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the HTTP API's Prometheus metrics. They are registered on the
+// registry passed to NewMetrics (never the global one). Per-request updates
+// use counters and observers resolved in advance, so the redirect path
+// does not hash label values.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	created  prometheus.Counter
+	shed     prometheus.Counter
+	panics   prometheus.Counter
+	inflight atomic.Int64
+
+	byRoute [numRoutes]perRoute
+}
+
+type perRoute struct {
+	latency prometheus.Observer
+	codes   [len(commonStatuses)]prometheus.Counter
+}
+
+// commonStatuses get a pre-resolved counter per route; others are looked up.
+var commonStatuses = [...]int{200, 201, 204, 301, 302, 307, 308, 400, 401, 403, 404, 405, 409, 410, 413, 500, 503}
+
+var statusIndex = func() (idx [600]int8) {
+	for i := range idx {
+		idx[i] = -1
+	}
+	for i, s := range commonStatuses {
+		idx[s] = int8(i)
+	}
+	return idx
+}()
+
+// NewMetrics creates the API's metrics and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "linkgate_http_requests_total",
+			Help: "HTTP requests answered, by route and status code.",
+		}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "linkgate_http_request_duration_seconds",
+			Help:    "Time from reading a request to handing its response to the server, by route.",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"route"}),
+		created: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "linkgate_links_created_total",
+			Help: "Links created (durably stored).",
+		}),
+		shed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "linkgate_http_requests_shed_total",
+			Help: "Requests answered 503 overloaded because --max-inflight requests were already in flight.",
+		}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "linkgate_http_panics_total",
+			Help: "Requests whose handler panicked (answered 500).",
+		}),
+	}
+	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "linkgate_http_requests_in_flight",
+		Help: "Requests being handled now.",
+	}, func() float64 { return float64(m.inflight.Load()) })
+	reg.MustRegister(m.requests, m.latency, m.created, m.shed, m.panics, inflight)
+	for r := range numRoutes {
+		name := route(r).String()
+		rm := &m.byRoute[r]
+		rm.latency = m.latency.WithLabelValues(name)
+		for i, s := range commonStatuses {
+			rm.codes[i] = m.requests.WithLabelValues(name, strconv.Itoa(s))
+		}
+	}
+	return m
+}
+
+// observe records one answered request.
+func (m *Metrics) observe(r route, status int, start time.Time) {
+	rm := &m.byRoute[r]
+	rm.latency.Observe(time.Since(start).Seconds())
+	if status >= 0 && status < len(statusIndex) && statusIndex[status] >= 0 {
+		rm.codes[statusIndex[status]].Inc()
+		return
+	}
+	m.requests.WithLabelValues(r.String(), strconv.Itoa(status)).Inc()
+}

@@ -1,0 +1,83 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/linkgate/linkgate/shortener/httpapi"
+)
+
+// api/openapi.yaml is a valid OpenAPI 3 document, and what the server
+// answers matches it: every request below is routed through the document
+// and its response (status, headers, body schema) validated against it.
+func TestOpenAPIDocument(t *testing.T) {
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromFile("../../api/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(loader.Context); err != nil {
+		t.Fatalf("invalid OpenAPI document: %v", err)
+	}
+	s := start(t, setup{cfg: httpapi.Config{AdminKey: "k"}})
+	doc.Servers = openapi3.Servers{{URL: s.URL}}
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := wantSeedCreated(t, s.do(t, "POST", "/shortenURL", `{"OriginalURL":"https://spec.example/"}`), "https://spec.example/")
+	tests := []struct {
+		method, path, body string
+		hdr                []string
+	}{
+		{"POST", "/shortenURL", `{"OriginalURL":"https://spec.example/a"}`, nil},
+		{"POST", "/shortenURL", `{"OriginalURL":"nope"}`, nil},
+		{"POST", "/shortenURL", strings.Repeat("x", 9000), nil},
+		{"GET", "/getFullURL/" + id, "", nil},
+		{"GET", "/getFullURL/nope000000", "", nil},
+		{"GET", "/" + id, "", nil},
+		{"GET", "/nope000000", "", nil},
+		{"GET", "/nope000000", "", []string{"Accept", "application/json"}},
+		{"POST", "/api/v1/links", `{"url":"https://spec.example/b","slug":"spec-slug","expires_at":"2099-01-01T00:00:00Z","max_visits":5}`, []string{"Content-Type", "application/json"}},
+		{"POST", "/api/v1/links", `{"url":"https://spec.example/b","slug":"spec-slug"}`, []string{"Content-Type", "application/json"}},
+		{"POST", "/api/v1/links", `{"url":"https://spec.example/b","bogus":1}`, []string{"Content-Type", "application/json"}},
+		{"GET", "/api/v1/links/spec-slug", "", nil},
+		{"GET", "/api/v1/links/" + id, "", nil},
+		{"GET", "/api/v1/links?limit=1", "", []string{"Authorization", "Bearer k"}},
+		{"GET", "/api/v1/links", "", nil},
+		{"DELETE", "/api/v1/links/spec-slug", "", []string{"X-API-Key", "k"}},
+		{"DELETE", "/api/v1/links/spec-slug", "", []string{"X-API-Key", "k"}},
+		{"GET", "/healthz", "", nil},
+		{"GET", "/readyz", "", nil},
+		{"GET", "/metrics", "", nil},
+	}
+	for _, tt := range tests {
+		r := s.do(t, tt.method, tt.path, tt.body, tt.hdr...)
+		req, _ := http.NewRequest(tt.method, s.URL+tt.path, strings.NewReader(tt.body))
+		for i := 0; i+1 < len(tt.hdr); i += 2 {
+			req.Header.Set(tt.hdr[i], tt.hdr[i+1])
+		}
+		route, params, err := router.FindRoute(req)
+		if err != nil {
+			t.Errorf("%s %s: not in the document: %v", tt.method, tt.path, err)
+			continue
+		}
+		in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, ExcludeRequestBody: true}}
+		out := &openapi3filter.ResponseValidationInput{
+			RequestValidationInput: in, Status: r.Status, Header: r.Header,
+			Body:    io.NopCloser(bytes.NewReader([]byte(r.Body))),
+			Options: &openapi3filter.Options{IncludeResponseStatus: true},
+		}
+		if err := openapi3filter.ValidateResponse(t.Context(), out); err != nil {
+			t.Errorf("%s %s → %d %q: does not match the document: %v", tt.method, tt.path, r.Status, r.Body, err)
+		}
+	}
+}

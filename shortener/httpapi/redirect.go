@@ -1,0 +1,69 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/linkgate/linkgate/shortener"
+)
+
+// The redirect is the hot path: look the id up, write Location and the
+// configured 30x, nothing else. It does not allocate when the store
+// implements shortener.URLAppender (BenchmarkRedirect).
+
+var (
+	headerLocation     = []byte("Location")
+	headerCacheControl = []byte("Cache-Control")
+	mimeJSON           = []byte("application/json")
+)
+
+// locations are reusable buffers for the Location value.
+var locations = sync.Pool{New: func() any {
+	b := make([]byte, 0, 512)
+	return &b
+}}
+
+func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte) {
+	buf := locations.Get().(*[]byte)
+	loc, err := h.svc.AppendResolve(context.Background(), (*buf)[:0], id)
+	if err == nil {
+		ctx.Response.Header.SetCanonical(headerLocation, loc)
+		ctx.Response.Header.SetCanonical(headerCacheControl, h.cacheControl)
+		ctx.SetStatusCode(h.redirectStatus)
+	}
+	*buf = loc
+	locations.Put(buf)
+	if err != nil {
+		h.redirectFailed(ctx, err)
+	}
+}
+
+// redirectFailed answers a redirect that cannot be followed: a small HTML
+// page for browsers, the JSON error when the client asks for JSON.
+func (h *Handler) redirectFailed(ctx *fasthttp.RequestCtx, err error) {
+	status, _ := statusOf(err)
+	if bytes.Contains(ctx.Request.Header.Peek("Accept"), mimeJSON) || status >= 500 {
+		h.writeDomainError(ctx, err)
+		return
+	}
+	page := notFoundPage
+	if errors.Is(err, shortener.ErrExpired) {
+		page = expiredPage
+	}
+	ctx.Response.Header.SetContentType("text/html; charset=utf-8")
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	ctx.SetStatusCode(status)
+	ctx.SetBodyString(page)
+}
+
+const pageStyle = `<style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem;color:#222}h1{font-size:1.5rem}</style>`
+
+const notFoundPage = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>Link not found</title>` + pageStyle + `</head><body><h1>Link not found</h1><p>There is no short link at this address. Check it for typing mistakes.</p></body></html>
+`
+
+const expiredPage = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>Link expired</title>` + pageStyle + `</head><body><h1>Link expired</h1><p>This short link has expired or reached its visit limit.</p></body></html>
+`

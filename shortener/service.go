@@ -1,0 +1,207 @@
+package shortener
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// DefaultIDAttempts is how many fresh ids Create tries before giving up with
+// Unavailable. With 62^10 ids a second attempt is already astronomically rare.
+const DefaultIDAttempts = 5
+
+// Service is the shortener's behaviour over a Store: it validates input,
+// generates ids (retrying on conflict), and enforces expiry and visit limits
+// on reads. HTTP and Lambda front ends call it; it knows nothing of either.
+type Service struct {
+	store    Store
+	policy   URLPolicy
+	now      func() time.Time
+	newID    func() (string, error)
+	attempts int
+}
+
+// Options configure a Service. Zero fields take defaults.
+type Options struct {
+	Policy     URLPolicy              // which target URLs are accepted
+	Now        func() time.Time       // clock; default time.Now
+	NewID      func() (string, error) // id generator; default NewID
+	IDAttempts int                    // ids tried per create; default DefaultIDAttempts
+}
+
+// NewService returns a Service over store.
+func NewService(store Store, opts Options) *Service {
+	s := &Service{store: store, policy: opts.Policy, now: opts.Now, newID: opts.NewID, attempts: opts.IDAttempts}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.newID == nil {
+		s.newID = NewID
+	}
+	if s.attempts <= 0 {
+		s.attempts = DefaultIDAttempts
+	}
+	return s
+}
+
+// Policy returns the URL policy the Service enforces.
+func (s *Service) Policy() URLPolicy { return s.policy }
+
+// CreateRequest is a request for a new link.
+type CreateRequest struct {
+	URL       string    // target; checked against the URLPolicy
+	Slug      string    // custom id; "" generates one
+	ExpiresAt time.Time // zero: never expires; else must be in the future
+	MaxVisits int64     // 0: unlimited; negative is invalid
+	Host      string    // Host the request arrived with, for the self-reference check
+}
+
+// Create validates req and stores a new link. A custom slug that is taken
+// gives ErrConflict; a generated id that collides is replaced by a fresh one
+// up to the configured number of attempts, then Unavailable. The returned
+// link is durable.
+func (s *Service) Create(ctx context.Context, req CreateRequest) (Link, error) {
+	if err := s.policy.Check(req.URL, req.Host); err != nil {
+		return Link{}, err
+	}
+	now := s.now().UTC().Truncate(time.Second)
+	l := Link{URL: req.URL, CreatedAt: now, MaxVisits: req.MaxVisits}
+	if req.MaxVisits < 0 {
+		return Link{}, Errorf(InvalidParameter, "max_visits must be 0 (unlimited) or more")
+	}
+	if !req.ExpiresAt.IsZero() {
+		l.ExpiresAt = req.ExpiresAt.UTC().Truncate(time.Second)
+		if !l.ExpiresAt.After(now) {
+			return Link{}, Errorf(InvalidParameter, "expires_at must be in the future")
+		}
+	}
+	if req.Slug != "" {
+		if err := ValidateSlug(req.Slug); err != nil {
+			return Link{}, err
+		}
+		l.ID = req.Slug
+		if err := s.store.Create(ctx, l); err != nil {
+			if errors.Is(err, ErrConflict) {
+				return Link{}, &Error{Code: Conflict, Message: fmt.Sprintf("slug %q is already taken", req.Slug), Err: err}
+			}
+			return Link{}, storeError("create link", err)
+		}
+		return l, nil
+	}
+	for range s.attempts {
+		id, err := s.newID()
+		if err != nil {
+			return Link{}, &Error{Code: Internal, Message: "could not generate an id", Err: err}
+		}
+		l.ID = id
+		err = s.store.Create(ctx, l)
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return Link{}, storeError("create link", err)
+		}
+	}
+	return Link{}, &Error{Code: Unavailable, Message: "could not find a free id, retry later",
+		Err: fmt.Errorf("%d generated ids in a row were taken", s.attempts)}
+}
+
+// Get returns the link under id as stored, expired or not (for the API's
+// link view). Malformed ids answer ErrNotFound without a store call.
+func (s *Service) Get(ctx context.Context, id string) (Link, error) {
+	if !ValidID(id) {
+		return Link{}, ErrNotFound
+	}
+	l, err := s.store.Get(ctx, id)
+	if err != nil {
+		return Link{}, storeError("get link", err)
+	}
+	return l, nil
+}
+
+// Resolve returns the link under id if it may be followed now: ErrNotFound
+// for an unknown (or malformed) id, ErrExpired when it has expired or used
+// up its visit limit.
+func (s *Service) Resolve(ctx context.Context, id string) (Link, error) {
+	l, err := s.Get(ctx, id)
+	if err != nil {
+		return Link{}, err
+	}
+	if s.expired(l) {
+		return Link{}, ErrExpired
+	}
+	return l, nil
+}
+
+// AppendResolve is Resolve for the redirect hot path: it appends the URL of
+// the link under id to dst and returns the extended buffer, without
+// allocating when the store implements URLAppender. Errors are Resolve's.
+// id is not retained.
+func (s *Service) AppendResolve(ctx context.Context, dst, id []byte) ([]byte, error) {
+	if !ValidID(id) {
+		return dst, ErrNotFound
+	}
+	var l Link
+	n := len(dst)
+	var err error
+	if a, ok := s.store.(URLAppender); ok {
+		dst, l, err = a.AppendURL(ctx, dst, id)
+	} else {
+		l, err = s.store.Get(ctx, string(id))
+		dst = append(dst, l.URL...)
+	}
+	if err != nil {
+		return dst[:n], storeError("get link", err)
+	}
+	if s.expired(l) {
+		return dst[:n], ErrExpired
+	}
+	return dst, nil
+}
+
+// expired reads the clock only for links that can expire.
+func (s *Service) expired(l Link) bool {
+	return (l.MaxVisits > 0 || !l.ExpiresAt.IsZero()) && l.Expired(s.now())
+}
+
+// Delete removes the link under id; ErrNotFound if there is none.
+func (s *Service) Delete(ctx context.Context, id string) error {
+	if !ValidID(id) {
+		return ErrNotFound
+	}
+	if err := s.store.Delete(ctx, id); err != nil {
+		return storeError("delete link", err)
+	}
+	return nil
+}
+
+// List returns one page of links. limit must be 1..MaxPageSize.
+func (s *Service) List(ctx context.Context, cursor string, limit int) (Page, error) {
+	if limit < 1 || limit > MaxPageSize {
+		return Page{}, Errorf(InvalidParameter, "limit must be between 1 and %d", MaxPageSize)
+	}
+	p, err := s.store.List(ctx, cursor, limit)
+	if err != nil {
+		return Page{}, storeError("list links", err)
+	}
+	return p, nil
+}
+
+// Ready reports whether the store answers.
+func (s *Service) Ready(ctx context.Context) error {
+	if err := s.store.Ping(ctx); err != nil {
+		return storeError("ping store", err)
+	}
+	return nil
+}
+
+// storeError keeps domain errors as they are and reports anything else a
+// store returned as Unavailable, with the cause kept for the logs.
+func storeError(op string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return &Error{Code: Unavailable, Message: "store unavailable, retry later", Err: fmt.Errorf("%s: %w", op, err)}
+}

@@ -1,0 +1,71 @@
+package shortener
+
+import "context"
+
+// Store keeps links. Implementations (bolt, dynamodb, and decorators such as
+// a read cache) must be safe for concurrent use and pass storetest.Run.
+//
+// Errors: return errors that match the domain sentinels with errors.Is
+// (ErrNotFound, ErrConflict, ErrUnavailable), wrapping the driver's error for
+// the logs. A failure to reach the backend (timeout, throttling, I/O error)
+// should match ErrUnavailable; the Service reports any other store error as
+// Unavailable too, so an adapter never needs to invent codes. Never panic.
+type Store interface {
+	// Create stores l under l.ID if, and only if, no link with that id
+	// exists, and returns nil only once the link is durable (a later Get,
+	// after a crash, finds it). If the id is taken — even by an expired
+	// link — it stores nothing and returns an error matching ErrConflict.
+	// l has been validated by the Service; stores keep every field as given.
+	Create(ctx context.Context, l Link) error
+
+	// Get returns the link stored under id, or an error matching
+	// ErrNotFound. It returns expired links as they are stored (with their
+	// ExpiresAt, MaxVisits and Visits): the Service enforces expiry and
+	// visit limits on every read. A store whose backend deletes expired
+	// items by itself (DynamoDB TTL) may answer ErrNotFound for them once
+	// they are gone. Any id that is not stored, however malformed, simply
+	// answers ErrNotFound.
+	Get(ctx context.Context, id string) (Link, error)
+
+	// Delete removes the link under id, or returns an error matching
+	// ErrNotFound if there is none. Once it returns nil, Get answers
+	// ErrNotFound (decorators such as caches invalidate before returning).
+	Delete(ctx context.Context, id string) error
+
+	// List returns up to limit links (1 ≤ limit ≤ MaxPageSize) starting at
+	// cursor ("" for the first page). Page.Next is the cursor of the next
+	// page, "" after the last one. The order is the store's own; every link
+	// that exists for the whole listing appears exactly once across pages.
+	// Cursors are opaque to callers; one the store did not produce gives an
+	// error with Code InvalidParameter.
+	List(ctx context.Context, cursor string, limit int) (Page, error)
+
+	// Ping reports whether the store answers (used by /readyz): nil, or an
+	// error matching ErrUnavailable.
+	Ping(ctx context.Context) error
+
+	// Close releases the store. It is called once, after every other call
+	// has returned; nothing is called after it.
+	Close() error
+}
+
+// MaxPageSize bounds List's limit.
+const MaxPageSize = 1000
+
+// Page is one page of a listing.
+type Page struct {
+	Links []Link
+	Next  string // cursor of the next page; "" when this is the last
+}
+
+// URLAppender is an optional Store extension for the redirect hot path,
+// which should not allocate. Stores and decorators that can look a link up
+// without allocating implement it; the Service falls back to Get for the
+// others.
+type URLAppender interface {
+	// AppendURL looks id up as Get does, with the same errors, and appends
+	// the link's URL to dst. It returns the extended buffer and the link's
+	// other fields (ID and URL left empty). It must not retain id or dst:
+	// id may alias a request buffer that is reused after the call.
+	AppendURL(ctx context.Context, dst, id []byte) ([]byte, Link, error)
+}

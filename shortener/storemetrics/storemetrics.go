@@ -1,0 +1,139 @@
+// Package storemetrics wraps any shortener.Store with Prometheus metrics:
+// the latency of every store operation, by operation and result.
+package storemetrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/linkgate/linkgate/shortener"
+)
+
+var (
+	_ shortener.Store       = (*Store)(nil)
+	_ shortener.URLAppender = (*Store)(nil)
+)
+
+type op int
+
+const (
+	opCreate op = iota
+	opGet
+	opDelete
+	opList
+	opPing
+	numOps
+)
+
+var opNames = [numOps]string{"create", "get", "delete", "list", "ping"}
+
+type result int
+
+const (
+	resultOK result = iota
+	resultNotFound
+	resultConflict
+	resultError
+	numResults
+)
+
+var resultNames = [numResults]string{"ok", "not_found", "conflict", "error"}
+
+// Store is a shortener.Store that times every call of the Store it wraps.
+// Its AppendURL uses the inner store's when there is one, so the redirect
+// path stays allocation-free.
+type Store struct {
+	inner    shortener.Store
+	appender shortener.URLAppender // inner's, or nil
+	obs      [numOps][numResults]prometheus.Observer
+}
+
+// Wrap returns inner instrumented; backend ("bolt", "dynamodb") labels the
+// metrics, which are registered on reg.
+func Wrap(inner shortener.Store, reg prometheus.Registerer, backend string) *Store {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:        "linkgate_store_operation_duration_seconds",
+		Help:        "Latency of store operations, by operation and result.",
+		ConstLabels: prometheus.Labels{"backend": backend},
+		Buckets:     []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+	}, []string{"op", "result"})
+	reg.MustRegister(h)
+	s := &Store{inner: inner}
+	s.appender, _ = inner.(shortener.URLAppender)
+	for o := range numOps {
+		for r := range numResults {
+			s.obs[o][r] = h.WithLabelValues(opNames[o], resultNames[r])
+		}
+	}
+	return s
+}
+
+func (s *Store) observe(o op, start time.Time, err error) {
+	r := resultOK
+	switch {
+	case err == nil:
+	case errors.Is(err, shortener.ErrNotFound):
+		r = resultNotFound
+	case errors.Is(err, shortener.ErrConflict):
+		r = resultConflict
+	default:
+		r = resultError
+	}
+	s.obs[o][r].Observe(time.Since(start).Seconds())
+}
+
+func (s *Store) Create(ctx context.Context, l shortener.Link) error {
+	start := time.Now()
+	err := s.inner.Create(ctx, l)
+	s.observe(opCreate, start, err)
+	return err
+}
+
+func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
+	start := time.Now()
+	l, err := s.inner.Get(ctx, id)
+	s.observe(opGet, start, err)
+	return l, err
+}
+
+// AppendURL is timed as a "get".
+func (s *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortener.Link, error) {
+	start := time.Now()
+	var l shortener.Link
+	var err error
+	if s.appender != nil {
+		dst, l, err = s.appender.AppendURL(ctx, dst, id)
+	} else {
+		l, err = s.inner.Get(ctx, string(id))
+		dst = append(dst, l.URL...)
+		l.ID, l.URL = "", ""
+	}
+	s.observe(opGet, start, err)
+	return dst, l, err
+}
+
+func (s *Store) Delete(ctx context.Context, id string) error {
+	start := time.Now()
+	err := s.inner.Delete(ctx, id)
+	s.observe(opDelete, start, err)
+	return err
+}
+
+func (s *Store) List(ctx context.Context, cursor string, limit int) (shortener.Page, error) {
+	start := time.Now()
+	p, err := s.inner.List(ctx, cursor, limit)
+	s.observe(opList, start, err)
+	return p, err
+}
+
+func (s *Store) Ping(ctx context.Context) error {
+	start := time.Now()
+	err := s.inner.Ping(ctx)
+	s.observe(opPing, start, err)
+	return err
+}
+
+func (s *Store) Close() error { return s.inner.Close() }
