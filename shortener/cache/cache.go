@@ -1,0 +1,215 @@
+// Package cache is a read cache in front of any shortener.Store, built on
+// github.com/maypok86/otter/v2 (W-TinyLFU eviction, per-entry expiry,
+// deduplicated loads).
+//
+// Redirects dominate a shortener's traffic and a DynamoDB read costs
+// milliseconds and money, so lookups are served from memory for up to TTL.
+// A lookup that finds nothing is remembered for NegativeTTL (shorter), so a
+// flood of unknown ids does not become a flood of store reads. Concurrent
+// misses of one id share a single store read.
+//
+// Consistency: this instance's own writes are seen at once — Create puts
+// the new link in the cache (so it resolves even if the store's reads are
+// eventually consistent) and drops a remembered miss, Delete drops the
+// entry before returning. Writes made through other instances are not: a
+// link deleted elsewhere keeps resolving here for at most TTL, and a link
+// created elsewhere may answer not-found here for at most NegativeTTL.
+// Expiry and visit limits stay exact, since the Service checks them on every
+// read against the cached link's own fields.
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/maypok86/otter/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/linkgate/linkgate/shortener"
+)
+
+var (
+	_ shortener.Store       = (*Store)(nil)
+	_ shortener.URLAppender = (*Store)(nil)
+)
+
+// Options configure a cache.
+type Options struct {
+	// Size is the most entries (links and remembered misses) kept. > 0.
+	Size int
+	// TTL is how long a link is served from the cache after it was read
+	// or created; the staleness bound for writes made elsewhere. > 0.
+	TTL time.Duration
+	// NegativeTTL is how long a lookup that found nothing is remembered;
+	// 0 remembers nothing. At most TTL.
+	NegativeTTL time.Duration
+	// Registerer receives the cache's metrics (linkgate_cache_*); nil
+	// registers none.
+	Registerer prometheus.Registerer
+}
+
+// entry is a cached lookup: a link, or the fact that there is none.
+type entry struct {
+	link  shortener.Link
+	found bool
+}
+
+// Store is a shortener.Store that serves reads of another from memory.
+type Store struct {
+	store  shortener.Store
+	cache  *otter.Cache[string, entry]
+	loader otter.Loader[string, entry]
+	negTTL time.Duration
+	// deletes counts local deletes, so that a Create that races with a
+	// Delete of the same id never leaves the deleted link cached.
+	deletes atomic.Uint64
+	m       *metrics
+}
+
+// New returns a cache of opts.Size entries in front of store.
+func New(store shortener.Store, opts Options) (*Store, error) {
+	switch {
+	case opts.Size <= 0:
+		return nil, fmt.Errorf("cache size must be at least 1, got %d", opts.Size)
+	case opts.TTL <= 0:
+		return nil, fmt.Errorf("cache TTL must be positive, got %s", opts.TTL)
+	case opts.NegativeTTL < 0 || opts.NegativeTTL > opts.TTL:
+		return nil, fmt.Errorf("negative cache TTL must be between 0 and the cache TTL (%s), got %s", opts.TTL, opts.NegativeTTL)
+	}
+	c := &Store{store: store, negTTL: opts.NegativeTTL, m: newMetrics()}
+	ttl, negTTL := opts.TTL, opts.NegativeTTL
+	cache, err := otter.New(&otter.Options[string, entry]{
+		MaximumSize: opts.Size,
+		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, entry]) time.Duration {
+			if e.Value.found {
+				return ttl
+			}
+			return negTTL
+		}),
+		OnAtomicDeletion: c.m.deleted,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new cache: %w", err)
+	}
+	c.cache = cache
+	c.loader = otter.LoaderFunc[string, entry](c.load)
+	if opts.Registerer != nil {
+		if err := c.m.register(opts.Registerer, func() float64 { return float64(cache.EstimatedSize()) }); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// load reads id from the store for the cache. A missing link is a
+// negative entry, or no entry at all without a negative TTL.
+func (c *Store) load(ctx context.Context, id string) (entry, error) {
+	l, err := c.store.Get(ctx, id)
+	switch {
+	case err == nil:
+		return entry{link: l, found: true}, nil
+	case errors.Is(err, shortener.ErrNotFound) && c.negTTL > 0:
+		return entry{}, nil
+	case errors.Is(err, shortener.ErrNotFound):
+		return entry{}, otter.ErrNotFound
+	default:
+		return entry{}, err
+	}
+}
+
+// lookup answers id from the cache, or from the store through the cache
+// (one read per id however many callers miss at once). The store read is
+// not cancelled with ctx: other callers may be waiting for it, and the
+// store bounds every call itself.
+func (c *Store) lookup(ctx context.Context, id string) (entry, error) {
+	if e, ok := c.cache.GetIfPresent(id); ok {
+		c.m.hit(e.found)
+		return e, nil
+	}
+	c.m.misses.Inc()
+	e, err := c.cache.Get(context.WithoutCancel(ctx), id, c.loader)
+	if errors.Is(err, otter.ErrNotFound) {
+		return entry{}, nil
+	}
+	return e, err
+}
+
+// Get returns the link under id, from the cache when it holds it.
+func (c *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
+	e, err := c.lookup(ctx, id)
+	if err != nil {
+		return shortener.Link{}, err
+	}
+	if !e.found {
+		return shortener.Link{}, shortener.ErrNotFound
+	}
+	return e.link, nil
+}
+
+// AppendURL is Get for the redirect hot path: a hit allocates nothing.
+func (c *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortener.Link, error) {
+	// The lookup key aliases id: GetIfPresent neither keeps nor returns
+	// its key, and id outlives the call. A miss copies it (string(id))
+	// before the cache may store it.
+	e, ok := c.cache.GetIfPresent(unsafe.String(unsafe.SliceData(id), len(id)))
+	if ok {
+		c.m.hit(e.found)
+	} else {
+		var err error
+		if e, err = c.lookup(ctx, string(id)); err != nil {
+			return dst, shortener.Link{}, err
+		}
+	}
+	if !e.found {
+		return dst, shortener.Link{}, shortener.ErrNotFound
+	}
+	l := e.link
+	l.ID, l.URL = "", ""
+	return append(dst, e.link.URL...), l, nil
+}
+
+// Create stores l and caches it, so it resolves here at once even if the
+// store's reads lag (DynamoDB's eventually consistent reads).
+func (c *Store) Create(ctx context.Context, l shortener.Link) error {
+	d := c.deletes.Load()
+	if err := c.store.Create(ctx, l); err != nil {
+		c.cache.Invalidate(l.ID) // e.g. a stale remembered miss of a taken id
+		return err
+	}
+	c.cache.Set(l.ID, entry{link: l, found: true})
+	if c.deletes.Load() != d {
+		// A Delete ran meanwhile and may have removed this link from the
+		// store before the Set above: do not keep it.
+		c.cache.Invalidate(l.ID)
+	}
+	return nil
+}
+
+// Delete removes the link from the store and the cache; once it returns,
+// this instance no longer resolves it.
+func (c *Store) Delete(ctx context.Context, id string) error {
+	err := c.store.Delete(ctx, id)
+	c.deletes.Add(1)
+	c.cache.Invalidate(id) // also discards a load of id in flight
+	return err
+}
+
+// List is not cached.
+func (c *Store) List(ctx context.Context, cursor string, limit int) (shortener.Page, error) {
+	return c.store.List(ctx, cursor, limit)
+}
+
+// Ping asks the store.
+func (c *Store) Ping(ctx context.Context) error { return c.store.Ping(ctx) }
+
+// Close stops the cache's clean-up goroutine, unregisters its metrics and
+// closes the store.
+func (c *Store) Close() error {
+	c.cache.StopAllGoroutines()
+	c.m.unregister()
+	return c.store.Close()
+}

@@ -1,0 +1,306 @@
+// Package dynamodb is the shortener.Store over an Amazon DynamoDB table,
+// data-compatible with the seed's app both ways: partition key shortURL (S),
+// the target in originalURL (S). linkgate adds createdAt, expiresAt (the
+// table's TTL attribute), maxVisits and visits, all numbers, and reads items
+// that lack them.
+//
+// Every call has a deadline (Options.Timeout) and goes through the SDK's
+// retryer (the DynamoDB client's default: 4 attempts, jittered exponential
+// backoff from 25 ms, longer for throttling). A call that still fails — a
+// timeout, throttling, an unreachable endpoint — answers an error matching
+// shortener.ErrUnavailable, so the service says 503 and recovers by itself
+// once DynamoDB answers again.
+//
+// Configuration is the AWS SDK's own chain: AWS_REGION, AWS_PROFILE and the
+// shared config files, credentials from the environment, profile, SSO or
+// instance role, AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_DYNAMODB for DynamoDB
+// Local, AWS_MAX_ATTEMPTS and AWS_RETRY_MODE for the retryer.
+package dynamodb
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/linkgate/linkgate/shortener"
+)
+
+var _ shortener.Store = (*Store)(nil)
+
+// DefaultTable is the seed's table name.
+const DefaultTable = "goUrlShortener"
+
+// DefaultTimeout bounds each store call, retries included.
+const DefaultTimeout = time.Second
+
+// Options configure a Store. Zero fields take defaults.
+type Options struct {
+	Table           string        // table name; default DefaultTable
+	ConsistentReads bool          // strongly consistent GetItem and Scan (twice the read cost)
+	Timeout         time.Duration // deadline of each call, retries included; default DefaultTimeout
+}
+
+// Store is a shortener.Store over one DynamoDB table.
+type Store struct {
+	client     *ddb.Client
+	table      string
+	consistent bool
+	timeout    time.Duration
+}
+
+// Open loads the AWS configuration from the standard chain (environment,
+// shared config and credentials files, SSO, instance and task roles) and
+// returns a Store over the table. It makes no call: use CheckTable to
+// verify the table at startup.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return nil, errors.New("no AWS region configured: set AWS_REGION (or a region in the AWS profile)")
+	}
+	return New(NewClient(cfg), opts), nil
+}
+
+// NewClient returns a DynamoDB client for cfg with linkgate's transport
+// settings: a connection pool sized for a busy server (the SDK keeps only
+// 10 idle connections per host by default, which churns connections under
+// load), and, for endpoints other than AWS's (DynamoDB Local), no response
+// CRC32 check: DynamoDB Local omits x-amz-crc32 on errors, which the SDK
+// would otherwise report on every conditional-check failure
+// (aws/aws-sdk-go-v2#3545).
+func NewClient(cfg aws.Config, optFns ...func(*ddb.Options)) *ddb.Client {
+	fns := append([]func(*ddb.Options){func(o *ddb.Options) {
+		o.HTTPClient = httpClient()
+		if o.BaseEndpoint != nil && !awsEndpoint(*o.BaseEndpoint) {
+			o.DisableValidateResponseChecksum = true
+		}
+	}}, optFns...)
+	return ddb.NewFromConfig(cfg, fns...)
+}
+
+// httpClient is the SDK's buildable client (which the DynamoDB client
+// still tunes: connect and TLS timeouts) with a larger idle pool.
+func httpClient() *awshttp.BuildableClient {
+	return awshttp.NewBuildableClient().
+		WithTransportOptions(func(t *http.Transport) {
+			t.MaxIdleConns = 1024
+			t.MaxIdleConnsPerHost = 1024
+			t.IdleConnTimeout = 90 * time.Second
+		}).
+		WithDialerOptions(func(d *net.Dialer) {
+			d.KeepAlive = 30 * time.Second
+		})
+}
+
+// awsEndpoint reports whether endpoint is one of AWS's own hosts.
+func awsEndpoint(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	return strings.HasSuffix(h, ".amazonaws.com") || strings.HasSuffix(h, ".amazonaws.com.cn") || strings.HasSuffix(h, ".api.aws")
+}
+
+// New returns a Store over the table using client. It makes no call.
+func New(client *ddb.Client, opts Options) *Store {
+	s := &Store{client: client, table: opts.Table, consistent: opts.ConsistentReads, timeout: opts.Timeout}
+	if s.table == "" {
+		s.table = DefaultTable
+	}
+	if s.timeout <= 0 {
+		s.timeout = DefaultTimeout
+	}
+	return s
+}
+
+// Table returns the table's name.
+func (s *Store) Table() string { return s.table }
+
+// Client returns the DynamoDB client the store uses.
+func (s *Store) Client() *ddb.Client { return s.client }
+
+// Create puts l's item unless an item with its id exists
+// (attribute_not_exists(shortURL)); an existing one gives ErrConflict.
+// DynamoDB acknowledges a write once it is durable in several zones.
+func (s *Store) Create(ctx context.Context, l shortener.Link) error {
+	if err := checkItem(l); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	_, err := s.client.PutItem(ctx, &ddb.PutItemInput{
+		TableName:           &s.table,
+		Item:                encode(l),
+		ConditionExpression: aws.String("attribute_not_exists(" + AttrID + ")"),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("create link %q: %w", l.ID, shortener.ErrConflict)
+	}
+	if err != nil {
+		return s.fail("create link "+quote(l.ID), err)
+	}
+	return nil
+}
+
+// Get reads the item under id (eventually consistent unless
+// Options.ConsistentReads). Expired items that DynamoDB's TTL has not yet
+// deleted are returned as stored; the Service enforces expiry.
+func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
+	if !validKey(id) {
+		return shortener.Link{}, shortener.ErrNotFound
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	out, err := s.client.GetItem(ctx, &ddb.GetItemInput{
+		TableName:      &s.table,
+		Key:            key(id),
+		ConsistentRead: &s.consistent,
+	})
+	if err != nil {
+		return shortener.Link{}, s.fail("get link "+quote(id), err)
+	}
+	if out.Item == nil {
+		return shortener.Link{}, shortener.ErrNotFound
+	}
+	l, err := decode(out.Item)
+	if err != nil {
+		return shortener.Link{}, fmt.Errorf("get link %q: malformed item: %w", id, err)
+	}
+	return l, nil
+}
+
+// Delete removes the item under id; attribute_exists(shortURL) makes a
+// missing one ErrNotFound.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if !validKey(id) {
+		return shortener.ErrNotFound
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	_, err := s.client.DeleteItem(ctx, &ddb.DeleteItemInput{
+		TableName:           &s.table,
+		Key:                 key(id),
+		ConditionExpression: aws.String("attribute_exists(" + AttrID + ")"),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("delete link %q: %w", id, shortener.ErrNotFound)
+	}
+	if err != nil {
+		return s.fail("delete link "+quote(id), err)
+	}
+	return nil
+}
+
+// List scans the table, one Scan call per page, in DynamoDB's order (by
+// key hash). The cursor is the last key of the previous page, encoded; a
+// page may be shorter than limit when DynamoDB stops at 1 MB, and the last
+// page may be empty.
+func (s *Store) List(ctx context.Context, cursor string, limit int) (shortener.Page, error) {
+	in := &ddb.ScanInput{TableName: &s.table, Limit: aws.Int32(int32(limit)), ConsistentRead: &s.consistent}
+	if cursor != "" {
+		id, err := decodeCursor(cursor)
+		if err != nil {
+			return shortener.Page{}, err
+		}
+		in.ExclusiveStartKey = key(id)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	out, err := s.client.Scan(ctx, in)
+	if err != nil {
+		return shortener.Page{}, s.fail("list links", err)
+	}
+	p := shortener.Page{Links: make([]shortener.Link, 0, len(out.Items))}
+	for _, item := range out.Items {
+		l, err := decode(item)
+		if err != nil {
+			return shortener.Page{}, fmt.Errorf("list links: malformed item: %w", err)
+		}
+		p.Links = append(p.Links, l)
+	}
+	if k, ok := out.LastEvaluatedKey[AttrID].(*types.AttributeValueMemberS); ok {
+		p.Next = base64.RawURLEncoding.EncodeToString([]byte(k.Value))
+	}
+	return p, nil
+}
+
+func decodeCursor(cursor string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || !validKey(string(b)) {
+		return "", shortener.Errorf(shortener.InvalidParameter, "invalid cursor")
+	}
+	return string(b), nil
+}
+
+// pingKey is never a link id (':' is not an id character), so Ping reads
+// nothing: the cheapest data-plane call that proves the table answers
+// (half a read unit), and one that needs only the GetItem permission.
+const pingKey = "linkgate:ping"
+
+// Ping reads a key that never exists.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	_, err := s.client.GetItem(ctx, &ddb.GetItemInput{
+		TableName:            &s.table,
+		Key:                  key(pingKey),
+		ProjectionExpression: aws.String(AttrID),
+	})
+	if err != nil {
+		return s.fail("ping", err)
+	}
+	return nil
+}
+
+// Close releases idle connections.
+func (s *Store) Close() error {
+	if c, ok := s.client.Options().HTTPClient.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+	return nil
+}
+
+// fail turns a failed call into a domain error. A ValidationException means
+// DynamoDB refused the request itself (the checks before each call should
+// make it unreachable): the client's input was at fault, not the store.
+// Everything else — timeouts, throttling, network errors, a missing table,
+// denied credentials — is Unavailable, with the cause kept for the logs.
+func (s *Store) fail(op string, err error) error {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode() {
+		case "ValidationException":
+			return &shortener.Error{Code: shortener.InvalidParameter, Message: "DynamoDB rejected the request",
+				Err: fmt.Errorf("dynamodb %s: %w", op, err)}
+		case "ResourceNotFoundException":
+			return fmt.Errorf("dynamodb %s: table %q not found (create it: linkgate dynamodb create-table --table %s): %w: %w",
+				op, s.table, s.table, shortener.ErrUnavailable, err)
+		}
+	}
+	return fmt.Errorf("dynamodb %s: %w: %w", op, shortener.ErrUnavailable, err)
+}
+
+func quote(id string) string {
+	if len(id) > 80 {
+		id = id[:80] + "…"
+	}
+	return fmt.Sprintf("%q", id)
+}
