@@ -20,9 +20,9 @@ type command struct {
 
 // commands lists every subcommand; each lives in its own file.
 var commands = map[string]command{
+	"dynamodb": {"DynamoDB tooling: create-table", runDynamoDB},
 	"serve":    {"serve the URL shortener (redirects, seed-compatible API, REST API)", runServe},
 	"version":  {"print the version and exit", runVersion},
-	"dynamodb": {"DynamoDB tooling: create-table", runDynamoDB},
 }
 
 // run is the whole program: main only calls it. It owns signal handling, so

@@ -17,6 +17,8 @@ import (
 	"github.com/linkgate/linkgate/internal/cli"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/bolt"
+	"github.com/linkgate/linkgate/shortener/cache"
+	"github.com/linkgate/linkgate/shortener/dynamodb"
 	"github.com/linkgate/linkgate/shortener/httpapi"
 	"github.com/linkgate/linkgate/shortener/storemetrics"
 )
@@ -25,6 +27,11 @@ import (
 type serveConfig struct {
 	addr            string
 	store           string
+	storeTimeout    time.Duration
+	consistentReads bool
+	cacheSize       cacheSizeFlag
+	cacheTTL        time.Duration
+	cacheNegTTL     time.Duration
 	api             httpapi.Config
 	server          httpapi.ServerConfig
 	maxURLLength    int
@@ -41,13 +48,26 @@ GET /getFullURL/{id}, redirects at GET /{id}, the REST API under
 (a 201 means the link is on disk). SIGINT/SIGTERM drain requests in flight,
 then close the store.
 
-Stores: bolt:PATH (embedded bbolt file, created with its directory).`
+Stores: bolt:PATH (embedded bbolt file, created with its directory), or
+dynamodb:TABLE (default table goUrlShortener; create it with 'linkgate
+dynamodb create-table'). DynamoDB settings come from the AWS SDK's standard
+chain: AWS_REGION, AWS_PROFILE, credentials, AWS_ENDPOINT_URL_DYNAMODB.
+
+With DynamoDB, reads go through an in-memory cache (--cache-size,
+--cache-ttl): a link deleted through another instance keeps resolving here
+for at most --cache-ttl, and one created elsewhere may be unknown here for
+at most --cache-negative-ttl. This instance's own writes are seen at once.`
 
 func runServe(ctx context.Context, args []string, env cli.Env) error {
-	c := serveConfig{allowSchemes: cli.ListFlag(shortener.DefaultSchemes)}
+	c := serveConfig{allowSchemes: cli.ListFlag(shortener.DefaultSchemes), cacheSize: -1}
 	fs := cli.NewFlagSet("serve", "linkgate serve [flags]", serveDescription, env.Stderr)
 	fs.StringVar(&c.addr, "addr", ":8080", "`address` to listen on, host:port")
-	fs.StringVar(&c.store, "store", "bolt:data/links.db", "where links live: bolt:PATH")
+	fs.StringVar(&c.store, "store", "bolt:data/links.db", "where links live: bolt:PATH or dynamodb:TABLE")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", dynamodb.DefaultTimeout, "deadline of each DynamoDB call, retries included")
+	fs.BoolVar(&c.consistentReads, "consistent-reads", false, "strongly consistent DynamoDB reads (twice the read cost)")
+	fs.Var(&c.cacheSize, "cache-size", "read cache `entries`; 0: no cache; auto: "+fmt.Sprint(defaultCacheSize)+" with dynamodb, none with bolt")
+	fs.DurationVar(&c.cacheTTL, "cache-ttl", 30*time.Second, "how long a link is served from the read cache (the staleness bound across instances)")
+	fs.DurationVar(&c.cacheNegTTL, "cache-negative-ttl", time.Second, "how long the read cache remembers an unknown id (0: not at all; at most --cache-ttl)")
 	fs.StringVar(&c.api.PublicURL, "public-url", "", "base `URL` of returned short links, e.g. https://sho.rt (default: http://<request Host>)")
 	fs.IntVar(&c.api.RedirectStatus, "redirect-status", 302, "redirect status: 301, 302, 307 or 308")
 	fs.StringVar(&c.api.AdminKey, "admin-key", "", "`key` for the admin routes (list, delete); empty: they answer 403")
@@ -90,6 +110,12 @@ func (c serveConfig) validate() error {
 		return cli.Usagef("timeouts must not be negative")
 	case c.server.MaxHeaderBytes < 1024:
 		return cli.Usagef("--max-header-bytes must be at least 1024")
+	case c.storeTimeout <= 0:
+		return cli.Usagef("--store-timeout must be positive")
+	case c.cacheTTL <= 0:
+		return cli.Usagef("--cache-ttl must be positive")
+	case c.cacheNegTTL < 0 || c.cacheNegTTL > c.cacheTTL:
+		return cli.Usagef("--cache-negative-ttl must be between 0 and --cache-ttl")
 	}
 	for _, s := range c.allowSchemes {
 		if u, err := url.Parse(s + "://h"); err != nil || u.Scheme != strings.ToLower(s) {
@@ -104,19 +130,23 @@ func (c serveConfig) validate() error {
 
 // splitStore parses a --store value into its kind and argument.
 func splitStore(spec string) (kind, arg string, err error) {
-	kind, arg, ok := strings.Cut(spec, ":")
+	kind, arg, _ = strings.Cut(spec, ":")
 	switch {
-	case !ok || arg == "":
+	case kind == "dynamodb" && arg == "":
+		return kind, dynamodb.DefaultTable, nil
+	case kind == "bolt" && arg == "":
 		return "", "", cli.Usagef("--store %q: want bolt:PATH", spec)
-	case kind == "bolt":
+	case kind == "bolt", kind == "dynamodb":
 		return kind, arg, nil
 	}
-	return "", "", cli.Usagef("--store %q: unknown store %q (supported: bolt)", spec, kind)
+	return "", "", cli.Usagef("--store %q: unknown store %q (supported: bolt:PATH, dynamodb:TABLE)", spec, kind)
 }
 
-// openStore opens the store a --store value names.
-func openStore(spec string) (shortener.Store, string, error) {
-	kind, arg, err := splitStore(spec)
+// openStore opens the store a --store value names. A DynamoDB table that
+// is missing or keyed otherwise is an error; DynamoDB not answering is
+// not: the server starts, /readyz says 503 until it answers.
+func openStore(ctx context.Context, logger *slog.Logger, c serveConfig) (shortener.Store, string, error) {
+	kind, arg, err := splitStore(c.store)
 	if err != nil {
 		return nil, "", err
 	}
@@ -124,8 +154,75 @@ func openStore(spec string) (shortener.Store, string, error) {
 	case "bolt":
 		s, err := bolt.Open(arg)
 		return s, kind, err
+	case "dynamodb":
+		s, err := dynamodb.Open(ctx, dynamodb.Options{Table: arg, ConsistentReads: c.consistentReads, Timeout: c.storeTimeout})
+		if err != nil {
+			return nil, "", err
+		}
+		switch err := s.CheckTable(ctx); {
+		case errors.Is(err, shortener.ErrUnavailable):
+			logger.Warn("DynamoDB does not answer; serving anyway, /readyz says 503 until it does", "table", arg, "error", err)
+		case err != nil:
+			s.Close()
+			return nil, "", err
+		}
+		return s, kind, nil
 	}
 	return nil, "", fmt.Errorf("unreachable: store kind %q", kind)
+}
+
+// defaultCacheSize is --cache-size auto with DynamoDB: about 20-40 MB of
+// links with typical URLs.
+const defaultCacheSize = 100_000
+
+// cacheSizeFlag is --cache-size: a number of entries, or auto (-1).
+type cacheSizeFlag int
+
+func (f *cacheSizeFlag) String() string {
+	if *f < 0 {
+		return "auto"
+	}
+	return fmt.Sprint(int(*f))
+}
+
+func (f *cacheSizeFlag) Set(s string) error {
+	if s == "auto" {
+		*f = -1
+		return nil
+	}
+	var n int
+	if _, err := fmt.Sscan(s, &n); err != nil || n < 0 || fmt.Sprint(n) != s {
+		return errors.New("want a number of entries (0: no cache) or auto")
+	}
+	*f = cacheSizeFlag(n)
+	return nil
+}
+
+// entries returns the cache size for a store kind; 0 means no cache. The
+// embedded store reads from memory already, so auto caches only DynamoDB.
+func (f cacheSizeFlag) entries(kind string) int {
+	switch {
+	case f >= 0:
+		return int(f)
+	case kind == "dynamodb":
+		return defaultCacheSize
+	}
+	return 0
+}
+
+// wrapStore adds to a raw store what every front end serves it with: the
+// store latency metrics (of the backend itself), then the read cache.
+func wrapStore(raw shortener.Store, kind string, c serveConfig, reg prometheus.Registerer) (shortener.Store, error) {
+	var store shortener.Store = storemetrics.Wrap(raw, reg, kind)
+	n := c.cacheSize.entries(kind)
+	if n == 0 {
+		return store, nil
+	}
+	cached, err := cache.New(store, cache.Options{Size: n, TTL: c.cacheTTL, NegativeTTL: c.cacheNegTTL, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	return cached, nil
 }
 
 // newShortenerHandler builds the shortener's HTTP handler over store, with
@@ -153,13 +250,17 @@ func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Sto
 }
 
 func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
-	raw, kind, err := openStore(c.store)
+	raw, kind, err := openStore(ctx, logger, c)
 	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	store := storemetrics.Wrap(raw, reg, kind)
+	store, err := wrapStore(raw, kind, c, reg)
+	if err != nil {
+		raw.Close()
+		return err
+	}
 	defer func() {
 		if err := store.Close(); err != nil {
 			logger.Error("close store", "error", err)
@@ -176,7 +277,8 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 	srv := httpapi.NewServer(logger, h, c.server)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	logger.Info("linkgate serve listening", "addr", ln.Addr().String(), "store", c.store, "version", version)
+	logger.Info("linkgate serve listening", "addr", ln.Addr().String(), "store", c.store,
+		"cache_entries", c.cacheSize.entries(kind), "version", version)
 
 	select {
 	case err := <-served:
