@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -62,27 +63,13 @@ func runServe(ctx context.Context, args []string, env cli.Env) error {
 	c := serveConfig{allowSchemes: cli.ListFlag(shortener.DefaultSchemes), cacheSize: -1}
 	fs := cli.NewFlagSet("serve", "linkgate serve [flags]", serveDescription, env.Stderr)
 	fs.StringVar(&c.addr, "addr", ":8080", "`address` to listen on, host:port")
-	fs.StringVar(&c.store, "store", "bolt:data/links.db", "where links live: bolt:PATH or dynamodb:TABLE")
-	fs.DurationVar(&c.storeTimeout, "store-timeout", dynamodb.DefaultTimeout, "deadline of each DynamoDB call, retries included")
-	fs.BoolVar(&c.consistentReads, "consistent-reads", false, "strongly consistent DynamoDB reads (twice the read cost)")
-	fs.Var(&c.cacheSize, "cache-size", "read cache `entries`; 0: no cache; auto: "+fmt.Sprint(defaultCacheSize)+" with dynamodb, none with bolt")
-	fs.DurationVar(&c.cacheTTL, "cache-ttl", 30*time.Second, "how long a link is served from the read cache (the staleness bound across instances)")
-	fs.DurationVar(&c.cacheNegTTL, "cache-negative-ttl", time.Second, "how long the read cache remembers an unknown id (0: not at all; at most --cache-ttl)")
-	fs.StringVar(&c.api.PublicURL, "public-url", "", "base `URL` of returned short links, e.g. https://sho.rt (default: http://<request Host>)")
-	fs.IntVar(&c.api.RedirectStatus, "redirect-status", 302, "redirect status: 301, 302, 307 or 308")
-	fs.StringVar(&c.api.AdminKey, "admin-key", "", "`key` for the admin routes (list, delete); empty: they answer 403")
-	fs.IntVar(&c.maxURLLength, "max-url-length", shortener.DefaultMaxURLLength, "longest target URL accepted, in `bytes`")
-	fs.Var(&c.allowSchemes, "allow-schemes", "comma-separated `schemes` a target URL may use")
-	fs.StringVar(&c.blocklist, "blocklist", "", "`file` of blocked domains, one per line (subdomains blocked too)")
+	addShortenerFlags(fs, &c, "bolt:data/links.db", "text")
 	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "requests in flight beyond which new ones get 503 overloaded at once (0: no limit)")
-	fs.DurationVar(&c.api.RequestTimeout, "request-timeout", 5*time.Second, "deadline for the store calls of one request")
 	fs.DurationVar(&c.server.ReadTimeout, "read-timeout", 10*time.Second, "time to read one request, headers and body")
 	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", 10*time.Second, "time to write one response")
 	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept")
 	fs.IntVar(&c.server.MaxHeaderBytes, "max-header-bytes", 8<<10, "largest request line plus headers, in `bytes` (more: 431)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain requests in flight on SIGINT/SIGTERM")
-	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {
 		return err
 	}
@@ -99,17 +86,47 @@ func runServe(ctx context.Context, args []string, env cli.Env) error {
 	return serve(ctx, logger, c)
 }
 
+// addShortenerFlags registers the flags `serve` and the Lambda mode share:
+// the store and its cache, the API, the URL policy, logging.
+func addShortenerFlags(fs *flag.FlagSet, c *serveConfig, store, logFormat string) {
+	fs.StringVar(&c.store, "store", store, "where links live: bolt:PATH or dynamodb:TABLE")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", dynamodb.DefaultTimeout, "deadline of each DynamoDB call, retries included")
+	fs.BoolVar(&c.consistentReads, "consistent-reads", false, "strongly consistent DynamoDB reads (twice the read cost)")
+	fs.Var(&c.cacheSize, "cache-size", "read cache `entries`; 0: no cache; auto: "+fmt.Sprint(defaultCacheSize)+" with dynamodb, none with bolt")
+	fs.DurationVar(&c.cacheTTL, "cache-ttl", 30*time.Second, "how long a link is served from the read cache (the staleness bound across instances)")
+	fs.DurationVar(&c.cacheNegTTL, "cache-negative-ttl", time.Second, "how long the read cache remembers an unknown id (0: not at all; at most --cache-ttl)")
+	fs.StringVar(&c.api.PublicURL, "public-url", "", "base `URL` of returned short links, e.g. https://sho.rt (default: http://<request Host>)")
+	fs.IntVar(&c.api.RedirectStatus, "redirect-status", 302, "redirect status: 301, 302, 307 or 308")
+	fs.StringVar(&c.api.AdminKey, "admin-key", "", "`key` for the admin routes (list, delete); empty: they answer 403")
+	fs.IntVar(&c.maxURLLength, "max-url-length", shortener.DefaultMaxURLLength, "longest target URL accepted, in `bytes`")
+	fs.Var(&c.allowSchemes, "allow-schemes", "comma-separated `schemes` a target URL may use")
+	fs.StringVar(&c.blocklist, "blocklist", "", "`file` of blocked domains, one per line (subdomains blocked too)")
+	fs.DurationVar(&c.api.RequestTimeout, "request-timeout", 5*time.Second, "deadline for the store calls of one request")
+	fs.StringVar(&c.logFormat, "log-format", logFormat, "log format: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+}
+
 func (c serveConfig) validate() error {
+	if err := c.validateShortener(); err != nil {
+		return err
+	}
+	switch {
+	case c.shutdownTimeout < 0 || c.server.ReadTimeout < 0 || c.server.WriteTimeout < 0 || c.server.IdleTimeout < 0:
+		return cli.Usagef("timeouts must not be negative")
+	case c.server.MaxHeaderBytes < 1024:
+		return cli.Usagef("--max-header-bytes must be at least 1024")
+	}
+	return nil
+}
+
+// validateShortener checks the settings addShortenerFlags registers.
+func (c serveConfig) validateShortener() error {
 	if err := c.api.Validate(); err != nil {
 		return cli.Usagef("%v", err)
 	}
 	switch {
 	case c.maxURLLength < 1:
 		return cli.Usagef("--max-url-length must be positive")
-	case c.shutdownTimeout < 0 || c.server.ReadTimeout < 0 || c.server.WriteTimeout < 0 || c.server.IdleTimeout < 0:
-		return cli.Usagef("timeouts must not be negative")
-	case c.server.MaxHeaderBytes < 1024:
-		return cli.Usagef("--max-header-bytes must be at least 1024")
 	case c.storeTimeout <= 0:
 		return cli.Usagef("--store-timeout must be positive")
 	case c.cacheTTL <= 0:
@@ -249,16 +266,32 @@ func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Sto
 	return httpapi.NewHandler(logger, svc, httpapi.NewMetrics(reg), reg, c.api)
 }
 
-func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
-	raw, kind, err := openStore(ctx, logger, c)
-	if err != nil {
-		return err
-	}
+// newShortener builds what `serve` and the Lambda mode run over a raw
+// store: metrics registry, store decorators, the HTTP handler. On error
+// the raw store is closed.
+func newShortener(logger *slog.Logger, c serveConfig, raw shortener.Store, kind string) (*httpapi.Handler, shortener.Store, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store, err := wrapStore(raw, kind, c, reg)
 	if err != nil {
 		raw.Close()
+		return nil, nil, err
+	}
+	h, err := newShortenerHandler(logger, c, store, reg)
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	return h, store, nil
+}
+
+func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
+	raw, kind, err := openStore(ctx, logger, c)
+	if err != nil {
+		return err
+	}
+	h, store, err := newShortener(logger, c, raw, kind)
+	if err != nil {
 		return err
 	}
 	defer func() {
@@ -266,10 +299,6 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 			logger.Error("close store", "error", err)
 		}
 	}()
-	h, err := newShortenerHandler(logger, c, store, reg)
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
