@@ -28,6 +28,9 @@ import (
 	"github.com/linkgate/linkgate/lambda/extension"
 )
 
+// version is set at build time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
 // memoryLimit is the Go heap's soft limit: the extension shares the
 // function's memory (128 MB at the smallest size) and needs little.
 const memoryLimit = 8 << 20
@@ -85,7 +88,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, _ io.Re
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		perr = errors.Join(perr, fmt.Errorf("log level: %w", err))
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("extension", name)
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("extension", name, "version", version)
 	err := extension.Run(ctx, extension.Config{
 		Name:               name,
 		RuntimeAPI:         api,

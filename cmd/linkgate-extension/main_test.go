@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -84,6 +86,31 @@ func TestStandardLibraryOnly(t *testing.T) {
 	for _, dep := range strings.Fields(string(out)) {
 		if !allowed[dep] {
 			t.Errorf("linkgate-extension depends on %s", dep)
+		}
+	}
+}
+
+// The budget: a stripped binary of at most 6 MB (Rust's was 12.3 MB,
+// C# AOT's 36.4 MB). Built the way make lambda builds it.
+func TestBinarySize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds two binaries")
+	}
+	const budget = 6 << 20
+	for _, arch := range []string{"arm64", "amd64"} {
+		out := filepath.Join(t.TempDir(), "linkgate-extension")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", arch, err, b)
+		}
+		fi, err := os.Stat(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("linux/%s: %.2f MB", arch, float64(fi.Size())/1e6)
+		if fi.Size() > budget {
+			t.Errorf("linux/%s binary is %d bytes, over the 6 MiB budget", arch, fi.Size())
 		}
 	}
 }
