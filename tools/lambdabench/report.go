@@ -133,18 +133,20 @@ func chart(path string, results []result) error {
 	width := vg.Points(14)
 	for i, panel := range panels {
 		p := plot.New()
-		p.Title.Text = "linkgate on the Lambda emulator: " + panel.title
+		p.Title.Text = panel.title
 		p.Y.Label.Text = "ms"
 		p.Y.Min = 0
 		var names []string
 		for _, m := range panel.metrics {
 			names = append(names, m.name)
 		}
+		top := 0.0
 		for j, r := range results {
 			s := summarize(r)
 			var vals plotter.Values
 			for _, m := range panel.metrics {
 				vals = append(vals, m.get(s))
+				top = max(top, m.get(s))
 			}
 			bars, err := plotter.NewBarChart(vals, width)
 			if err != nil {
@@ -157,6 +159,7 @@ func chart(path string, results []result) error {
 			p.Legend.Add(r.Variant, bars)
 		}
 		p.Legend.Top = true
+		p.Y.Max = top * 1.4 // room for the legend above the bars
 		p.NominalX(names...)
 		p.Draw(canvases[0][i])
 	}
