@@ -285,11 +285,9 @@ func (c *Client) apiError(op string, status int) *APIError {
 		m := &it.m
 		switch {
 		case m.nameIs("errorType"):
-			s, _ := m.str(&c.scratch)
-			e.Type = string(s)
+			e.Type = m.text(&c.scratch)
 		case m.nameIs("errorMessage"):
-			s, _ := m.str(&c.scratch)
-			e.Message = string(s)
+			e.Message = m.text(&c.scratch)
 		}
 	}
 	return e
@@ -327,11 +325,9 @@ func (c *Client) Register(ctx context.Context, name string, events ...string) er
 	for it.next() {
 		switch m := &it.m; {
 		case m.nameIs("functionName"):
-			s, _ := m.str(&c.scratch)
-			c.FunctionName = string(s)
+			c.FunctionName = m.text(&c.scratch)
 		case m.nameIs("functionVersion"):
-			s, _ := m.str(&c.scratch)
-			c.Version = string(s)
+			c.Version = m.text(&c.scratch)
 		}
 	}
 	c.startRequest("GET", pathNext)

@@ -402,6 +402,12 @@ func (m *member) str(scratch *[]byte) ([]byte, bool) {
 	return raw, true
 }
 
+// text returns a string value's contents as a string ("" for other kinds).
+func (m *member) text(scratch *[]byte) string {
+	s, _ := m.str(scratch)
+	return string(s)
+}
+
 // num returns a number value as a float64; false for other kinds and for
 // numbers out of float64 range.
 func (m *member) num() (float64, bool) {

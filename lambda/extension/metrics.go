@@ -86,7 +86,9 @@ type invokeMark struct {
 	seq      uint64
 	id       [64]byte
 	idLen    uint8
-	ready    time.Time // when the extension asked for the next event
+	received time.Time // INVOKE arrived
+	ready    time.Time // the request for the next event went out; zero until then
+	done     time.Time // platform.runtimeDone, if it came before ready
 	reported bool      // platform.report seen
 }
 
@@ -104,20 +106,46 @@ func (m *Metrics) add(s int, v float64) {
 	se.n++
 }
 
-// Invoked records an INVOKE: received is when the event arrived, ready when
-// the extension's request for the next event went out.
-func (m *Metrics) Invoked(requestID []byte, received, ready time.Time) {
+// Received records an INVOKE event that arrived at the given time.
+func (m *Metrics) Received(requestID []byte, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.counts[counterInvokes]++
-	m.add(seriesProcessing, float64(ready.Sub(received))/float64(time.Microsecond))
-	if len(requestID) == 0 || len(requestID) > len(invokeMark{}.id) {
-		return
-	}
 	m.seq++
 	mk := &m.invokes[m.seq%invokeRing]
-	*mk = invokeMark{seq: m.seq, ready: ready, idLen: uint8(len(requestID))}
-	copy(mk.id[:], requestID)
+	*mk = invokeMark{seq: m.seq, received: at}
+	mk.idLen = uint8(copy(mk.id[:], requestID))
+}
+
+// Ready records that the request for the event after the latest INVOKE
+// went out at the given time: the extension's turnaround ends there.
+func (m *Metrics) Ready(at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seq == 0 {
+		return
+	}
+	mk := &m.invokes[m.seq%invokeRing]
+	if !mk.ready.IsZero() {
+		return // a retried request after a dropped connection
+	}
+	mk.ready = at
+	m.add(seriesProcessing, float64(at.Sub(mk.received))/float64(time.Microsecond))
+	if !mk.done.IsZero() {
+		m.postRuntime(mk)
+	}
+}
+
+// postRuntime adds the time from the runtime being done to the extension
+// being ready. The platform stamps records to the millisecond: the runtime
+// was done somewhere in [t, t+1ms), so only time the extension certainly
+// added counts.
+func (m *Metrics) postRuntime(mk *invokeMark) {
+	done := mk.done
+	if done.Nanosecond()%int(time.Millisecond) == 0 {
+		done = done.Add(time.Millisecond)
+	}
+	m.add(seriesPostRuntime, float64(max(0, mk.ready.Sub(done)))/float64(time.Millisecond))
 }
 
 func (m *Metrics) findInvoke(id []byte) *invokeMark {
@@ -159,21 +187,13 @@ func (m *Metrics) observe(r *Record) {
 		}
 	case RecordRuntimeDone:
 		mk := m.findInvoke(r.RequestID)
-		if mk == nil || r.Time.IsZero() {
+		if mk == nil || r.Time.IsZero() || !mk.done.IsZero() {
 			return
 		}
-		// The platform stamps records to the millisecond: the runtime was
-		// done somewhere in [t, t+1ms). Count only time the extension
-		// certainly added.
-		done := r.Time
-		if done.Nanosecond()%int(time.Millisecond) == 0 {
-			done = done.Add(time.Millisecond)
+		mk.done = r.Time
+		if !mk.ready.IsZero() {
+			m.postRuntime(mk)
 		}
-		post := mk.ready.Sub(done)
-		if post < 0 {
-			post = 0
-		}
-		m.add(seriesPostRuntime, float64(post)/float64(time.Millisecond))
 	case RecordReport:
 		if r.Has(FieldDuration) {
 			m.add(seriesDuration, r.DurationMs)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,27 +15,36 @@ func TestMetricsPostRuntime(t *testing.T) {
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	ready := base.Add(10*time.Millisecond + 500*time.Microsecond) // the extension asked for the next event at .0105
 	tests := []struct {
-		name     string
-		doneTime string // platform.runtimeDone time
-		id       string
-		want     string // PostRuntimeDuration values
+		name       string
+		doneTime   string // platform.runtimeDone time
+		id         string
+		readyAfter bool // the record arrives before the extension is ready
+		want       string
 	}{
-		{"done after ready (ms stamp)", "2026-01-02T03:04:05.010Z", "r1", "[0]"},
-		{"done before ready (ms stamp: counts from the end of its millisecond)", "2026-01-02T03:04:05.005Z", "r1", "[4.5]"},
-		{"done before ready (µs stamp)", "2026-01-02T03:04:05.010200Z", "r1", "[0.3]"},
-		{"unknown request", "2026-01-02T03:04:05.005Z", "other", "none"},
+		{name: "done after ready (ms stamp)", doneTime: "2026-01-02T03:04:05.010Z", id: "r1", want: "[0]"},
+		{name: "done before ready (ms stamp: counts from the end of its millisecond)", doneTime: "2026-01-02T03:04:05.005Z", id: "r1", want: "[4.5]"},
+		{name: "done before ready (µs stamp)", doneTime: "2026-01-02T03:04:05.010200Z", id: "r1", want: "[0.3]"},
+		{name: "record before ready", doneTime: "2026-01-02T03:04:05.005Z", id: "r1", readyAfter: true, want: "[4.5]"},
+		{name: "unknown request", doneTime: "2026-01-02T03:04:05.005Z", id: "other", want: "none"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			m := &extension.Metrics{Namespace: "ns", FunctionName: "f", Out: &out}
-			m.Invoked([]byte("r1"), ready.Add(-20*time.Microsecond), ready)
+			m := &extension.Metrics{Namespace: "linkgate/Lambda", FunctionName: "f", Out: &out}
+			m.Received([]byte("r1"), ready.Add(-20*time.Microsecond))
+			if !tt.readyAfter {
+				m.Ready(ready)
+			}
 			batch := fmt.Sprintf(`[{"time":%q,"type":"platform.runtimeDone","record":{"requestId":%q,"status":"success"}}]`, tt.doneTime, tt.id)
 			if err := m.HandleTelemetry([]byte(batch)); err != nil {
 				t.Fatal(err)
 			}
+			if tt.readyAfter {
+				m.Ready(ready)
+			}
+			m.Ready(ready.Add(time.Second)) // a retried request: not counted again
 			m.Flush(time.Now())
-			e := parseEMF(t, strings.ReplaceAll(out.String(), `"Namespace":"ns"`, `"Namespace":"linkgate/Lambda"`))
+			e := parseEMF(t, out.String())
 			got := "none"
 			if v, ok := e.values["PostRuntimeDuration"]; ok {
 				got = fmt.Sprint(v)
@@ -56,7 +64,8 @@ func TestMetricsLinesHoldAtMost100Values(t *testing.T) {
 	m := &extension.Metrics{Namespace: "linkgate/Lambda", FunctionName: "f", Out: &out}
 	now := time.Now()
 	for i := 0; i < 250; i++ {
-		m.Invoked([]byte(fmt.Sprintf("id-%d", i)), now, now.Add(time.Duration(i)*time.Microsecond))
+		m.Received([]byte(fmt.Sprintf("id-%d", i)), now)
+		m.Ready(now.Add(time.Duration(i) * time.Microsecond))
 	}
 	if err := m.Flush(now); err != nil {
 		t.Fatal(err)
@@ -120,7 +129,8 @@ func BenchmarkInvokeAndTelemetry(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		now := time.Now()
-		m.Invoked(id, now, now)
+		m.Received(id, now)
+		m.Ready(now)
 		if err := m.HandleTelemetry(batch); err != nil {
 			b.Fatal(err)
 		}

@@ -138,20 +138,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 
-	// The previous event, if an INVOKE: recorded once the request for the
-	// next event is on the wire, so the figures are the real turnaround.
-	var (
-		invoked  bool
-		id       [64]byte
-		idLen    int
-		received time.Time
-	)
-	ready := func(at time.Time) {
-		if invoked {
-			m.Invoked(id[:idLen], received, at)
-			invoked = false
-		}
-	}
+	// Record when the request for the next event is on the wire: the
+	// extension's real turnaround, and when Lambda counts it ready.
+	ready := m.Ready
 	for {
 		ev, err := c.Next(ready)
 		if err != nil {
@@ -168,9 +157,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		switch ev.Type {
 		case EventInvoke:
-			received = time.Now()
-			idLen = copy(id[:], ev.RequestID)
-			invoked = true
+			m.Received(ev.RequestID, time.Now())
 		case EventShutdown:
 			if srv != nil {
 				wait := shutdownBudget
