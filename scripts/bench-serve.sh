@@ -8,8 +8,11 @@
 #  - the server pinned to SERVER_CPU with GOMAXPROCS=1, Debian wrk pinned
 #    to LOAD_CPU: -t1 -c50 -d10s, ROUNDS (3) rounds, medians;
 #  - (a) GET /{id} over random preloaded ids (scripts/bench/redirect.lua),
-#    (b) nginx driven by the same script, rounds interleaved with (a),
-#    (c) POST /shortenURL with a unique URL per request (create.lua);
+#    (b) nginx driven by the same script, rounds interleaved with (a);
+#    (a1)/(b1) the same with one id and a static request (no Lua), since
+#    wrk's Lua can cap (a) and (b) alike;
+#    (c) POST /shortenURL with a unique URL per request (create.lua), and
+#    (c2) the same with the server on both cores;
 #  - the server's resident memory after the redirect rounds.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -60,28 +63,47 @@ DURATION=3s wrk_rps "$lg_url" "$lua" >/dev/null
 DURATION=2s wrk_rps "$nginx_url" "$lua" >/dev/null
 
 step "redirects: nginx and linkgate, rounds interleaved"
-nginx=() lg=()
+# (a)/(b): random ids through the Lua script — realistic, but wrk's Lua
+# costs CPU on the load core, so both can be capped by wrk itself.
+# (a1)/(b1): one id, a static request (no Lua): the server-bound ratio.
+one_id=$(head -1 "$IDS_FILE")
+nginx=() lg=() nginx1=() lg1=()
 for ((r = 0; r < ROUNDS; r++)); do
 	nginx+=("$(wrk_rps "$nginx_url" "$lua")")
 	lg+=("$(wrk_rps "$lg_url" "$lua")")
+	nginx1+=("$(wrk_rps "$nginx_url$one_id")")
+	lg1+=("$(wrk_rps "$lg_url$one_id")")
 done
-static=$(wrk_rps "${nginx_url}static")
 
 rss() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$lg_pid/status"; }
 rss_anon=$(rss RssAnon) rss_file=$(rss RssFile) vm_rss=$(rss VmRSS)
 
-step "creates: POST /shortenURL, unique URLs"
+step "creates: POST /shortenURL, unique URLs (server pinned, GOMAXPROCS=1)"
 creates=()
 for ((r = 0; r < ROUNDS; r++)); do
 	creates+=("$(wrk_rps "${lg_url}shortenURL" scripts/bench/create.lua)")
 done
+kill "$lg_pid"; wait "$lg_pid" 2>/dev/null || true
+
+step "creates: server on both cores (GOMAXPROCS=2, not pinned), wrk not pinned"
+lg_port=$(free_port)
+"$work/linkgate" serve --addr "127.0.0.1:$lg_port" --store "bolt:$work/links.db" --log-level warn >>"$work/linkgate.log" 2>&1 &
+pids+=($!)
+wait_tcp 127.0.0.1 "$lg_port" 30 || die "linkgate did not restart: $(cat "$work/linkgate.log")"
+creates2=()
+for ((r = 0; r < ROUNDS; r++)); do
+	creates2+=("$(LOAD_CPU=0-1 wrk_rps "http://127.0.0.1:$lg_port/shortenURL" scripts/bench/create.lua)")
+done
 
 step "results"
-report "nginx return 302 (same script)" "${nginx[@]}"
-report "linkgate GET /{id} (a)" "${lg[@]}"
-echo "ratio (a)/(b), medians: $(ratio "$(median "${lg[@]}")" "$(median "${nginx[@]}")")"
-printf '%-34s %10.0f req/s  (one round; wrk without Lua, for scale)\n' "nginx return 302, static request" "$static"
+report "nginx return 302, random ids (b)" "${nginx[@]}"
+report "linkgate GET /{id}, random ids (a)" "${lg[@]}"
+echo "  ratio (a)/(b), medians: $(ratio "$(median "${lg[@]}")" "$(median "${nginx[@]}")")"
+report "nginx return 302, one id (b1)" "${nginx1[@]}"
+report "linkgate GET /{id}, one id (a1)" "${lg1[@]}"
+echo "  ratio (a1)/(b1), medians: $(ratio "$(median "${lg1[@]}")" "$(median "${nginx1[@]}")")"
 report "linkgate POST /shortenURL (c)" "${creates[@]}"
+report "  same, server on 2 cores (c2)" "${creates2[@]}"
 echo "linkgate memory after the redirect rounds ($N links): RssAnon $((rss_anon / 1024)) MiB, RssFile $((rss_file / 1024)) MiB, VmRSS $((vm_rss / 1024)) MiB"
 if grep -qi error "$work/linkgate.log"; then
 	echo "linkgate logged errors:" >&2

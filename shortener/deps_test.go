@@ -16,6 +16,16 @@ func TestDependencyDirection(t *testing.T) {
 		{"github.com/linkgate/linkgate/shortener", nil},
 		{"github.com/linkgate/linkgate/shortener/bolt", []string{"github.com/linkgate/linkgate/shortener", "go.etcd.io/bbolt", "golang.org/x/sys"}},
 	}
+	// The HTTP API knows the domain, never a store adapter.
+	out, err := exec.Command("go", "list", "-deps", "github.com/linkgate/linkgate/shortener/httpapi").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/linkgate/linkgate/") && dep != "github.com/linkgate/linkgate/shortener" && dep != "github.com/linkgate/linkgate/shortener/httpapi" {
+			t.Errorf("shortener/httpapi imports %s", dep)
+		}
+	}
 	for _, tt := range tests {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", tt.pkg).CombinedOutput()
 		if err != nil {

@@ -3,21 +3,15 @@ package shortener_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/bolt"
+	"github.com/linkgate/linkgate/shortener/bolt/bolttest"
 )
 
 func openStore(t *testing.T) shortener.Store {
-	t.Helper()
-	s, err := bolt.Open(filepath.Join(t.TempDir(), "links.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, _ := bolttest.Open(t)
 	return s
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/linkgate/linkgate/internal/cli"
 	"github.com/linkgate/linkgate/lambda"
-	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/dynamodb"
 	"github.com/linkgate/linkgate/shortener/httpapi"
 )
@@ -30,9 +29,10 @@ shows as 503s, and in the function's log.`
 const lambdaCacheSize = 10_000
 
 func runLambda(ctx context.Context, args []string, env cli.Env) error {
-	c := serveConfig{allowSchemes: cli.ListFlag(shortener.DefaultSchemes), cacheSize: lambdaCacheSize}
+	c := defaultServeConfig()
+	c.cacheSize = lambdaCacheSize
 	fs := cli.NewFlagSet("lambda", "linkgate lambda [flags]", lambdaDescription, env.Stderr)
-	addShortenerFlags(fs, &c, "dynamodb:"+dynamodb.DefaultTable, "json")
+	c.registerShortener(fs, "dynamodb:"+dynamodb.DefaultTable, "json")
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {
 		return err
 	}

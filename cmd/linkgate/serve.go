@@ -60,16 +60,9 @@ for at most --cache-ttl, and one created elsewhere may be unknown here for
 at most --cache-negative-ttl. This instance's own writes are seen at once.`
 
 func runServe(ctx context.Context, args []string, env cli.Env) error {
-	c := serveConfig{allowSchemes: cli.ListFlag(shortener.DefaultSchemes), cacheSize: -1}
+	c := defaultServeConfig()
 	fs := cli.NewFlagSet("serve", "linkgate serve [flags]", serveDescription, env.Stderr)
-	fs.StringVar(&c.addr, "addr", ":8080", "`address` to listen on, host:port")
-	addShortenerFlags(fs, &c, "bolt:data/links.db", "text")
-	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "requests in flight beyond which new ones get 503 overloaded at once (0: no limit)")
-	fs.DurationVar(&c.server.ReadTimeout, "read-timeout", 10*time.Second, "time to read one request, headers and body")
-	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", 10*time.Second, "time to write one response")
-	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept")
-	fs.IntVar(&c.server.MaxHeaderBytes, "max-header-bytes", 8<<10, "largest request line plus headers, in `bytes` (more: 431)")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain requests in flight on SIGINT/SIGTERM")
+	c.register(fs)
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {
 		return err
 	}
@@ -86,9 +79,28 @@ func runServe(ctx context.Context, args []string, env cli.Env) error {
 	return serve(ctx, logger, c)
 }
 
-// addShortenerFlags registers the flags `serve` and the Lambda mode share:
-// the store and its cache, the API, the URL policy, logging.
-func addShortenerFlags(fs *flag.FlagSet, c *serveConfig, store, logFormat string) {
+// defaultServeConfig returns the configuration before flags.
+func defaultServeConfig() serveConfig {
+	return serveConfig{allowSchemes: cli.ListFlag(shortener.DefaultSchemes), cacheSize: -1}
+}
+
+// register adds serve's flags to fs, with c's fields as their values: the
+// listener's and, through registerShortener, those the Lambda mode shares.
+func (c *serveConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.addr, "addr", ":8080", "`address` to listen on, host:port")
+	c.registerShortener(fs, "bolt:data/links.db", "text")
+	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "requests in flight beyond which new ones get 503 overloaded at once (0: no limit)")
+	fs.DurationVar(&c.server.ReadTimeout, "read-timeout", 10*time.Second, "time to read one request, headers and body")
+	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", 10*time.Second, "time to write one response")
+	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept")
+	fs.IntVar(&c.server.MaxHeaderBytes, "max-header-bytes", 8<<10, "largest request line plus headers, in `bytes` (more: 431)")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain requests in flight on SIGINT/SIGTERM")
+}
+
+// registerShortener adds the flags `serve` and the Lambda mode share: the
+// store and its cache, the API, the URL policy, logging. store and
+// logFormat are the defaults of --store and --log-format.
+func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat string) {
 	fs.StringVar(&c.store, "store", store, "where links live: bolt:PATH or dynamodb:TABLE")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", dynamodb.DefaultTimeout, "deadline of each DynamoDB call, retries included")
 	fs.BoolVar(&c.consistentReads, "consistent-reads", false, "strongly consistent DynamoDB reads (twice the read cost)")

@@ -94,28 +94,45 @@ func Open(path string) (*Store, error) {
 // commit (db.Batch); the insert-if-absent check runs inside the batch and
 // reports a taken id through a captured variable, so one conflict never
 // fails (and re-runs) the other creates in the batch.
+//
+// If ctx ends first (a stalled disk), Create returns its error without
+// waiting: the caller then answers 503, never 201, and the link may or may
+// not be stored.
 func (s *Store) Create(ctx context.Context, l shortener.Link) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("create link: %w", err)
 	}
 	key, val := []byte(l.ID), encode(l)
-	var taken bool
-	err := s.db.Batch(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(linksBucket)
-		taken = b.Get(key) != nil
-		if taken {
-			return nil
+	type result struct {
+		taken bool
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var taken bool
+		err := s.db.Batch(func(tx *bbolt.Tx) error {
+			b := tx.Bucket(linksBucket)
+			taken = b.Get(key) != nil
+			if taken {
+				return nil
+			}
+			return b.Put(key, val)
+		})
+		s.snaps.retire() // later reads must see the new link
+		done <- result{taken, err}
+	}()
+	select {
+	case r := <-done:
+		switch {
+		case r.err != nil:
+			return fmt.Errorf("create link %q: %w", l.ID, r.err)
+		case r.taken:
+			return fmt.Errorf("create link %q: %w", l.ID, shortener.ErrConflict)
 		}
-		return b.Put(key, val)
-	})
-	s.snaps.retire() // later reads must see the new link
-	if err != nil {
-		return fmt.Errorf("create link %q: %w", l.ID, err)
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("create link %q: %w", l.ID, ctx.Err())
 	}
-	if taken {
-		return fmt.Errorf("create link %q: %w", l.ID, shortener.ErrConflict)
-	}
-	return nil
 }
 
 // Import stores links in one transaction (one fsync), skipping ids that are

@@ -11,24 +11,13 @@ import (
 
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/bolt"
+	"github.com/linkgate/linkgate/shortener/bolt/bolttest"
 	"github.com/linkgate/linkgate/shortener/storetest"
 )
 
-// MustOpen opens a store in a fresh temporary directory, closed at cleanup.
-func MustOpen(tb testing.TB) (*bolt.Store, string) {
-	tb.Helper()
-	path := filepath.Join(tb.TempDir(), "sub", "links.db")
-	s, err := bolt.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { s.Close() })
-	return s, path
-}
-
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) shortener.Store {
-		s, _ := MustOpen(t)
+		s, _ := bolttest.Open(t)
 		return s
 	})
 }
@@ -60,7 +49,7 @@ func TestReopenKeepsLinks(t *testing.T) {
 }
 
 func TestOpenLockedFails(t *testing.T) {
-	_, path := MustOpen(t)
+	_, path := bolttest.Open(t)
 	start := time.Now()
 	_, err := bolt.Open(path)
 	if err == nil {
@@ -88,7 +77,7 @@ func TestClosedStoreFailsCleanly(t *testing.T) {
 
 // BenchmarkGet measures a point read, the store half of the redirect path.
 func BenchmarkGet(b *testing.B) {
-	s, _ := MustOpen(b)
+	s, _ := bolttest.Open(b)
 	ctx := context.Background()
 	ids := make([]string, 10000)
 	for i := range ids {
@@ -109,7 +98,7 @@ func BenchmarkGet(b *testing.B) {
 // BenchmarkCreateParallel measures durable creates with 64 concurrent
 // writers sharing group commits (each op is one fsynced create).
 func BenchmarkCreateParallel(b *testing.B) {
-	s, _ := MustOpen(b)
+	s, _ := bolttest.Open(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	var mu sync.Mutex
@@ -132,7 +121,7 @@ func BenchmarkCreateParallel(b *testing.B) {
 // Reads share snapshots; a read that starts after a create or delete has
 // returned must see it, however recently the snapshot was taken.
 func TestReadsSeeCommittedWrites(t *testing.T) {
-	s, _ := MustOpen(t)
+	s, _ := bolttest.Open(t)
 	ctx := context.Background()
 	for i := range 300 {
 		id := fmt.Sprintf("rw%08d", i)
@@ -159,7 +148,7 @@ func TestReadsSeeCommittedWrites(t *testing.T) {
 // Concurrent readers and writers that grow the file (forcing remaps of the
 // memory map) neither deadlock nor read stale or torn values.
 func TestConcurrentReadsDuringGrowth(t *testing.T) {
-	s, _ := MustOpen(t)
+	s, _ := bolttest.Open(t)
 	ctx := context.Background()
 	if err := s.Create(ctx, shortener.Link{ID: "stable0001", URL: "https://stable.example/"}); err != nil {
 		t.Fatal(err)
@@ -200,7 +189,7 @@ func TestConcurrentReadsDuringGrowth(t *testing.T) {
 }
 
 func BenchmarkAppendURL(b *testing.B) {
-	s, _ := MustOpen(b)
+	s, _ := bolttest.Open(b)
 	ctx := context.Background()
 	ids := make([][]byte, 10000)
 	for i := range ids {
@@ -221,7 +210,7 @@ func BenchmarkAppendURL(b *testing.B) {
 }
 
 func TestImport(t *testing.T) {
-	s, _ := MustOpen(t)
+	s, _ := bolttest.Open(t)
 	ctx := context.Background()
 	if err := s.Create(ctx, shortener.Link{ID: "exists0001", URL: "https://old.example/"}); err != nil {
 		t.Fatal(err)

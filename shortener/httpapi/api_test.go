@@ -394,3 +394,15 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestLimits(t *testing.T) {
+	s := start(t, setup{})
+	wantError(t, s.do(t, "GET", "/abcdefghij", "", "X-Big", strings.Repeat("b", 10<<10)), 431, "header_too_large")
+	wantError(t, s.do(t, "POST", "/api/v1/links", `{"url":"https://x.example/`+strings.Repeat("a", 8<<10)+`"}`), 413, "payload_too_large")
+	// Exactly 8 KiB is accepted (and then judged on its content).
+	body := `{"url":"https://x.example/` + strings.Repeat("a", 8<<10-28) + `"}`
+	if len(body) != 8<<10 {
+		t.Fatalf("body is %d bytes", len(body))
+	}
+	wantError(t, s.do(t, "POST", "/api/v1/links", body), 400, "url_too_long")
+}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/bolt"
+	"github.com/linkgate/linkgate/shortener/bolt/bolttest"
 	"github.com/linkgate/linkgate/shortener/httpapi"
 )
 
@@ -35,19 +34,10 @@ type setup struct {
 	wrap   func(shortener.Store) shortener.Store // decorates the bolt store (fault injection)
 }
 
-func openBolt(t testing.TB) *bolt.Store {
-	t.Helper()
-	s, err := bolt.Open(filepath.Join(t.TempDir(), "links.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
 func newHandler(t testing.TB, s setup) (*httpapi.Handler, shortener.Store) {
 	t.Helper()
-	var store shortener.Store = openBolt(t)
+	b, _ := bolttest.Open(t)
+	var store shortener.Store = b
 	if s.wrap != nil {
 		store = s.wrap(store)
 	}

@@ -1,26 +1,20 @@
 package storemetrics_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/bolt"
+	"github.com/linkgate/linkgate/shortener/bolt/bolttest"
 	"github.com/linkgate/linkgate/shortener/storemetrics"
 	"github.com/linkgate/linkgate/shortener/storetest"
 )
 
 func open(t *testing.T, reg prometheus.Registerer) *storemetrics.Store {
-	b, err := bolt.Open(filepath.Join(t.TempDir(), "links.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := storemetrics.Wrap(b, reg, "bolt")
-	t.Cleanup(func() { s.Close() })
-	return s
+	b, _ := bolttest.Open(t)
+	return storemetrics.Wrap(b, reg, "bolt")
 }
 
 // The decorator is a Store like any other.
