@@ -8,7 +8,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 TAGS     := lambda.norpc
 export GOTOOLCHAIN := local
 
-.PHONY: all build test cross clean bench-serve bench-engines lambda lambda-bench
+.PHONY: all build test cross clean bench-serve bench-engines bench-dynamodb lambda lambda-bench
 all: build
 
 build:
@@ -39,6 +39,10 @@ lambda:
 ## lambda-bench: the function under the Lambda emulator with no extension, linkgate-extension and a naive one (docs/lambda.md).
 lambda-bench:
 	scripts/lambda-bench.sh
+
+## bench-dynamodb: redirects through the cache (DynamoDB vs bolt), creates and cold reads against DynamoDB Local.
+bench-dynamodb:
+	scripts/bench-dynamodb.sh
 
 clean:
 	rm -rf bin dist .cache/test-logs .cache/test-artifacts

@@ -38,9 +38,10 @@ CONF
 	echo $!
 }
 
-# wrk_rps URL [LUA] runs wrk once, pinned to LOAD_CPU, and prints req/s.
-# Non-2xx/3xx answers are reported on stderr (they would make a run lie).
-wrk_rps() {
+# wrk_out URL [LUA] runs wrk once with --latency, pinned to LOAD_CPU, and
+# prints its report. Non-2xx/3xx answers are reported on stderr (they
+# would make a run lie).
+wrk_out() {
 	local url=$1 lua=${2:-} out
 	local args=(-t1 -c"$CONNS" -d"$DURATION" --latency)
 	[ -n "$lua" ] && args+=(-s "$lua")
@@ -48,7 +49,25 @@ wrk_rps() {
 	if grep -q "Non-2xx or 3xx" <<<"$out"; then
 		echo "warning: $(grep 'Non-2xx or 3xx' <<<"$out") for $url" >&2
 	fi
-	awk '/^Requests\/sec:/ {print $2}' <<<"$out"
+	echo "$out"
+}
+
+# wrk_rps URL [LUA] runs wrk once and prints req/s.
+wrk_rps() { wrk_out "$@" | awk '/^Requests\/sec:/ {print $2}'; }
+
+# wrk_stats URL [LUA] runs wrk once and prints "req/s p99-in-ms".
+wrk_stats() {
+	wrk_out "$@" | awk '
+		function ms(v) {
+			if (v ~ /us$/) return substr(v, 1, length(v) - 2) / 1000
+			if (v ~ /ms$/) return substr(v, 1, length(v) - 2) + 0
+			if (v ~ /m$/) return substr(v, 1, length(v) - 1) * 60000
+			if (v ~ /s$/) return substr(v, 1, length(v) - 1) * 1000
+			return v
+		}
+		/^Requests\/sec:/ {rps = $2}
+		$1 == "99%" {p99 = ms($2)}
+		END {printf "%s %.2f\n", rps, p99}'
 }
 
 # rounds URL [LUA] runs wrk ROUNDS times and prints the req/s of each, space-separated.
@@ -67,4 +86,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a/b}'; }
 report() {
 	local name=$1; shift
 	printf '%-34s median %10.0f req/s  range %s  rounds: %s\n' "$name" "$(median "$@")" "$(range "$@")" "$*"
+}
+
+# report_ms NAME VALUES... prints one latency line: median, range, rounds.
+report_ms() {
+	local name=$1; shift
+	printf '%-34s median %10.2f ms     range %s  rounds: %s\n' "$name" "$(median "$@")" \
+		"$(printf '%s\n' "$@" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f–%.2f", lo, hi}')" "$*"
 }

@@ -241,13 +241,13 @@ func (f cacheSizeFlag) entries(kind string) int {
 
 // wrapStore adds to a raw store what every front end serves it with: the
 // store latency metrics (of the backend itself), then the read cache.
-func wrapStore(raw shortener.Store, kind string, c serveConfig, reg prometheus.Registerer) (shortener.Store, error) {
+func wrapStore(logger *slog.Logger, raw shortener.Store, kind string, c serveConfig, reg prometheus.Registerer) (shortener.Store, error) {
 	var store shortener.Store = storemetrics.Wrap(raw, reg, kind)
 	n := c.cacheSize.entries(kind)
 	if n == 0 {
 		return store, nil
 	}
-	cached, err := cache.New(store, cache.Options{Size: n, TTL: c.cacheTTL, NegativeTTL: c.cacheNegTTL, Registerer: reg})
+	cached, err := cache.New(store, cache.Options{Size: n, TTL: c.cacheTTL, NegativeTTL: c.cacheNegTTL, Registerer: reg, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +284,7 @@ func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Sto
 func newShortener(logger *slog.Logger, c serveConfig, raw shortener.Store, kind string) (*httpapi.Handler, shortener.Store, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	store, err := wrapStore(raw, kind, c, reg)
+	store, err := wrapStore(logger, raw, kind, c, reg)
 	if err != nil {
 		raw.Close()
 		return nil, nil, err

@@ -8,6 +8,14 @@
 // flood of unknown ids does not become a flood of store reads. Concurrent
 // misses of one id share a single store read.
 //
+// A link read in the second half of its TTL (at a random point of it, so
+// links loaded together do not come due together) is reloaded in the
+// background while the cached one is still served, so hot links never wait
+// for the store. At most MaxRefreshes reloads run at once; a link that
+// cannot be reloaded in time simply expires at TTL and is read again on
+// its next use. So the store sees about (hot links) / (TTL/2) reads a
+// second for the hot set, and never a burst when many links come due.
+//
 // Consistency: this instance's own writes are seen at once — Create puts
 // the new link in the cache (so it resolves even if the store's reads are
 // eventually consistent) and drops a remembered miss, Delete drops the
@@ -22,6 +30,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -50,7 +62,17 @@ type Options struct {
 	// Registerer receives the cache's metrics (linkgate_cache_*); nil
 	// registers none.
 	Registerer prometheus.Registerer
+	// Logger receives background refresh failures (the cached link keeps
+	// being served until TTL); nil discards them.
+	Logger *slog.Logger
 }
+
+// MaxRefreshes bounds the background reloads in flight.
+const MaxRefreshes = 16
+
+// refreshRetry is how soon a link whose reload was started (or failed)
+// may be reloaded again.
+const refreshRetry = time.Second
 
 // entry is a cached lookup: a link, or the fact that there is none.
 type entry struct {
@@ -66,8 +88,10 @@ type Store struct {
 	negTTL time.Duration
 	// deletes counts local deletes, so that a Create that races with a
 	// Delete of the same id never leaves the deleted link cached.
-	deletes atomic.Uint64
-	m       *metrics
+	deletes    atomic.Uint64
+	refreshing atomic.Int64 // background reloads in flight
+	logger     *slog.Logger // nil: none
+	m          *metrics
 }
 
 // New returns a cache of opts.Size entries in front of store.
@@ -80,17 +104,20 @@ func New(store shortener.Store, opts Options) (*Store, error) {
 	case opts.NegativeTTL < 0 || opts.NegativeTTL > opts.TTL:
 		return nil, fmt.Errorf("negative cache TTL must be between 0 and the cache TTL (%s), got %s", opts.TTL, opts.NegativeTTL)
 	}
-	c := &Store{store: store, negTTL: opts.NegativeTTL, m: newMetrics()}
+	c := &Store{store: store, negTTL: opts.NegativeTTL, logger: opts.Logger, m: newMetrics()}
 	ttl, negTTL := opts.TTL, opts.NegativeTTL
 	cache, err := otter.New(&otter.Options[string, entry]{
 		MaximumSize: opts.Size,
+		// A write (a load, a refresh, a local create) restarts the TTL.
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, entry]) time.Duration {
 			if e.Value.found {
 				return ttl
 			}
 			return negTTL
 		}),
-		OnAtomicDeletion: c.m.deleted,
+		RefreshCalculator: refreshCalculator{ttl: ttl},
+		OnAtomicDeletion:  c.m.deleted,
+		Logger:            &otter.NoopLogger{}, // refresh failures are counted (and logged) by refresh
 	})
 	if err != nil {
 		return nil, fmt.Errorf("new cache: %w", err)
@@ -121,13 +148,80 @@ func (c *Store) load(ctx context.Context, id string) (entry, error) {
 	}
 }
 
+// cached returns the cached entry of key, if any, and starts its
+// background refresh when it is due. alias says key aliases a caller's
+// buffer: a refresh, which keeps the key, gets a copy.
+func (c *Store) cached(ctx context.Context, key string, alias bool) (entry, bool) {
+	ent, ok := c.cache.GetEntry(key)
+	if !ok {
+		return entry{}, false
+	}
+	c.m.hit(ent.Value.found)
+	if ent.SnapshotAtNano >= ent.RefreshableAtNano {
+		c.refresh(key, alias)
+	}
+	return ent.Value, true
+}
+
+// refresh reloads the link under key in the background, unless
+// MaxRefreshes reloads are running already (then a later read tries
+// again). Readers meanwhile keep getting the cached link; a delete or a
+// write of the key during the reload discards the reloaded value.
+func (c *Store) refresh(key string, alias bool) {
+	if c.refreshing.Load() >= MaxRefreshes {
+		return
+	}
+	if alias {
+		key = strings.Clone(key)
+	}
+	// The entry is not due again before the reload ends (which sets its
+	// next refresh time) or fails: the other readers do not pile on.
+	c.cache.SetRefreshableAfter(key, refreshRetry)
+	c.refreshing.Add(1)
+	go func() {
+		defer c.refreshing.Add(-1)
+		r := <-c.cache.Refresh(context.Background(), key, c.loader)
+		if r.Err != nil && !errors.Is(r.Err, otter.ErrNotFound) {
+			c.m.refreshFailures.Inc()
+			if c.logger != nil {
+				c.logger.Debug("read cache: reload failed; serving the cached link until its TTL", "id", key, "error", r.Err)
+			}
+		}
+	}()
+}
+
+// refreshCalculator makes a link due for reloading at a random point of the
+// second half of its TTL after every write (load, reload, local create), so
+// links loaded together come due apart. Remembered misses just expire.
+type refreshCalculator struct{ ttl time.Duration }
+
+func (r refreshCalculator) due(e otter.Entry[string, entry]) time.Duration {
+	if !e.Value.found {
+		return math.MaxInt64
+	}
+	half := r.ttl / 2
+	return half + rand.N(half/2+1)
+}
+
+func (r refreshCalculator) RefreshAfterCreate(e otter.Entry[string, entry]) time.Duration {
+	return r.due(e)
+}
+func (r refreshCalculator) RefreshAfterUpdate(e otter.Entry[string, entry], _ entry) time.Duration {
+	return r.due(e)
+}
+func (r refreshCalculator) RefreshAfterReload(e otter.Entry[string, entry], _ entry) time.Duration {
+	return r.due(e)
+}
+func (r refreshCalculator) RefreshAfterReloadFailure(e otter.Entry[string, entry], _ error) time.Duration {
+	return refreshRetry
+}
+
 // lookup answers id from the cache, or from the store through the cache
 // (one read per id however many callers miss at once). The store read is
 // not cancelled with ctx: other callers may be waiting for it, and the
 // store bounds every call itself.
 func (c *Store) lookup(ctx context.Context, id string) (entry, error) {
-	if e, ok := c.cache.GetIfPresent(id); ok {
-		c.m.hit(e.found)
+	if e, ok := c.cached(ctx, id, false); ok {
 		return e, nil
 	}
 	c.m.misses.Inc()
@@ -152,13 +246,11 @@ func (c *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
 
 // AppendURL is Get for the redirect hot path: a hit allocates nothing.
 func (c *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortener.Link, error) {
-	// The lookup key aliases id: GetIfPresent neither keeps nor returns
-	// its key, and id outlives the call. A miss copies it (string(id))
-	// before the cache may store it.
-	e, ok := c.cache.GetIfPresent(unsafe.String(unsafe.SliceData(id), len(id)))
-	if ok {
-		c.m.hit(e.found)
-	} else {
+	// The lookup key aliases id: GetEntry does not keep its key, and id
+	// outlives the call. A miss or a refresh copies it before the cache
+	// may store it.
+	e, ok := c.cached(ctx, unsafe.String(unsafe.SliceData(id), len(id)), true)
+	if !ok {
 		var err error
 		if e, err = c.lookup(ctx, string(id)); err != nil {
 			return dst, shortener.Link{}, err

@@ -279,6 +279,58 @@ func TestDeleteInvalidatesAndStalenessBound(t *testing.T) {
 	}
 }
 
+// A link read in the second half of its TTL is reloaded in the background:
+// the reader gets the cached link at once, later readers the reloaded one,
+// and a link read steadily never expires, so it never waits for the store.
+func TestRefreshAhead(t *testing.T) {
+	store := &countingStore{Store: openBolt(t)}
+	const ttl = 200 * time.Millisecond
+	c, reg := newCache(t, store, cache.Options{TTL: ttl})
+	v1 := link("fresh00001")
+	if err := store.Store.Create(ctx, v1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, v1.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Changed behind the cache's back (as another instance would).
+	if err := store.Store.Delete(ctx, v1.ID); err != nil {
+		t.Fatal(err)
+	}
+	v2 := v1
+	v2.URL = "https://v2.example/"
+	if err := store.Store.Create(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl/2 + 20*time.Millisecond)
+	if got, _, err := c.AppendURL(ctx, nil, []byte(v1.ID)); err != nil || string(got) != v1.URL {
+		t.Fatalf("stale read = %q, %v; want the cached %q at once", got, err, v1.URL)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := c.Get(ctx, v1.ID)
+		if err == nil && got.URL == v2.URL {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Get = %+v, %v; the refresh never landed", got, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Read steadily for several TTLs: never a miss.
+	for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if _, _, err := c.AppendURL(ctx, nil, []byte(v1.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := counter(t, reg, "linkgate_cache_misses_total"); m != 1 {
+		t.Errorf("%v misses, want 1: a steadily read link expired", m)
+	}
+	if n := store.gets.Load(); n < 3 {
+		t.Errorf("%d store reads, want the first plus background refreshes", n)
+	}
+}
+
 // Store failures are returned, never cached.
 func TestErrorsAreNotCached(t *testing.T) {
 	store := &countingStore{Store: openBolt(t)}

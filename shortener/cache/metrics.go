@@ -12,6 +12,7 @@ import (
 // branches for it.
 type metrics struct {
 	hits, negativeHits, misses prometheus.Counter
+	refreshFailures            prometheus.Counter
 	evictions                  *prometheus.CounterVec
 	sizeEvictions, expirations prometheus.Counter
 	reg                        prometheus.Registerer
@@ -31,6 +32,10 @@ func newMetrics() *metrics {
 		misses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "linkgate_cache_misses_total",
 			Help: "Link lookups the read cache passed to the store.",
+		}),
+		refreshFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "linkgate_cache_refresh_failures_total",
+			Help: "Background reloads of cached links that failed (the cached link is served until its TTL).",
 		}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "linkgate_cache_evictions_total",
@@ -63,7 +68,7 @@ func (m *metrics) deleted(e otter.DeletionEvent[string, entry]) {
 
 func (m *metrics) register(reg prometheus.Registerer, entries func() float64) error {
 	m.reg = reg
-	m.collectors = []prometheus.Collector{m.hits, m.negativeHits, m.misses, m.evictions,
+	m.collectors = []prometheus.Collector{m.hits, m.negativeHits, m.misses, m.refreshFailures, m.evictions,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "linkgate_cache_entries",
 			Help: "Entries in the read cache (links and remembered misses), estimated.",

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# make bench-dynamodb: linkgate serve over DynamoDB (AWS DynamoDB Local 3.3)
+# against the embedded bolt store. Results and their reading:
+# docs/dynamodb.md.
+#
+#  - a hot set of HOT (10,000) random ids, preloaded through the REST API
+#    (tools/preload) into a DynamoDB table and into a bolt file;
+#  - every server pinned to SERVER_CPU with GOMAXPROCS=1, Debian wrk pinned
+#    to LOAD_CPU (as make bench-serve), DynamoDB Local (Java) on LOAD_CPU
+#    too, so the server's core serves only the server;
+#  - (a) GET /{id} over the hot set, --store dynamodb with the read cache
+#    (the default), (b) the same over --store bolt (no cache, its default),
+#    rounds interleaved, -c$CONNS; ratio (a)/(b); plus bolt behind the same
+#    cache, for scale;
+#  - (c) POST /shortenURL, unique URLs, 64 connections, DynamoDB backend:
+#    creates/s and p99;
+#  - (d) cold reads: GET /{id} with --cache-size 0, every request a
+#    DynamoDB GetItem, 64 connections: req/s and p99.
+#
+# DynamoDB Local listens on every interface; as root the measurement runs
+# in a loopback-only network namespace (unshare -n), like the tests.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/bench-lib.sh"
+cd "$LINKGATE_ROOT"
+export GOTOOLCHAIN=local
+HOT=${HOT:-10000}
+CREATE_CONNS=${CREATE_CONNS:-64}
+
+if [ "${1:-}" != --inner ]; then
+	ddblocal_dir >/dev/null || npm ci --prefix tools/ddblocal --no-audit --no-fund --loglevel=error
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	step "build linkgate and preload"
+	go build -trimpath -o "$work/linkgate" ./cmd/linkgate
+	go build -o "$work/preload" ./tools/preload
+	export BENCH_WORK=$work
+	if [ "$(id -u)" = 0 ] && unshare -n true 2>/dev/null; then
+		unshare -n "$0" --inner
+	else
+		echo "note: cannot create a network namespace; DynamoDB Local listens on all interfaces meanwhile" >&2
+		"$0" --inner
+	fi
+	exit
+fi
+
+# --- inside the namespace -------------------------------------------------
+ip link set lo up 2>/dev/null || true
+work=$BENCH_WORK
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+exec 9>"$BENCH_LOCK"
+step "waiting for $BENCH_LOCK"
+flock 9
+echo "servers on CPU $SERVER_CPU (GOMAXPROCS=1); wrk -t1 -d$DURATION and DynamoDB Local on CPU $LOAD_CPU; $ROUNDS rounds; hot set $HOT ids"
+
+step "start DynamoDB Local"
+ddb_port=$(free_port)
+pid=$(start_dynamodb_local "$ddb_port" "$work/dynamodb-local.log")
+pids+=("$pid")
+taskset -a -p -c "$LOAD_CPU" "$pid" >/dev/null
+wait_tcp 127.0.0.1 "$ddb_port" 60 || die "DynamoDB Local did not start: $(cat "$work/dynamodb-local.log")"
+export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench AWS_EC2_METADATA_DISABLED=true \
+	AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
+	AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$ddb_port
+"$work/linkgate" dynamodb create-table --table bench >/dev/null
+
+# start_server NAME ARGS... starts linkgate serve pinned to SERVER_CPU and
+# sets URL_<NAME> and PID_<NAME>.
+start_server() {
+	local name=$1 port
+	shift
+	port=$(free_port)
+	GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$port" \
+		--log-level warn "$@" >"$work/$name.log" 2>&1 &
+	pids+=("$!")
+	printf -v "PID_$name" %s "$!"
+	wait_tcp 127.0.0.1 "$port" 30 || die "linkgate ($name) did not start: $(cat "$work/$name.log")"
+	printf -v "URL_$name" %s "http://127.0.0.1:$port/"
+}
+start_server ddb --store dynamodb:bench
+start_server bolt --store "bolt:$work/links.db"
+start_server boltcache --store "bolt:$work/links-cache.db" --cache-size 100000
+start_server cold --store dynamodb:bench --cache-size 0
+
+step "preload the hot set ($HOT ids)"
+export IDS_FILE=$work/hot.ids IDS_LIMIT=0
+python3 -c 'import secrets, string, sys
+a = string.ascii_letters + string.digits
+ids = {"".join(secrets.choice(a) for _ in range(10)) for _ in range(int(sys.argv[1]))}
+print("\n".join(ids))' "$HOT" >"$IDS_FILE"
+for s in ddb bolt boltcache; do
+	url=URL_$s
+	taskset -c "$LOAD_CPU" "$work/preload" -url "${!url%/}" -ids "$IDS_FILE" -c 64
+done
+
+lua=scripts/bench/redirect.lua
+step "warm-up (connections, caches; not counted)"
+for s in ddb bolt boltcache; do
+	url=URL_$s
+	DURATION=3s wrk_rps "${!url}" "$lua" >/dev/null
+done
+
+step "redirects over the hot set: bolt, DynamoDB + cache, bolt + cache; rounds interleaved"
+bolt=() ddb=() boltcache=()
+for ((r = 0; r < ROUNDS; r++)); do
+	bolt+=("$(wrk_rps "$URL_bolt" "$lua")")
+	ddb+=("$(wrk_rps "$URL_ddb" "$lua")")
+	boltcache+=("$(wrk_rps "$URL_boltcache" "$lua")")
+done
+rss_kb=$(awk '$1 == "VmRSS:" {print $2}' "/proc/$PID_ddb/status")
+cache_metrics=$(curl -fsS "${URL_ddb}metrics" | grep -E '^linkgate_cache_|^linkgate_store_operation_duration_seconds_count\{.*op="get"' || true)
+
+step "creates against DynamoDB Local: POST /shortenURL, $CREATE_CONNS connections"
+create_rps=() create_p99=()
+for ((r = 0; r < ROUNDS; r++)); do
+	read -r rps p99 < <(CONNS=$CREATE_CONNS wrk_stats "${URL_ddb}shortenURL" scripts/bench/create.lua)
+	create_rps+=("$rps") create_p99+=("$p99")
+done
+
+step "cold reads: GET /{id} with no cache (a DynamoDB GetItem each), $CREATE_CONNS connections"
+CONNS=$CREATE_CONNS DURATION=3s wrk_rps "$URL_cold" "$lua" >/dev/null
+cold_rps=() cold_p99=()
+for ((r = 0; r < ROUNDS; r++)); do
+	read -r rps p99 < <(CONNS=$CREATE_CONNS wrk_stats "$URL_cold" "$lua")
+	cold_rps+=("$rps") cold_p99+=("$p99")
+done
+
+step "results"
+report "bolt GET /{id} (b)" "${bolt[@]}"
+report "DynamoDB + cache GET /{id} (a)" "${ddb[@]}"
+echo "ratio (a)/(b), medians: $(ratio "$(median "${ddb[@]}")" "$(median "${bolt[@]}")")"
+report "bolt + cache GET /{id}" "${boltcache[@]}"
+report "DynamoDB POST /shortenURL (c)" "${create_rps[@]}"
+report_ms "DynamoDB POST /shortenURL p99 (c)" "${create_p99[@]}"
+report "DynamoDB cold GET /{id} (d)" "${cold_rps[@]}"
+report_ms "DynamoDB cold GET /{id} p99 (d)" "${cold_p99[@]}"
+echo "linkgate (DynamoDB + cache) VmRSS after the redirect rounds: $((rss_kb / 1024)) MiB"
+echo "its cache and store-read counters after the redirect rounds:"
+sed 's/^/  /' <<<"$cache_metrics"
+for s in ddb bolt boltcache cold; do
+	if grep -qi error "$work/$s.log"; then
+		echo "linkgate ($s) logged errors:" >&2
+		head -20 "$work/$s.log" >&2
+	fi
+done
