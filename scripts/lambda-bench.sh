@@ -9,7 +9,8 @@
 # starts per variant (10), CPU_QUOTA in CPUs for the emulator tree (none;
 # e.g. 0.25 to mimic a small function), FUNCTION_CPU the CPU the emulator
 # tree is pinned to (0; the harness and DynamoDB Local get the others),
-# OUT the folder for raw results. Needs root (namespaces, bind mounts).
+# OUT the folder for raw results, EXTENSION_ENV extra NAME=VALUE,… settings
+# for linkgate-extension. Needs root (namespaces, bind mounts).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/bench-lib.sh"
@@ -33,7 +34,7 @@ if [ "${1:-}" = --inner ]; then
 		-rie .cache/bin/aws-lambda-rie -function "$work/bootstrap" -extension "$work/linkgate-extension" \
 		-naive "$work/naive-extension" -dynamodb "http://127.0.0.1:$port" \
 		-n "${N:-200}" -restarts "${RESTARTS:-10}" -cpu-quota "${CPU_QUOTA:-0}" -cpus "${FUNCTION_CPU:-0}" \
-		-out "$work/results" -svg docs/lambda-bench.svg
+		-out "$work/results" -svg docs/lambda-bench.svg ${EXTENSION_ENV:+-extension-env "$EXTENSION_ENV"}
 	exit # the trap stops DynamoDB Local
 fi
 

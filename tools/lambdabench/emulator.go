@@ -21,6 +21,7 @@ import (
 
 // invoke is one invocation as the dashboard sees it.
 type invoke struct {
+	Round         int     `json:"round"`
 	Cold          bool    `json:"cold"`
 	Status        int     `json:"status"`          // the function's HTTP status
 	ClientMs      float64 `json:"client_ms"`       // request to the emulator until its answer
@@ -36,7 +37,8 @@ type result struct {
 	InitsMs        []float64 `json:"inits_ms"`         // INIT REPORT durationMs, one per cold start
 	FunctionHWMKB  int64     `json:"function_hwm_kb"`  // largest VmHWM of the function process
 	ExtensionHWMKB int64     `json:"extension_hwm_kb"` // largest VmHWM of the extension process
-	ExtensionCPUMs float64   `json:"extension_cpu_ms"` // extension user+system CPU, summed over restarts
+	ExtensionCPUMs float64   `json:"extension_cpu_ms"` // extension CPU during the warm invokes, summed over restarts
+	WarmInvokes    int       `json:"warm_invokes"`
 	FunctionBytes  int64     `json:"function_bytes"`
 	ExtensionBytes int64     `json:"extension_bytes"`
 }
@@ -72,13 +74,17 @@ func measure(ctx context.Context, c config, v variant, round, warm int, r *resul
 		return err
 	}
 	defer logf.Close()
-	e, err := startEmulator(ctx, c, opt, logf)
+	e, err := startEmulator(ctx, c, opt, append(c.env[:len(c.env):len(c.env)], v.env...), logf)
 	if err != nil {
 		return err
 	}
 	defer e.stop()
 	var lastID string
+	var cpuAfterCold float64
 	for i := 0; i <= warm; i++ {
+		if i == 1 {
+			cpuAfterCold = extensionCPU(e.children())
+		}
 		inv, id, initMs, err := e.invoke(i, lastID)
 		if err != nil {
 			return fmt.Errorf("round %d, invoke %d: %w", round, i, err)
@@ -86,7 +92,7 @@ func measure(ctx context.Context, c config, v variant, round, warm int, r *resul
 		if id != "" {
 			lastID = id
 		}
-		inv.Cold = i == 0
+		inv.Cold, inv.Round = i == 0, round
 		if inv.Cold {
 			if initMs < 0 {
 				return fmt.Errorf("round %d: no INIT REPORT before the first REPORT", round)
@@ -95,15 +101,28 @@ func measure(ctx context.Context, c config, v variant, round, warm int, r *resul
 		}
 		r.Invokes = append(r.Invokes, inv)
 	}
-	for _, p := range e.children() {
+	children := e.children()
+	for _, p := range children {
 		if p.comm == "bootstrap" {
 			r.FunctionHWMKB = max(r.FunctionHWMKB, p.hwmKB)
 		} else {
 			r.ExtensionHWMKB = max(r.ExtensionHWMKB, p.hwmKB)
-			r.ExtensionCPUMs += p.cpuMs
 		}
 	}
+	r.ExtensionCPUMs += extensionCPU(children) - cpuAfterCold
+	r.WarmInvokes += warm
 	return nil
+}
+
+// extensionCPU sums the CPU time of the extension processes.
+func extensionCPU(children []proc) float64 {
+	var ms float64
+	for _, p := range children {
+		if p.comm != "bootstrap" {
+			ms += p.cpuMs
+		}
+	}
+	return ms
 }
 
 // warmUp runs invokes that are not recorded, so DynamoDB Local's JVM is
@@ -140,7 +159,7 @@ var (
 	reReport = regexp.MustCompile(`^REPORT RequestId: \S+\t(?:Init Duration: [0-9.]+ ms\t)?Duration: ([0-9.]+) ms`)
 )
 
-func startEmulator(ctx context.Context, c config, opt string, logf io.Writer) (*emulator, error) {
+func startEmulator(ctx context.Context, c config, opt string, env []string, logf io.Writer) (*emulator, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -161,7 +180,7 @@ func startEmulator(ctx context.Context, c config, opt string, logf io.Writer) (*
 		args = append([]string{"sh", "-c", `echo $$ > "$0" && exec "$@"`, filepath.Join(e.cgroup, "cgroup.procs")}, args...)
 	}
 	e.cmd = exec.CommandContext(ctx, args[0], args[1:]...)
-	e.cmd.Env = c.env
+	e.cmd.Env = env
 	pr, pw := io.Pipe()
 	e.cmd.Stdout, e.cmd.Stderr = pw, pw
 	if err := e.cmd.Start(); err != nil {
@@ -296,9 +315,9 @@ func (e *emulator) children() []proc {
 		}
 		comm, _ := os.ReadFile(filepath.Join(d, "comm"))
 		p := proc{comm: strings.TrimSpace(string(comm))}
-		// schedstat has the CPU time in ns; stat only in 10 ms ticks.
-		if ss, err := os.ReadFile(filepath.Join(d, "schedstat")); err == nil && len(strings.Fields(string(ss))) > 0 {
-			ns, _ := strconv.ParseFloat(strings.Fields(string(ss))[0], 64)
+		// The threads' schedstat have the CPU time in ns; stat only in
+		// 10 ms ticks.
+		if ns, ok := threadsCPU(d); ok {
 			p.cpuMs = ns / 1e6
 		} else {
 			utime, _ := strconv.ParseFloat(f[11], 64)
@@ -314,6 +333,23 @@ func (e *emulator) children() []proc {
 		out = append(out, p)
 	}
 	return out
+}
+
+// threadsCPU sums the CPU time of every thread of the process at /proc
+// folder d, in ns, from their schedstat.
+func threadsCPU(d string) (float64, bool) {
+	stats, _ := filepath.Glob(filepath.Join(d, "task", "*", "schedstat"))
+	var ns float64
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		fields := strings.Fields(string(b))
+		if err != nil || len(fields) == 0 {
+			return 0, false
+		}
+		v, _ := strconv.ParseFloat(fields[0], 64)
+		ns += v
+	}
+	return ns, len(stats) > 0
 }
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat times (100 on Linux).

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -33,8 +34,9 @@ type config struct {
 	rie, function, extension, naive string
 	env                             []string // for the function and its extensions
 	invokes, restarts               int
-	cpuQuota                        float64 // CPUs; 0: none
-	cpus                            string  // taskset list for the emulator and all it starts; "": any
+	cpuQuota                        float64  // CPUs; 0: none
+	cpus                            string   // taskset list for the emulator and all it starts; "": any
+	extensionEnv                    []string // extra environment for linkgate-extension's variant
 	sinkLatency                     time.Duration
 	out, svg                        string
 }
@@ -54,7 +56,12 @@ func main() {
 	flag.DurationVar(&c.sinkLatency, "sink-latency", 30*time.Millisecond, "latency of the naive extension's upload sink")
 	flag.StringVar(&c.out, "out", "", "folder for results.json and the emulator logs (default: a temporary folder)")
 	flag.StringVar(&c.svg, "svg", "", "write the chart to this SVG file")
+	var extEnv string
+	flag.StringVar(&extEnv, "extension-env", "", "comma-separated NAME=VALUE settings for linkgate-extension's variant (e.g. LINKGATE_EXTENSION_NICE=10)")
 	flag.Parse()
+	if extEnv != "" {
+		c.extensionEnv = strings.Split(extEnv, ",")
+	}
 	if c.function == "" || c.extension == "" || c.naive == "" || ddb == "" {
 		log.Fatal("lambdabench: -function, -extension, -naive and -dynamodb are required (scripts/lambda-bench.sh sets them)")
 	}
@@ -71,6 +78,7 @@ type variant struct {
 	name      string
 	extension string // path of the extension binary; "" for none
 	file      string // its file name in /opt/extensions
+	env       []string
 }
 
 func run(ctx context.Context, c config, ddb string) error {
@@ -96,13 +104,13 @@ func run(ctx context.Context, c config, ddb string) error {
 		"LINKGATE_CACHE_SIZE=0", // every invoke reaches DynamoDB, as the seed's function did real work
 		"LINKGATE_LOG_LEVEL=warn",
 		"LINKGATE_EXTENSION_TELEMETRY_ADDR=127.0.0.1:0",
-		"LINKGATE_BENCH_SINK_URL=" + sink,
 		"PATH=/usr/bin:/bin",
 	}
 	variants := []variant{
 		{name: "no extension"},
-		{name: "linkgate-extension", extension: c.extension, file: "linkgate-extension"},
-		{name: "naive extension (sync upload, 30 ms)", extension: c.naive, file: "naive-extension"},
+		{name: "blank extension (register, loop)", extension: c.naive, file: "blank-extension", env: []string{"LINKGATE_BENCH_SINK_URL=none"}},
+		{name: "linkgate-extension", extension: c.extension, file: "linkgate-extension", env: c.extensionEnv},
+		{name: "naive extension (sync upload, 30 ms)", extension: c.naive, file: "naive-extension", env: []string{"LINKGATE_BENCH_SINK_URL=" + sink}},
 	}
 	// Warm DynamoDB Local (a JVM) up first, then interleave the variants,
 	// rotating their order each round, so drift and noise on this shared

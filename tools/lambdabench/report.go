@@ -44,7 +44,7 @@ func summarize(r result) summary {
 	s.initAvg, s.initMax = avg(r.InitsMs), slices.Max(r.InitsMs)
 	s.clientP50, s.clientP99 = percentile(client, 50), percentile(client, 99)
 	s.funcMB, s.extMB = float64(r.FunctionHWMKB)/1024, float64(r.ExtensionHWMKB)/1024
-	s.extCPUPerInvokeUs = r.ExtensionCPUMs * 1000 / float64(len(r.Invokes))
+	s.extCPUPerInvokeUs = r.ExtensionCPUMs * 1000 / float64(max(1, r.WarmInvokes))
 	s.funcSizeMB, s.extSizeMB = float64(r.FunctionBytes)/1e6, float64(r.ExtensionBytes)/1e6
 	return s
 }
@@ -77,7 +77,7 @@ func printReport(w io.Writer, c config, results []result) {
 	}
 	fmt.Fprintf(w, "%d warm invokes and %d cold starts per variant, sequential; emulator, function and extension on CPU %s, CPU quota %s; naive sink latency %v.\n\n",
 		c.invokes, c.restarts, cpus, quota, c.sinkLatency)
-	fmt.Fprintln(w, "| variant | duration avg / max (ms) | cold starts | init avg / max (ms) | post-runtime avg / max (ms) | client p50 / p99 (ms) | max memory: function + extension (MB) | extension CPU per invoke (µs) | binary: function / extension (MB) |")
+	fmt.Fprintln(w, "| variant | duration avg / max (ms) | cold starts | init avg / max (ms) | post-runtime avg / max (ms) | client p50 / p99 (ms) | max memory: function + extension (MB) | extension CPU per warm invoke (µs) | binary: function / extension (MB) |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	var base summary
 	for i, r := range results {
@@ -96,9 +96,36 @@ func printReport(w io.Writer, c config, results []result) {
 	fmt.Fprintln(w)
 	for _, r := range results[1:] {
 		s := summarize(r)
-		fmt.Fprintf(w, "- %s vs no extension: client p50 %+.3f ms (×%.2f), duration avg %+.2f ms, init avg %+.1f ms, post-runtime avg %+.2f ms.\n",
-			r.Variant, s.clientP50-base.clientP50, s.clientP50/base.clientP50, s.durAvg-base.durAvg, s.initAvg-base.initAvg, s.postAvg-base.postAvg)
+		med, lo, hi := roundDeltas(results[0], r)
+		fmt.Fprintf(w, "- %s vs no extension: client p50 %+.3f ms (×%.2f; per round, median %+.3f ms, range %+.3f to %+.3f), duration avg %+.2f ms, init avg %+.1f ms, post-runtime avg %+.2f ms.\n",
+			r.Variant, s.clientP50-base.clientP50, s.clientP50/base.clientP50, med, lo, hi, s.durAvg-base.durAvg, s.initAvg-base.initAvg, s.postAvg-base.postAvg)
 	}
+}
+
+// roundDeltas compares the warm client latency medians of two variants
+// round by round (the rounds interleave the variants, so each pair saw the
+// same machine) and returns the median, least and greatest difference.
+func roundDeltas(base, r result) (median, lo, hi float64) {
+	byRound := func(res result) map[int][]float64 {
+		m := map[int][]float64{}
+		for _, inv := range res.Invokes {
+			if !inv.Cold {
+				m[inv.Round] = append(m[inv.Round], inv.ClientMs)
+			}
+		}
+		return m
+	}
+	b, v := byRound(base), byRound(r)
+	var deltas []float64
+	for round, xs := range v {
+		if ys, ok := b[round]; ok {
+			deltas = append(deltas, percentile(xs, 50)-percentile(ys, 50))
+		}
+	}
+	if len(deltas) == 0 {
+		return 0, 0, 0
+	}
+	return percentile(deltas, 50), slices.Min(deltas), slices.Max(deltas)
 }
 
 // chart draws the dashboard's time metrics as grouped bars, averages on
@@ -154,7 +181,7 @@ func chart(path string, results []result) error {
 			}
 			bars.Color = plotutil.Color(j)
 			bars.LineStyle.Color = color.Black
-			bars.Offset = vg.Length(j-len(results)/2) * width
+			bars.Offset = vg.Length(float64(j)-float64(len(results)-1)/2) * width
 			p.Add(bars)
 			p.Legend.Add(r.Variant, bars)
 		}

@@ -37,7 +37,7 @@ func TestLogLines(t *testing.T) {
 func TestSummaryAndReport(t *testing.T) {
 	base := result{Variant: "no extension", InitsMs: []float64{4, 6}, FunctionHWMKB: 16 << 10, FunctionBytes: 14e6}
 	ext := result{Variant: "ext", InitsMs: []float64{5, 9}, FunctionHWMKB: 16 << 10, ExtensionHWMKB: 3 << 10,
-		ExtensionCPUMs: 0.4, FunctionBytes: 14e6, ExtensionBytes: 2.9e6}
+		ExtensionCPUMs: 0.4, WarmInvokes: 100, FunctionBytes: 14e6, ExtensionBytes: 2.9e6}
 	for i := 1; i <= 100; i++ {
 		base.Invokes = append(base.Invokes, invoke{Cold: i == 1, ClientMs: float64(i), DurationMs: 2, RuntimeMs: 1.5, PostRuntimeMs: 0.5})
 		ext.Invokes = append(ext.Invokes, invoke{Cold: i == 1, ClientMs: float64(i) + 0.1, DurationMs: 3, RuntimeMs: 1.5, PostRuntimeMs: 1.5})
@@ -49,7 +49,7 @@ func TestSummaryAndReport(t *testing.T) {
 	var out bytes.Buffer
 	printReport(&out, config{invokes: 99, restarts: 2}, []result{base, ext})
 	for _, want := range []string{"| ext | 3.00 / 3.00 | 2 | 7.0 / 9.0 | 1.50 / 1.50 | 51.10 / 99.10 | 16.0 + 3.0 | 4 | 14.0 / 2.9 |",
-		"ext vs no extension: client p50 +0.100 ms"} {
+		"ext vs no extension: client p50 +0.100 ms (×1.00; per round, median +0.100 ms, range +0.100 to +0.100)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

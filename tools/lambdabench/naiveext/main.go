@@ -7,6 +7,10 @@
 // stand-in for an S3 PutObject — and only then asks for the next event, so
 // the upload is paid after the function whenever it outlasts it.
 //
+// With LINKGATE_BENCH_SINK_URL=none it uploads nothing: the "blank"
+// extension, which only registers and loops on /event/next — the floor any
+// extension costs.
+//
 // It uses linkgate's Extensions API client, so the comparison with
 // linkgate-extension isolates the design, not the protocol code.
 package main
@@ -50,6 +54,9 @@ func run() error {
 		case extension.EventShutdown:
 			return nil
 		case extension.EventInvoke:
+			if sink == "none" {
+				continue
+			}
 			resp, err := client.Post(sink, "application/json", bytes.NewReader(ev.Raw))
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "naive-extension: upload:", err)
