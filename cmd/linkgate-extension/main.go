@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -50,28 +49,6 @@ func main() {
 	os.Exit(cli.Exit(err, filepath.Base(os.Args[0]), os.Stderr))
 }
 
-// setNice lowers the scheduling priority of every thread of the process
-// (Linux applies niceness per thread; threads made later inherit it).
-func setNice(n int) error {
-	if n == 0 {
-		return nil
-	}
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return fmt.Errorf("niceness: %w", err)
-	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
-		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, n); err != nil {
-			return fmt.Errorf("niceness %d: %w", n, err)
-		}
-	}
-	return nil
-}
-
 // run is the whole program. args[0] is the executable's path: its file name
 // is the extension name Lambda requires at registration.
 // A signal (running it by hand) flushes and exits cleanly; in Lambda the
@@ -93,7 +70,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, _ io.Re
 	flushEvery := fs.Duration("extension-flush-interval", time.Minute, "write metrics at least this often")
 	namespace := fs.String("extension-namespace", "linkgate/Lambda", "CloudWatch `namespace` of the metrics")
 	logLevel := fs.String("extension-log-level", "info", "log `level`: debug, info, warn, error")
-	nice := fs.Int("extension-nice", 0, "scheduling niceness, 0–19: above 0 the function runs first when both want the CPU")
 	perr := cli.Parse(fs, args, getenv)
 	if errors.Is(perr, flag.ErrHelp) {
 		return nil
@@ -107,11 +83,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, _ io.Re
 			return perr
 		}
 		return cli.Usagef("AWS_LAMBDA_RUNTIME_API is not set: %s runs as a Lambda extension", name)
-	}
-	if *nice < 0 || *nice > 19 {
-		perr = errors.Join(perr, fmt.Errorf("niceness %d: must be 0–19", *nice))
-	} else if err := setNice(*nice); err != nil {
-		perr = errors.Join(perr, err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {

@@ -57,7 +57,7 @@ func main() {
 	flag.StringVar(&c.out, "out", "", "folder for results.json and the emulator logs (default: a temporary folder)")
 	flag.StringVar(&c.svg, "svg", "", "write the chart to this SVG file")
 	var extEnv string
-	flag.StringVar(&extEnv, "extension-env", "", "comma-separated NAME=VALUE settings for linkgate-extension's variant (e.g. LINKGATE_EXTENSION_NICE=10)")
+	flag.StringVar(&extEnv, "extension-env", "", "comma-separated NAME=VALUE settings for linkgate-extension's variant (e.g. LINKGATE_EXTENSION_TELEMETRY_TIMEOUT_MS=25)")
 	flag.Parse()
 	if extEnv != "" {
 		c.extensionEnv = strings.Split(extEnv, ",")
