@@ -11,8 +11,8 @@
 #    (b) nginx driven by the same script, rounds interleaved with (a);
 #    (a1)/(b1) the same with one id and a static request (no Lua), since
 #    wrk's Lua can cap (a) and (b) alike;
-#    (c) POST /shortenURL with a unique URL per request (create.lua), and
-#    (c2) the same with the server on both cores;
+#    (c) POST /shortenURL with a unique URL per request (create.lua) into
+#    the 1M-link store, and (c0) the same into a fresh, empty store;
 #  - the server's resident memory after the redirect rounds.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -78,21 +78,22 @@ done
 rss() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$lg_pid/status"; }
 rss_anon=$(rss RssAnon) rss_file=$(rss RssFile) vm_rss=$(rss VmRSS)
 
-step "creates: POST /shortenURL, unique URLs (server pinned, GOMAXPROCS=1)"
+step "creates into the 1M-link store: POST /shortenURL, unique URLs"
 creates=()
 for ((r = 0; r < ROUNDS; r++)); do
 	creates+=("$(wrk_rps "${lg_url}shortenURL" scripts/bench/create.lua)")
 done
 kill "$lg_pid"; wait "$lg_pid" 2>/dev/null || true
 
-step "creates: server on both cores (GOMAXPROCS=2, not pinned), wrk not pinned"
+step "creates into a fresh store (same pinning)"
 lg_port=$(free_port)
-"$work/linkgate" serve --addr "127.0.0.1:$lg_port" --store "bolt:$work/links.db" --log-level warn >>"$work/linkgate.log" 2>&1 &
+GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$lg_port" \
+	--store "bolt:$work/fresh.db" --log-level warn >>"$work/linkgate.log" 2>&1 &
 pids+=($!)
-wait_tcp 127.0.0.1 "$lg_port" 30 || die "linkgate did not restart: $(cat "$work/linkgate.log")"
-creates2=()
+wait_tcp 127.0.0.1 "$lg_port" 30 || die "linkgate did not start: $(cat "$work/linkgate.log")"
+creates0=()
 for ((r = 0; r < ROUNDS; r++)); do
-	creates2+=("$(LOAD_CPU=0-1 wrk_rps "http://127.0.0.1:$lg_port/shortenURL" scripts/bench/create.lua)")
+	creates0+=("$(wrk_rps "http://127.0.0.1:$lg_port/shortenURL" scripts/bench/create.lua)")
 done
 
 step "results"
@@ -102,8 +103,8 @@ echo "  ratio (a)/(b), medians: $(ratio "$(median "${lg[@]}")" "$(median "${ngin
 report "nginx return 302, one id (b1)" "${nginx1[@]}"
 report "linkgate GET /{id}, one id (a1)" "${lg1[@]}"
 echo "  ratio (a1)/(b1), medians: $(ratio "$(median "${lg1[@]}")" "$(median "${nginx1[@]}")")"
-report "linkgate POST /shortenURL (c)" "${creates[@]}"
-report "  same, server on 2 cores (c2)" "${creates2[@]}"
+report "POST /shortenURL, 1M-link store (c)" "${creates[@]}"
+report "POST /shortenURL, fresh store (c0)" "${creates0[@]}"
 echo "linkgate memory after the redirect rounds ($N links): RssAnon $((rss_anon / 1024)) MiB, RssFile $((rss_file / 1024)) MiB, VmRSS $((vm_rss / 1024)) MiB"
 if grep -qi error "$work/linkgate.log"; then
 	echo "linkgate logged errors:" >&2

@@ -68,7 +68,7 @@ type Options struct {
 }
 
 // MaxRefreshes bounds the background reloads in flight.
-const MaxRefreshes = 16
+const MaxRefreshes = 32
 
 // refreshRetry is how soon a link whose reload was started (or failed)
 // may be reloaded again.

@@ -149,14 +149,20 @@ func (s *Store) Create(ctx context.Context, l shortener.Link) error {
 		Item:                encode(l),
 		ConditionExpression: aws.String("attribute_not_exists(" + AttrID + ")"),
 	})
+	return s.conditional("create link", l.ID, err, shortener.ErrConflict)
+}
+
+// conditional maps the outcome of a conditional write: a failed
+// condition is the domain error failed, anything else goes through fail.
+func (s *Store) conditional(op, id string, err, failed error) error {
 	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return fmt.Errorf("create link %q: %w", l.ID, shortener.ErrConflict)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ccf):
+		return fmt.Errorf("%s %q: %w", op, id, failed)
 	}
-	if err != nil {
-		return s.fail("create link "+quote(l.ID), err)
-	}
-	return nil
+	return s.fail(op+" "+quote(id), err)
 }
 
 // Get reads the item under id (eventually consistent unless
@@ -199,14 +205,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		Key:                 key(id),
 		ConditionExpression: aws.String("attribute_exists(" + AttrID + ")"),
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return fmt.Errorf("delete link %q: %w", id, shortener.ErrNotFound)
-	}
-	if err != nil {
-		return s.fail("delete link "+quote(id), err)
-	}
-	return nil
+	return s.conditional("delete link", id, err, shortener.ErrNotFound)
 }
 
 // List scans the table, one Scan call per page, in DynamoDB's order (by
