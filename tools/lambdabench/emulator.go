@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -38,6 +39,7 @@ type result struct {
 	FunctionHWMKB  int64     `json:"function_hwm_kb"`  // largest VmHWM of the function process
 	ExtensionHWMKB int64     `json:"extension_hwm_kb"` // largest VmHWM of the extension process
 	ExtensionCPUMs float64   `json:"extension_cpu_ms"` // extension CPU during the warm invokes, summed over restarts
+	TurnaroundUs   []float64 `json:"turnaround_us"`    // linkgate-extension's own ExtensionProcessingTime (its EMF lines)
 	WarmInvokes    int       `json:"warm_invokes"`
 	FunctionBytes  int64     `json:"function_bytes"`
 	ExtensionBytes int64     `json:"extension_bytes"`
@@ -78,7 +80,12 @@ func measure(ctx context.Context, c config, v variant, round, warm int, r *resul
 	if err != nil {
 		return err
 	}
-	defer e.stop()
+	defer func() {
+		e.stop() // the extension writes its EMF line at SHUTDOWN
+		e.mu.Lock()
+		r.TurnaroundUs = append(r.TurnaroundUs, e.turnaround...)
+		e.mu.Unlock()
+	}()
 	var lastID string
 	var cpuAfterCold float64
 	for i := 0; i <= warm; i++ {
@@ -139,18 +146,33 @@ func warmUp(ctx context.Context, c config, v variant) error {
 
 // emulator is one running aws-lambda-rie with its function.
 type emulator struct {
-	cmd    *exec.Cmd
-	url    string
-	events chan logEvent
-	client *http.Client
-	cgroup string
-	exited chan struct{}
+	cmd        *exec.Cmd
+	url        string
+	events     chan logEvent
+	client     *http.Client
+	mu         sync.Mutex
+	turnaround []float64
+	cgroup     string
+	exited     chan struct{}
 }
 
 // logEvent is a line of the emulator's log that the dashboard needs.
 type logEvent struct {
 	kind string // init, rtdone, report
 	ms   float64
+}
+
+// emfTurnaround returns the ExtensionProcessingTime values of an EMF line
+// linkgate-extension wrote, if line is one.
+func emfTurnaround(line string) []float64 {
+	if !strings.HasPrefix(line, `{"_aws":`) {
+		return nil
+	}
+	var doc struct {
+		ExtensionProcessingTime []float64
+	}
+	json.Unmarshal([]byte(line), &doc)
+	return doc.ExtensionProcessingTime
 }
 
 var (
@@ -192,6 +214,11 @@ func startEmulator(ctx context.Context, c config, opt string, env []string, logf
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(logf, line)
+			if v := emfTurnaround(line); v != nil {
+				e.mu.Lock()
+				e.turnaround = append(e.turnaround, v...)
+				e.mu.Unlock()
+			}
 			for _, m := range []struct {
 				re   *regexp.Regexp
 				kind string

@@ -97,6 +97,10 @@ func printReport(w io.Writer, c config, results []result) {
 	for _, r := range results[1:] {
 		s := summarize(r)
 		med, lo, hi := roundDeltas(results[0], r)
+		if len(r.TurnaroundUs) > 0 {
+			fmt.Fprintf(w, "- %s's own turnaround, INVOKE received → next request sent (its EMF, %d invokes): p50 %.1f µs, p99 %.1f µs, max %.1f µs.\n",
+				r.Variant, len(r.TurnaroundUs), percentile(r.TurnaroundUs, 50), percentile(r.TurnaroundUs, 99), slices.Max(r.TurnaroundUs))
+		}
 		fmt.Fprintf(w, "- %s vs no extension: client p50 %+.3f ms (×%.2f; per round, median %+.3f ms, range %+.3f to %+.3f), duration avg %+.2f ms, init avg %+.1f ms, post-runtime avg %+.2f ms.\n",
 			r.Variant, s.clientP50-base.clientP50, s.clientP50/base.clientP50, med, lo, hi, s.durAvg-base.durAvg, s.initAvg-base.initAvg, s.postAvg-base.postAvg)
 	}

@@ -55,3 +55,13 @@ func TestSummaryAndReport(t *testing.T) {
 		}
 	}
 }
+
+func TestEMFTurnaround(t *testing.T) {
+	line := `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[]},"FunctionName":"f","ExtensionProcessingTime":[6.1,8.5],"Invokes":2}`
+	if got := emfTurnaround(line); len(got) != 2 || got[0] != 6.1 {
+		t.Errorf("emfTurnaround = %v", got)
+	}
+	if got := emfTurnaround("REPORT RequestId: x"); got != nil {
+		t.Errorf("non-EMF line gave %v", got)
+	}
+}
