@@ -105,7 +105,7 @@ func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat strin
 	fs.DurationVar(&c.storeTimeout, "store-timeout", dynamodb.DefaultTimeout, "deadline of each DynamoDB call, retries included")
 	fs.BoolVar(&c.consistentReads, "consistent-reads", false, "strongly consistent DynamoDB reads (twice the read cost)")
 	fs.Var(&c.cacheSize, "cache-size", "read cache `entries`; 0: no cache; auto: "+fmt.Sprint(defaultCacheSize)+" with dynamodb, none with bolt")
-	fs.DurationVar(&c.cacheTTL, "cache-ttl", 30*time.Second, "how long a link is served from the read cache (the staleness bound across instances)")
+	fs.DurationVar(&c.cacheTTL, "cache-ttl", time.Minute, "how long a link is served from the read cache (the staleness bound across instances)")
 	fs.DurationVar(&c.cacheNegTTL, "cache-negative-ttl", time.Second, "how long the read cache remembers an unknown id (0: not at all; at most --cache-ttl)")
 	fs.StringVar(&c.api.PublicURL, "public-url", "", "base `URL` of returned short links, e.g. https://sho.rt (default: http://<request Host>)")
 	fs.IntVar(&c.api.RedirectStatus, "redirect-status", 302, "redirect status: 301, 302, 307 or 308")

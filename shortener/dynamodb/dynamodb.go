@@ -242,8 +242,10 @@ func (s *Store) List(ctx context.Context, cursor string, limit int) (shortener.P
 }
 
 func decodeCursor(cursor string) (string, error) {
+	// Only the exact encoding List produced is accepted (the decoder alone
+	// would also take line breaks and non-zero padding bits).
 	b, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil || !validKey(string(b)) {
+	if err != nil || !validKey(string(b)) || base64.RawURLEncoding.EncodeToString(b) != cursor {
 		return "", shortener.Errorf(shortener.InvalidParameter, "invalid cursor")
 	}
 	return string(b), nil

@@ -483,3 +483,20 @@ func TestThrottlingRetriedThenUnavailable(t *testing.T) {
 		t.Errorf("%d attempts, want 2: throttling was not retried", n)
 	}
 }
+
+// BenchmarkGet is one GetItem through the SDK against DynamoDB Local: its
+// allocations are what a cache miss or a background refresh costs the
+// server (the latency is DynamoDB Local's).
+func BenchmarkGet(b *testing.B) {
+	s := newStore(b, dynamodb.Options{})
+	l := shortener.Link{ID: "bench00001", URL: "https://bench.example/", CreatedAt: time.Unix(1700000000, 0).UTC()}
+	if err := s.Create(context.Background(), l); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Get(context.Background(), l.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
