@@ -20,10 +20,11 @@ type command struct {
 
 // commands lists every subcommand; each lives in its own file.
 var commands = map[string]command{
+	"dynamodb": {"DynamoDB tooling: create-table", runDynamoDB},
+	"lambda":   {"run as an AWS Lambda function (what linkgate does under Lambda without a command)", runLambda},
 	"serve":    {"serve the URL shortener (redirects, seed-compatible API, REST API)", runServe},
 	"version":  {"print the version and exit", runVersion},
 	"bench":    {"load-test an HTTP target (wrk2-compatible) or find its capacity", runBench},
-	"dynamodb": {"DynamoDB tooling: create-table", runDynamoDB},
 }
 
 // run is the whole program: main only calls it. It owns signal handling, so
@@ -34,6 +35,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	env := cli.Env{Getenv: getenv, Stdin: stdin, Stdout: stdout, Stderr: stderr}
 
 	if len(args) == 0 {
+		// Deployed as a function's bootstrap, linkgate is started bare.
+		if getenv("AWS_LAMBDA_RUNTIME_API") != "" {
+			return runLambda(ctx, nil, env)
+		}
 		printHelp(stderr)
 		return cli.Usagef("no command given")
 	}

@@ -89,11 +89,24 @@ func defaultServeConfig() serveConfig {
 	return serveConfig{allowSchemes: cli.ListFlag(shortener.DefaultSchemes), cacheSize: -1}
 }
 
-// register adds serve's flags to fs, with c's fields as their values. The
-// Lambda mode registers the same flags and reads them from LINKGATE_*.
+// register adds serve's flags to fs, with c's fields as their values: the
+// listener's and, through registerShortener, those the Lambda mode shares.
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", ":8080", "`address` to listen on, host:port")
-	fs.StringVar(&c.store, "store", "bolt:data/links.db", "where links live: bolt:PATH or dynamodb:TABLE")
+	c.registerShortener(fs, "bolt:data/links.db", "text")
+	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "requests in flight beyond which new ones get 503 overloaded at once (0: no limit)")
+	fs.DurationVar(&c.server.ReadTimeout, "read-timeout", 10*time.Second, "time to read one request, headers and body")
+	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", 10*time.Second, "time to write one response")
+	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept")
+	fs.IntVar(&c.server.MaxHeaderBytes, "max-header-bytes", 8<<10, "largest request line plus headers, in `bytes` (more: 431)")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain requests in flight on SIGINT/SIGTERM")
+}
+
+// registerShortener adds the flags `serve` and the Lambda mode share: the
+// store and its cache, the API, the URL policy, logging. store and
+// logFormat are the defaults of --store and --log-format.
+func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat string) {
+	fs.StringVar(&c.store, "store", store, "where links live: bolt:PATH or dynamodb:TABLE")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", dynamodb.DefaultTimeout, "deadline of each DynamoDB call, retries included")
 	fs.BoolVar(&c.consistentReads, "consistent-reads", false, "strongly consistent DynamoDB reads (twice the read cost)")
 	fs.Var(&c.cacheSize, "cache-size", "read cache `entries`; 0: no cache; auto: "+fmt.Sprint(defaultCacheSize)+" with dynamodb, none with bolt")
@@ -105,14 +118,8 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxURLLength, "max-url-length", shortener.DefaultMaxURLLength, "longest target URL accepted, in `bytes`")
 	fs.Var(&c.allowSchemes, "allow-schemes", "comma-separated `schemes` a target URL may use")
 	fs.StringVar(&c.blocklist, "blocklist", "", "`file` of blocked domains, one per line (subdomains blocked too)")
-	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "requests in flight beyond which new ones get 503 overloaded at once (0: no limit)")
 	fs.DurationVar(&c.api.RequestTimeout, "request-timeout", 5*time.Second, "deadline for the store calls of one request")
-	fs.DurationVar(&c.server.ReadTimeout, "read-timeout", 10*time.Second, "time to read one request, headers and body")
-	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", 10*time.Second, "time to write one response")
-	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept")
-	fs.IntVar(&c.server.MaxHeaderBytes, "max-header-bytes", 8<<10, "largest request line plus headers, in `bytes` (more: 431)")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain requests in flight on SIGINT/SIGTERM")
-	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logFormat, "log-format", logFormat, "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.visits.enabled, "visits", true, "count visits (per day, referrer, browser/bot, country) off the redirect path")
 	fs.DurationVar(&c.visits.cfg.FlushInterval, "visits-flush-interval", visits.DefaultFlushInterval, "how often counted visits are written to the store (a crash loses at most this much)")
@@ -123,16 +130,26 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 }
 
 func (c serveConfig) validate() error {
+	if err := c.validateShortener(); err != nil {
+		return err
+	}
+	switch {
+	case c.shutdownTimeout < 0 || c.server.ReadTimeout < 0 || c.server.WriteTimeout < 0 || c.server.IdleTimeout < 0:
+		return cli.Usagef("timeouts must not be negative")
+	case c.server.MaxHeaderBytes < 1024:
+		return cli.Usagef("--max-header-bytes must be at least 1024")
+	}
+	return nil
+}
+
+// validateShortener checks the settings addShortenerFlags registers.
+func (c serveConfig) validateShortener() error {
 	if err := c.api.Validate(); err != nil {
 		return cli.Usagef("%v", err)
 	}
 	switch {
 	case c.maxURLLength < 1:
 		return cli.Usagef("--max-url-length must be positive")
-	case c.shutdownTimeout < 0 || c.server.ReadTimeout < 0 || c.server.WriteTimeout < 0 || c.server.IdleTimeout < 0:
-		return cli.Usagef("timeouts must not be negative")
-	case c.server.MaxHeaderBytes < 1024:
-		return cli.Usagef("--max-header-bytes must be at least 1024")
 	case c.storeTimeout <= 0:
 		return cli.Usagef("--store-timeout must be positive")
 	case c.cacheTTL <= 0:
@@ -279,53 +296,87 @@ func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Sto
 	return httpapi.NewHandler(logger, svc, httpapi.NewMetrics(reg), reg, c.api)
 }
 
-func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
-	raw, kind, err := openStore(ctx, logger, c)
-	if err != nil {
-		return err
-	}
+// shortenerApp is what `serve` and the Lambda mode run over a store: the
+// HTTP handler, and what must be closed once it stops serving.
+type shortenerApp struct {
+	handler *httpapi.Handler
+	store   shortener.Store
+	visits  *visits.Aggregator // nil with --visits=false
+	closers []func() error     // closed after the visits are flushed, before the store
+}
+
+// newShortener builds the shortenerApp over a raw store: metrics registry,
+// store decorators, the visits aggregator, the HTTP handler. On error
+// everything opened, the raw store included, is closed.
+func newShortener(logger *slog.Logger, c serveConfig, raw shortener.Store, kind string) (*shortenerApp, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store, err := wrapStore(logger, raw, kind, c, reg)
 	if err != nil {
 		raw.Close()
-		return err
+		return nil, err
 	}
-	defer func() {
-		if err := store.Close(); err != nil {
-			logger.Error("close store", "error", err)
-		}
-	}()
+	app := &shortenerApp{store: store}
 	if c.visits.enabled {
 		agg, geo, err := newVisits(logger, c.visits, store, reg)
 		if err != nil {
-			return err
+			store.Close()
+			return nil, err
 		}
 		if geo != nil {
-			defer geo.Close()
+			app.closers = append(app.closers, geo.Close)
 		}
-		// Runs before the store closes (defers run last-in first-out),
-		// after the server has drained: every counted visit is flushed.
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
-			defer cancel()
-			if err := agg.Close(ctx); err != nil {
-				logger.Error("flush visits on shutdown", "error", err, "recorded", agg.Metrics().Recorded, "flushed", agg.Metrics().FlushedVisits)
-			} else {
-				logger.Info("visits flushed", "flushed_total", agg.Metrics().FlushedVisits)
-			}
-		}()
-		c.api.Visits = agg
+		app.visits, c.api.Visits = agg, agg
 	}
-	h, err := newShortenerHandler(logger, c, store, reg)
+	if app.handler, err = newShortenerHandler(logger, c, store, reg); err != nil {
+		app.Close(context.Background(), logger)
+		return nil, err
+	}
+	return app, nil
+}
+
+// Close flushes the counted visits (within ctx), then closes the rest and
+// the store. Call it once the handler serves no more requests.
+func (a *shortenerApp) Close(ctx context.Context, logger *slog.Logger) error {
+	if a.visits != nil {
+		if err := a.visits.Close(ctx); err != nil {
+			m := a.visits.Metrics()
+			logger.Error("flush visits on shutdown", "error", err, "recorded", m.Recorded, "flushed", m.FlushedVisits)
+		} else {
+			logger.Info("visits flushed", "flushed_total", a.visits.Metrics().FlushedVisits)
+		}
+	}
+	for _, c := range a.closers {
+		if err := c(); err != nil {
+			logger.Error("close", "error", err)
+		}
+	}
+	return a.store.Close()
+}
+
+func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
+	raw, kind, err := openStore(ctx, logger, c)
 	if err != nil {
 		return err
 	}
+	app, err := newShortener(logger, c, raw, kind)
+	if err != nil {
+		return err
+	}
+	// Runs after the server has drained: every counted visit is flushed,
+	// then the store closes.
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+		defer cancel()
+		if err := app.Close(ctx, logger); err != nil {
+			logger.Error("close store", "error", err)
+		}
+	}()
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := httpapi.NewServer(logger, h, c.server)
+	srv := httpapi.NewServer(logger, app.handler, c.server)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("linkgate serve listening", "addr", ln.Addr().String(), "store", c.store,

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"slices"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// summary is the dashboard of one variant.
+type summary struct {
+	durAvg, durMax        float64
+	coldStarts            int
+	initAvg, initMax      float64
+	postAvg, postMax      float64
+	clientP50, clientP99  float64 // warm invokes
+	funcMB, extMB         float64
+	extCPUPerInvokeUs     float64
+	funcSizeMB, extSizeMB float64
+	invokes               int
+}
+
+func summarize(r result) summary {
+	var s summary
+	var dur, post, client []float64
+	for _, inv := range r.Invokes {
+		dur = append(dur, inv.DurationMs)
+		post = append(post, inv.PostRuntimeMs)
+		if !inv.Cold {
+			client = append(client, inv.ClientMs)
+		}
+	}
+	s.invokes = len(r.Invokes)
+	s.durAvg, s.durMax = avg(dur), slices.Max(dur)
+	s.postAvg, s.postMax = avg(post), slices.Max(post)
+	s.coldStarts = len(r.InitsMs)
+	s.initAvg, s.initMax = avg(r.InitsMs), slices.Max(r.InitsMs)
+	s.clientP50, s.clientP99 = percentile(client, 50), percentile(client, 99)
+	s.funcMB, s.extMB = float64(r.FunctionHWMKB)/1024, float64(r.ExtensionHWMKB)/1024
+	s.extCPUPerInvokeUs = r.ExtensionCPUMs * 1000 / float64(max(1, r.WarmInvokes))
+	s.funcSizeMB, s.extSizeMB = float64(r.FunctionBytes)/1e6, float64(r.ExtensionBytes)/1e6
+	return s
+}
+
+func avg(v []float64) float64 {
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(len(v))
+}
+
+// percentile is the nearest-rank percentile.
+func percentile(v []float64, p float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// printReport writes the dashboard as Markdown.
+func printReport(w io.Writer, c config, results []result) {
+	quota := "none"
+	if c.cpuQuota > 0 {
+		quota = fmt.Sprintf("%.2f CPU", c.cpuQuota)
+	}
+	cpus := "any"
+	if c.cpus != "" {
+		cpus = c.cpus
+	}
+	fmt.Fprintf(w, "%d warm invokes and %d cold starts per variant, sequential; emulator, function and extension on CPU %s, CPU quota %s; naive sink latency %v.\n\n",
+		c.invokes, c.restarts, cpus, quota, c.sinkLatency)
+	fmt.Fprintln(w, "| variant | duration avg / max (ms) | cold starts | init avg / max (ms) | post-runtime avg / max (ms) | client p50 / p99 (ms) | max memory: function + extension (MB) | extension CPU per warm invoke (µs) | binary: function / extension (MB) |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	var base summary
+	for i, r := range results {
+		s := summarize(r)
+		if i == 0 {
+			base = s
+		}
+		ext, extSize, extCPU := "—", "—", "—"
+		if r.ExtensionBytes > 0 {
+			ext, extSize, extCPU = fmt.Sprintf("%.1f", s.extMB), fmt.Sprintf("%.1f", s.extSizeMB), fmt.Sprintf("%.0f", s.extCPUPerInvokeUs)
+		}
+		fmt.Fprintf(w, "| %s | %.2f / %.2f | %d | %.1f / %.1f | %.2f / %.2f | %.2f / %.2f | %.1f + %s | %s | %.1f / %s |\n",
+			r.Variant, s.durAvg, s.durMax, s.coldStarts, s.initAvg, s.initMax, s.postAvg, s.postMax,
+			s.clientP50, s.clientP99, s.funcMB, ext, extCPU, s.funcSizeMB, extSize)
+	}
+	fmt.Fprintln(w)
+	for _, r := range results[1:] {
+		s := summarize(r)
+		med, lo, hi := roundDeltas(results[0], r)
+		if len(r.TurnaroundUs) > 0 {
+			fmt.Fprintf(w, "- %s's own turnaround, INVOKE received → next request sent (its EMF, %d invokes): p50 %.1f µs, p99 %.1f µs, max %.1f µs.\n",
+				r.Variant, len(r.TurnaroundUs), percentile(r.TurnaroundUs, 50), percentile(r.TurnaroundUs, 99), slices.Max(r.TurnaroundUs))
+		}
+		fmt.Fprintf(w, "- %s vs no extension: client p50 %+.3f ms (×%.2f; per round, median %+.3f ms, range %+.3f to %+.3f), duration avg %+.2f ms, init avg %+.1f ms, post-runtime avg %+.2f ms.\n",
+			r.Variant, s.clientP50-base.clientP50, s.clientP50/base.clientP50, med, lo, hi, s.durAvg-base.durAvg, s.initAvg-base.initAvg, s.postAvg-base.postAvg)
+	}
+}
+
+// roundDeltas compares the warm client latency medians of two variants
+// round by round (the rounds interleave the variants, so each pair saw the
+// same machine) and returns the median, least and greatest difference.
+func roundDeltas(base, r result) (median, lo, hi float64) {
+	byRound := func(res result) map[int][]float64 {
+		m := map[int][]float64{}
+		for _, inv := range res.Invokes {
+			if !inv.Cold {
+				m[inv.Round] = append(m[inv.Round], inv.ClientMs)
+			}
+		}
+		return m
+	}
+	b, v := byRound(base), byRound(r)
+	var deltas []float64
+	for round, xs := range v {
+		if ys, ok := b[round]; ok {
+			deltas = append(deltas, percentile(xs, 50)-percentile(ys, 50))
+		}
+	}
+	if len(deltas) == 0 {
+		return 0, 0, 0
+	}
+	return percentile(deltas, 50), slices.Min(deltas), slices.Max(deltas)
+}
+
+// chart draws the dashboard's time metrics as grouped bars, averages on
+// the left and maxima on the right, one colour per variant.
+func chart(path string, results []result) error {
+	type metric struct {
+		name string
+		get  func(summary) float64
+	}
+	panels := []struct {
+		title   string
+		metrics []metric
+	}{
+		{"averages (ms)", []metric{
+			{"duration", func(s summary) float64 { return s.durAvg }},
+			{"post-runtime", func(s summary) float64 { return s.postAvg }},
+			{"init", func(s summary) float64 { return s.initAvg }},
+			{"client p50", func(s summary) float64 { return s.clientP50 }},
+		}},
+		{"maxima (ms)", []metric{
+			{"duration", func(s summary) float64 { return s.durMax }},
+			{"post-runtime", func(s summary) float64 { return s.postMax }},
+			{"init", func(s summary) float64 { return s.initMax }},
+			{"client p99", func(s summary) float64 { return s.clientP99 }},
+		}},
+	}
+	const w, h = 12 * vg.Inch, 4.5 * vg.Inch
+	canvas := vgsvg.New(w, h)
+	dc := draw.New(canvas)
+	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Inch / 4, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
+	canvases := plot.Align([][]*plot.Plot{make([]*plot.Plot, len(panels))}, tiles, dc)
+	width := vg.Points(14)
+	for i, panel := range panels {
+		p := plot.New()
+		p.Title.Text = panel.title
+		p.Y.Label.Text = "ms"
+		p.Y.Min = 0
+		var names []string
+		for _, m := range panel.metrics {
+			names = append(names, m.name)
+		}
+		top := 0.0
+		for j, r := range results {
+			s := summarize(r)
+			var vals plotter.Values
+			for _, m := range panel.metrics {
+				vals = append(vals, m.get(s))
+				top = max(top, m.get(s))
+			}
+			bars, err := plotter.NewBarChart(vals, width)
+			if err != nil {
+				return err
+			}
+			bars.Color = plotutil.Color(j)
+			bars.LineStyle.Color = color.Black
+			bars.Offset = vg.Length(float64(j)-float64(len(results)-1)/2) * width
+			p.Add(bars)
+			p.Legend.Add(r.Variant, bars)
+		}
+		p.Legend.Top = true
+		p.Y.Max = top * 1.4 // room for the legend above the bars
+		p.NominalX(names...)
+		p.Draw(canvases[0][i])
+	}
+	f, err := createFile(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = canvas.WriteTo(f)
+	return err
+}
