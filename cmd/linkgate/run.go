@@ -21,6 +21,7 @@ type command struct {
 // commands lists every subcommand; each lives in its own file.
 var commands = map[string]command{
 	"version": {"print the version and exit", runVersion},
+	"gateway": {"run the APISIX-compatible API gateway", runGateway},
 }
 
 // run is the whole program: main only calls it. It owns signal handling, so
