@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 export GOTOOLCHAIN := local
 
-.PHONY: all build test cross clean
+.PHONY: all build test cross clean bench-gateway
 all: build
 
 build:
@@ -19,6 +19,10 @@ cross:
 	@mkdir -p dist
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/linkgate_linux_amd64 ./cmd/linkgate
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/linkgate_linux_arm64 ./cmd/linkgate
+
+## bench-gateway: the seed's APISIX scenarios vs nginx proxy_pass (docs/gateway.md).
+bench-gateway:
+	scripts/bench-gateway.sh
 
 clean:
 	rm -rf bin dist .cache/test-logs .cache/test-artifacts

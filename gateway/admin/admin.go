@@ -369,6 +369,7 @@ func (a *api) post(w http.ResponseWriter, r *http.Request, kind gateway.Kind) {
 		a.storeErr(w, r, err)
 		return
 	}
+	doc["id"] = id
 	a.store1(w, r, kind, id, doc, "create", 0)
 }
 

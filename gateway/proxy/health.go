@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-
 )
 
 // nodeHealth is one node's health within one upstream. It lives in pools,
@@ -142,7 +141,7 @@ func runChecker(ctx context.Context, rt *upstreamRT, logger *slog.Logger) {
 			c := clients[addr]
 			if c == nil {
 				c = &fasthttp.HostClient{Addr: addr, IsTLS: a.Type == "https", MaxConns: 2,
-					TLSConfig: &tls.Config{InsecureSkipVerify: !a.HTTPSVerifyCertificate}, //nolint:gosec // as configured
+					TLSConfig:                &tls.Config{InsecureSkipVerify: !a.HTTPSVerifyCertificate}, //nolint:gosec // as configured
 					NoDefaultUserAgentHeader: true, MaxIdemponentCallAttempts: 1}
 				clients[addr] = c
 			}
@@ -219,4 +218,3 @@ func cutHeader(h string) (string, string, bool) {
 	}
 	return "", "", false
 }
-

@@ -114,15 +114,15 @@ type Conf struct {
 }
 
 type instance struct {
-	f            *Factory
-	c            Conf
-	prefix       string // stable: group, or scope + config hash
-	window       time.Duration
-	rejected     gateway.Reply
-	failed       gateway.Reply
-	showHeaders  bool
-	local        *localStore   // policy local
-	redis        *redisCounter // policy redis, redis-cluster
+	f           *Factory
+	c           Conf
+	prefix      string // stable: group, or scope + config hash
+	window      time.Duration
+	rejected    gateway.Reply
+	failed      gateway.Reply
+	showHeaders bool
+	local       *localStore   // policy local
+	redis       *redisCounter // policy redis, redis-cluster
 }
 
 // New builds an instance for scope.
