@@ -27,6 +27,7 @@ type reqCtx struct {
 	host       string // Host without port, as matched
 	node       string // address of the node that answered
 	hostSet    bool   // a plugin set the upstream Host
+	uriSet     bool   // a plugin set the upstream URI
 	respHdrs   []respHeader
 	scratch    []byte
 	log        gateway.LogEntry
@@ -45,7 +46,7 @@ func (rc *reqCtx) reset() {
 	rc.remoteAddr = netip.Addr{}
 	rc.remoteStr = rc.remoteStr[:0]
 	rc.host, rc.node = "", ""
-	rc.hostSet = false
+	rc.hostSet, rc.uriSet = false, false
 	rc.respHdrs = rc.respHdrs[:0]
 	rc.log = gateway.LogEntry{}
 }
@@ -143,7 +144,10 @@ func (rc *reqCtx) Var(name string) string {
 	return ""
 }
 
-func (rc *reqCtx) SetUpstreamURI(uri string) { rc.fc.Request.SetRequestURI(uri) }
+func (rc *reqCtx) SetUpstreamURI(uri string) {
+	rc.fc.Request.SetRequestURI(uri)
+	rc.uriSet = true
+}
 
 func (rc *reqCtx) SetUpstreamHost(host string) {
 	rc.fc.Request.Header.SetHost(host)

@@ -204,7 +204,6 @@ func (g *Gateway) Serve(ln net.Listener) error {
 		MaxRequestBodySize:            g.opts.MaxBodySize,
 		ReadTimeout:                   g.opts.ReadTimeout,
 		IdleTimeout:                   g.opts.IdleTimeout,
-		DisableHeaderNamesNormalizing: true,
 		DisablePreParseMultipartForm:  true,
 		NoDefaultContentType:          true,
 		CloseOnShutdown:               true,
@@ -443,6 +442,12 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 	closeClient := req.Header.ConnectionClose()
 	req.Header.ResetConnectionClose()
 	rc.setForwardedHeaders()
+	if !rc.uriSet {
+		// Forward the request URI as the client sent it: matching used the
+		// normalized path, but the upstream gets the original bytes.
+		req.SetRequestURIBytes(req.Header.RequestURI())
+	}
+	req.UseHostHeader = true
 
 	var tried uint64
 	var deadline time.Time

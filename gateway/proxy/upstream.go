@@ -124,6 +124,7 @@ type upstreamRT struct {
 	upstreamHost string
 	timeout      time.Duration // whole attempt (connect+send+read), for error mapping only
 
+	rotate  atomic.Uint64 // least_conn tie breaking
 	mu      sync.Mutex
 	current []int // smooth weighted round robin state
 	ring    []ringPoint
@@ -235,8 +236,12 @@ found:
 	case "chash":
 		return rt.pickHash(rc, tried, lo, hi)
 	case "least_conn":
+		// Fewest requests in flight per weight; ties rotate, as nginx's
+		// least_conn falls back to round robin.
 		best, bestScore := -1, 0.0
-		for i := lo; i < hi; i++ {
+		start := int(rt.rotate.Add(1))
+		for k := 0; k < hi-lo; k++ {
+			i := lo + (start+k)%(hi-lo)
 			if !rt.usable(i, tried) {
 				continue
 			}
