@@ -20,6 +20,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/linkgate/linkgate/gateway"
 )
@@ -87,7 +89,12 @@ func Open(_ context.Context, cfg Config, logger *slog.Logger) (*Store, error) {
 		DialKeepAliveTimeout: 3 * time.Second,
 		Username:             cfg.Username,
 		Password:             cfg.Password,
-		Logger:               nil,
+		// Reconnect quickly after an outage: exponential backoff capped at 2 s
+		// (gRPC's default cap is 120 s).
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)

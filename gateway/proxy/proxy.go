@@ -198,16 +198,16 @@ func (g *Gateway) reconcileCheckers(s *snapshot) {
 // Serve accepts connections on ln until Shutdown.
 func (g *Gateway) Serve(ln net.Listener) error {
 	g.server = &fasthttp.Server{
-		Handler:                       g.Handle,
-		Name:                          g.opts.ServerHeader,
-		NoDefaultServerHeader:         g.opts.ServerHeader == "",
-		MaxRequestBodySize:            g.opts.MaxBodySize,
-		ReadTimeout:                   g.opts.ReadTimeout,
-		IdleTimeout:                   g.opts.IdleTimeout,
-		DisablePreParseMultipartForm:  true,
-		NoDefaultContentType:          true,
-		CloseOnShutdown:               true,
-		Logger:                        fasthttpLogger{g.log},
+		Handler:                      g.Handle,
+		Name:                         g.opts.ServerHeader,
+		NoDefaultServerHeader:        g.opts.ServerHeader == "",
+		MaxRequestBodySize:           g.opts.MaxBodySize,
+		ReadTimeout:                  g.opts.ReadTimeout,
+		IdleTimeout:                  g.opts.IdleTimeout,
+		DisablePreParseMultipartForm: true,
+		NoDefaultContentType:         true,
+		CloseOnShutdown:              true,
+		Logger:                       fasthttpLogger{g.log},
 	}
 	return g.server.Serve(countingListener{ln, &g.accepted})
 }

@@ -52,10 +52,9 @@ type labels struct {
 }
 
 type series struct {
-	status                      prometheus.Counter
-	request, upstream, apisix   prometheus.Observer
-	ingress, egress             prometheus.Counter
-	hasUpstream, hasAPISIXLabel bool
+	status                    prometheus.Counter
+	request, upstream, apisix prometheus.Observer
+	ingress, egress           prometheus.Counter
 }
 
 var _ gateway.Factory = (*Factory)(nil)
