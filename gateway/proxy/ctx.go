@@ -28,6 +28,7 @@ type reqCtx struct {
 	node       string // address of the node that answered
 	hostSet    bool   // a plugin set the upstream Host
 	uriSet     bool   // a plugin set the upstream URI
+	timed      bool   // log plugins run: measure times
 	respHdrs   []respHeader
 	scratch    []byte
 	log        gateway.LogEntry
@@ -46,7 +47,7 @@ func (rc *reqCtx) reset() {
 	rc.remoteAddr = netip.Addr{}
 	rc.remoteStr = rc.remoteStr[:0]
 	rc.host, rc.node = "", ""
-	rc.hostSet, rc.uriSet = false, false
+	rc.hostSet, rc.uriSet, rc.timed = false, false, false
 	rc.respHdrs = rc.respHdrs[:0]
 	rc.log = gateway.LogEntry{}
 }

@@ -31,7 +31,7 @@ type gw struct {
 	prom *prometheus.Factory
 }
 
-func startGateway(t *testing.T) *gw {
+func startGateway(t testing.TB) *gw {
 	t.Helper()
 	prom := prometheus.New()
 	reg := gateway.NewRegistry(limitcount.New(slog.New(slog.DiscardHandler)), prom, keyauth.New(), proxyrewrite.New())
@@ -50,7 +50,7 @@ func startGateway(t *testing.T) *gw {
 }
 
 // load applies resources ("routes/1" → JSON) through the real pipeline.
-func (w *gw) load(t *testing.T, res map[string]string) {
+func (w *gw) load(t testing.TB, res map[string]string) {
 	t.Helper()
 	var u gateway.Update
 	for key, v := range res {
