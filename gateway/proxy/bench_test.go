@@ -20,7 +20,7 @@ func BenchmarkProxy(b *testing.B) {
 	defer up.Shutdown()
 	node := upLn.Addr().String()
 	scenarios := map[string]string{
-		"no-plugins": `{}`,
+		"no-plugins":             `{}`,
 		"limit-count+prometheus": `{"limit-count":{"count":2000000000000,"time_window":60,"rejected_code":503,"key":"remote_addr"},"prometheus":{}}`,
 	}
 	for _, name := range []string{"no-plugins", "limit-count+prometheus"} {
