@@ -73,49 +73,29 @@ func (c *Config) put(e Entry, reg *Registry) error {
 	}
 	switch e.Kind {
 	case KindRoute:
-		r, err := Decode[Route](doc)
-		if err != nil {
-			return err
-		}
-		r.ID = e.ID
-		c.Routes[e.ID] = r
+		return store(c.Routes, e.ID, doc, func(r *Route) { r.ID = e.ID })
 	case KindUpstream:
-		u, err := Decode[Upstream](doc)
-		if err != nil {
-			return err
-		}
-		u.ID = e.ID
-		c.Upstreams[e.ID] = u
+		return store(c.Upstreams, e.ID, doc, func(u *Upstream) { u.ID = e.ID })
 	case KindService:
-		s, err := Decode[Service](doc)
-		if err != nil {
-			return err
-		}
-		s.ID = e.ID
-		c.Services[e.ID] = s
+		return store(c.Services, e.ID, doc, func(s *Service) { s.ID = e.ID })
 	case KindConsumer:
-		s, err := Decode[Consumer](doc)
-		if err != nil {
-			return err
-		}
-		c.Consumers[e.ID] = s
+		return store(c.Consumers, e.ID, doc, func(*Consumer) {})
 	case KindGlobalRule:
-		s, err := Decode[GlobalRule](doc)
-		if err != nil {
-			return err
-		}
-		s.ID = e.ID
-		c.GlobalRules[e.ID] = s
+		return store(c.GlobalRules, e.ID, doc, func(g *GlobalRule) { g.ID = e.ID })
 	case KindPluginConfig:
-		s, err := Decode[PluginConfig](doc)
-		if err != nil {
-			return err
-		}
-		s.ID = e.ID
-		c.PluginConfigs[e.ID] = s
-	default:
-		return fmt.Errorf("unknown resource kind %q", e.Kind)
+		return store(c.PluginConfigs, e.ID, doc, func(p *PluginConfig) { p.ID = e.ID })
 	}
+	return fmt.Errorf("unknown resource kind %q", e.Kind)
+}
+
+// store decodes doc into a T, sets its id and keeps it in m.
+func store[T any](m map[string]*T, id string, doc map[string]any, setID func(*T)) error {
+	v, err := Decode[T](doc)
+	if err != nil {
+		return err
+	}
+	setID(v)
+	m[id] = v
 	return nil
 }
 

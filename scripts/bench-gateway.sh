@@ -106,38 +106,10 @@ wait_tcp 127.0.0.1 "$UPSTREAM_PORT" 10 || { cat "$tmp/upstream.err"; die "upstre
 wait_tcp 127.0.0.1 "$ng_port" 10 || { cat "$tmp/nginx.err"; die "nginx did not start"; }
 wait_tcp 127.0.0.1 "$gw_port" 10 || { cat "$tmp/gateway.log"; die "gateway did not start"; }
 
-# The seed's route registrations, verbatim apart from the gateway's port.
-route_plain='
-{
-    "uri": "/hello",
-    "plugins": {
-    },
-    "upstream": {
-        "type": "roundrobin",
-        "nodes": {
-            "127.0.0.1:1980":1
-        }
-    }
-}'
-route_plugins='
-{
-    "uri": "/hello",
-    "plugins": {
-        "limit-count": {
-            "count": 2000000000000,
-            "time_window": 60,
-            "rejected_code": 503,
-            "key": "remote_addr"
-        },
-        "prometheus": {}
-    },
-    "upstream": {
-        "type": "roundrobin",
-        "nodes": {
-            "127.0.0.1:1980":1
-        }
-    }
-}'
+# The seed's route registrations, byte for byte (the same files the admin
+# API's golden tests send).
+route_plain=$(<gateway/admin/testdata/seed/route_hello.json)
+route_plugins=$(<gateway/admin/testdata/seed/route_hello_plugins.json)
 if [ "$UPSTREAM_PORT" != 1980 ]; then
 	route_plain=${route_plain//1980/$UPSTREAM_PORT}
 	route_plugins=${route_plugins//1980/$UPSTREAM_PORT}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/linkgate/linkgate/internal/etcdtest"
+	"github.com/linkgate/linkgate/internal/eventually"
 )
 
 const seedKey = "edd1c9f034335f136f87ad84b625c8f1"
@@ -99,6 +101,15 @@ func do(t *testing.T, method, url, body string, hdr ...string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+func seed(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "gateway", "admin", "testdata", "seed", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 func helloUpstream(t *testing.T) (addr string) {
 	t.Helper()
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -111,50 +122,19 @@ func helloUpstream(t *testing.T) (addr string) {
 // The seed's commands, verbatim, against a bolt-backed gateway.
 func TestGatewaySeedCommands(t *testing.T) {
 	g := startGatewayCmd(t, "--config-store", "bolt:"+filepath.Join(t.TempDir(), "gw.db"))
-	// "라우트 등록" (register a route), byte for byte as in the article.
-	code, body := do(t, "PUT", g.url+"/apisix/admin/routes/1", `
-{
-  "uri": "/anything/*",
-  "upstream": {
-    "type": "roundrobin",
-    "nodes": {
-      "httpbin.org:80": 1
-    }
-  }
-}`, "X-API-KEY", seedKey)
+	// The seed's curl bodies, byte for byte (gateway/admin/testdata/seed).
+	code, body := do(t, "PUT", g.url+"/apisix/admin/routes/1", seed(t, "route_anything.json"), "X-API-KEY", seedKey)
 	if code != 201 || !strings.Contains(body, `"key":"/apisix/routes/1"`) {
 		t.Fatalf("seed PUT: %d %s", code, body)
 	}
 	up := helloUpstream(t)
-	for _, plugins := range []string{`
-    "plugins": {
-    },`, `
-    "plugins": {
-        "limit-count": {
-            "count": 2000000000000,
-            "time_window": 60,
-            "rejected_code": 503,
-            "key": "remote_addr"
-        },
-        "prometheus": {}
-    },`} {
-		seed := `
-{
-    "uri": "/hello",` + plugins + `
-    "upstream": {
-        "type": "roundrobin",
-        "nodes": {
-            "127.0.0.1:1980":1
-        }
-    }
-}`
+	for _, name := range []string{"route_hello.json", "route_hello_plugins.json"} {
 		// The upstream runs on a random port here, not 1980.
-		seed = strings.Replace(seed, "127.0.0.1:1980", up, 1)
-		code, body = do(t, "PUT", g.url+"/apisix/admin/routes/1", seed, "X-API-KEY", seedKey)
-		if code != 200 {
-			t.Fatalf("seed PUT: %d %s", code, body)
+		body := strings.Replace(seed(t, name), "127.0.0.1:1980", up, 1)
+		if code, resp := do(t, "PUT", g.url+"/apisix/admin/routes/1", body, "X-API-KEY", seedKey); code != 200 {
+			t.Fatalf("seed PUT %s: %d %s", name, code, resp)
 		}
-		waitFor(t, time.Second, "route served", func() bool {
+		eventually.True(t, time.Second, "route served", func() bool {
 			code, body := do(t, "GET", g.url+"/hello", "")
 			return code == 200 && body == "1234567890"
 		})
@@ -202,7 +182,7 @@ func TestGatewayEtcdCluster(t *testing.T) {
 			t.Fatalf("PUT: %d %s", code, body)
 		}
 		for _, other := range []*runningGateway{a, b} {
-			waitFor(t, time.Second-time.Since(start), "change propagated to both gateways", func() bool {
+			eventually.True(t, time.Second-time.Since(start), "change propagated to both gateways", func() bool {
 				code, _ := do(t, "GET", other.url+fmt.Sprintf("/r%d", i+1), "")
 				return code == 200
 			})
@@ -244,7 +224,7 @@ func TestGatewayEtcdCluster(t *testing.T) {
 		}()
 	}
 	srv.Stop()
-	waitFor(t, 5*time.Second, "apisix_etcd_reachable 0", func() bool {
+	eventually.True(t, 5*time.Second, "apisix_etcd_reachable 0", func() bool {
 		_, m := do(t, "GET", a.promURL+"/apisix/prometheus/metrics", "")
 		return strings.Contains(m, "apisix_etcd_reachable 0")
 	})
@@ -256,16 +236,5 @@ func TestGatewayEtcdCluster(t *testing.T) {
 	wg.Wait()
 	if failed.Load() != 0 || served.Load() < 20 {
 		t.Errorf("with etcd down: %d failed of %d", failed.Load(), served.Load())
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

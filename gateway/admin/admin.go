@@ -155,12 +155,20 @@ func (a *api) handlePluginsList() http.Handler {
 	})
 }
 
+// kindOf reads {kind} from the path, answering 404 when it is unknown.
+func kindOf(w http.ResponseWriter, r *http.Request) (gateway.Kind, bool) {
+	kind, ok := gateway.ParseKind(r.PathValue("kind"))
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error_msg": "not found"})
+	}
+	return kind, ok
+}
+
 // handleCollection serves /apisix/admin/{kind}.
 func (a *api) handleCollection() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		kind, ok := gateway.ParseKind(r.PathValue("kind"))
+		kind, ok := kindOf(w, r)
 		if !ok {
-			writeJSON(w, http.StatusNotFound, map[string]any{"error_msg": "not found"})
 			return
 		}
 		switch r.Method {
@@ -179,9 +187,8 @@ func (a *api) handleCollection() http.Handler {
 // handleItem serves /apisix/admin/{kind}/{id}[/{sub...}].
 func (a *api) handleItem() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		kind, ok := gateway.ParseKind(r.PathValue("kind"))
+		kind, ok := kindOf(w, r)
 		if !ok {
-			writeJSON(w, http.StatusNotFound, map[string]any{"error_msg": "not found"})
 			return
 		}
 		id, sub := r.PathValue("id"), r.PathValue("sub")

@@ -31,50 +31,22 @@ const (
 	viewerKey = "4054f7cf07e344346cd3f287985e76a2"
 )
 
-// The seed's route registrations, byte for byte.
-const (
-	seedAnything = `
-{
-  "uri": "/anything/*",
-  "upstream": {
-    "type": "roundrobin",
-    "nodes": {
-      "httpbin.org:80": 1
-    }
-  }
-}`
-	seedHello = `
-{
-    "uri": "/hello",
-    "plugins": {
-    },
-    "upstream": {
-        "type": "roundrobin",
-        "nodes": {
-            "127.0.0.1:1980":1
-        }
-    }
-}`
-	seedHelloPlugins = `
-{
-    "uri": "/hello",
-    "plugins": {
-        "limit-count": {
-            "count": 2000000000000,
-            "time_window": 60,
-            "rejected_code": 503,
-            "key": "remote_addr"
-        },
-        "prometheus": {}
-    },
-    "upstream": {
-        "type": "roundrobin",
-        "nodes": {
-            "127.0.0.1:1980":1
-        }
-    }
-}`
+// The seed article's route registrations, byte for byte (the -d bodies of
+// its curl commands). cmd/linkgate's e2e test and make bench-gateway send
+// the same files.
+var (
+	seedAnything     = readSeed("route_anything.json")
+	seedHello        = readSeed("route_hello.json")
+	seedHelloPlugins = readSeed("route_hello_plugins.json")
 )
+
+func readSeed(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", "seed", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 func registry() *gateway.Registry {
 	return gateway.NewRegistry(limitcount.New(slog.New(slog.DiscardHandler)), prometheus.New(), keyauth.New(), proxyrewrite.New())

@@ -14,6 +14,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/etcd"
 	"github.com/linkgate/linkgate/gateway/storetest"
 	"github.com/linkgate/linkgate/internal/etcdtest"
+	"github.com/linkgate/linkgate/internal/eventually"
 )
 
 func open(t *testing.T, endpoint, prefix string) *etcd.Store {
@@ -201,9 +202,9 @@ func TestOutageAndRecovery(t *testing.T) {
 	updates := make(chan gateway.Update, 64)
 	go func() { _ = s.Watch(ctx, func(u gateway.Update) { updates <- u }) }()
 	<-updates
-	waitFor(t, 5*time.Second, "reachable", s.Reachable)
+	eventually.True(t, 5*time.Second, "reachable", s.Reachable)
 	srv.Stop()
-	waitFor(t, 5*time.Second, "unreachable", func() bool { return !s.Reachable() })
+	eventually.True(t, 5*time.Second, "unreachable", func() bool { return !s.Reachable() })
 	if _, err := s.Get(ctx, gateway.KindRoute, "1"); err == nil {
 		t.Error("Get succeeded with etcd down")
 	}
@@ -218,23 +219,12 @@ func TestOutageAndRecovery(t *testing.T) {
 		case u := <-updates:
 			for _, e := range u.Entries {
 				if e.ID == "9" {
-					waitFor(t, 5*time.Second, "reachable again", s.Reachable)
+					eventually.True(t, 5*time.Second, "reachable again", s.Reachable)
 					return
 				}
 			}
 		case <-deadline:
 			t.Fatal("change after restart not delivered")
 		}
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -277,7 +277,7 @@ var (
 // Handle serves one request. It is the engine's hot path.
 func (g *Gateway) Handle(fc *fasthttp.RequestCtx) {
 	g.requests.Add(1)
-	if g.admin != nil && hasPrefix(fc.Path(), adminPrefix) {
+	if p := fc.Path(); g.admin != nil && hasPrefix(p, adminPrefix) && (len(p) == len(adminPrefix) || p[len(adminPrefix)] == '/') {
 		g.admin(fc)
 		return
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/plugin/prometheus"
 	"github.com/linkgate/linkgate/gateway/plugin/proxyrewrite"
 	"github.com/linkgate/linkgate/gateway/proxy"
+	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/internal/testdep"
 )
 
@@ -275,7 +276,7 @@ func TestHealthChecks(t *testing.T) {
 		"upstreams/1": `{"type":"roundrobin","nodes":{"` + healthy + `":1,"` + flaky + `":1},` + checks + `}`,
 		"routes/1":    `{"uri":"/hc","upstream_id":"1"}`,
 	})
-	waitFor(t, 5*time.Second, "flaky node marked down", func() bool {
+	eventually.True(t, 5*time.Second, "flaky node marked down", func() bool {
 		badHits.Store(0)
 		for range 4 {
 			get(t, w.url+"/hc")
@@ -294,7 +295,7 @@ func TestHealthChecks(t *testing.T) {
 		t.Error("health state lost across reload")
 	}
 	sick.Store(false)
-	waitFor(t, 5*time.Second, "flaky node back", func() bool {
+	eventually.True(t, 5*time.Second, "flaky node back", func() bool {
 		badHits.Store(0)
 		for range 4 {
 			get(t, w.url+"/hc")
@@ -324,17 +325,6 @@ func TestPassiveHealthCheck(t *testing.T) {
 	}
 	if n := badHits.Load(); n != 2 {
 		t.Errorf("bad node got %d requests, want 2 (then passive checks mark it down)", n)
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
