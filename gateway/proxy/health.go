@@ -121,30 +121,31 @@ func runChecker(ctx context.Context, rt *upstreamRT, logger *slog.Logger) {
 	if timeout <= 0 {
 		timeout = time.Second
 	}
-	clients := map[string]*fasthttp.HostClient{}
-	probe := func(n *nodeRT) {
+	// One probe client per node, made before probing starts: probes run
+	// concurrently.
+	clients := make([]*fasthttp.HostClient, len(rt.nodes))
+	for i, n := range rt.nodes {
 		addr := n.addr
 		if a.Port > 0 {
 			addr = net.JoinHostPort(n.host, strconv.Itoa(a.Port))
 		}
+		clients[i] = &fasthttp.HostClient{Addr: addr, IsTLS: a.Type == "https", MaxConns: 2,
+			TLSConfig:                &tls.Config{InsecureSkipVerify: !a.HTTPSVerifyCertificate}, //nolint:gosec // as configured
+			NoDefaultUserAgentHeader: true, MaxIdemponentCallAttempts: 1}
+	}
+	probe := func(i int) {
+		n, c := rt.nodes[i], clients[i]
 		var o outcome
 		status := 0
 		if a.Type == "tcp" {
-			c, err := net.DialTimeout("tcp", addr, timeout)
+			conn, err := net.DialTimeout("tcp", c.Addr, timeout)
 			if err != nil {
 				o = classify(err)
 			} else {
-				_ = c.Close()
+				_ = conn.Close()
 				o, status = outcomeHTTP, 200
 			}
 		} else {
-			c := clients[addr]
-			if c == nil {
-				c = &fasthttp.HostClient{Addr: addr, IsTLS: a.Type == "https", MaxConns: 2,
-					TLSConfig:                &tls.Config{InsecureSkipVerify: !a.HTTPSVerifyCertificate}, //nolint:gosec // as configured
-					NoDefaultUserAgentHeader: true, MaxIdemponentCallAttempts: 1}
-				clients[addr] = c
-			}
 			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 			req.SetRequestURI(a.HTTPPath)
 			host := a.Host
@@ -181,12 +182,12 @@ func runChecker(ctx context.Context, rt *upstreamRT, logger *slog.Logger) {
 	for {
 		sem := make(chan struct{}, max(a.Concurrency, 1))
 		var wg sync.WaitGroup
-		for _, n := range rt.nodes {
+		for i := range rt.nodes {
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				probe(n)
+				probe(i)
 			}()
 		}
 		wg.Wait()

@@ -23,6 +23,7 @@ const (
 	defaultIdle      = 60 * time.Second
 	defaultConnReqs  = 1000
 	maxResponseBytes = 256 << 20
+	maxConnsPerNode  = 4096
 )
 
 // clientKey identifies a connection pool: pools outlive config snapshots,
@@ -57,9 +58,12 @@ func (p *pools) client(k clientKey) *fasthttp.HostClient {
 	}
 	connect := k.connect
 	c := &fasthttp.HostClient{
-		Addr:                          k.addr,
-		IsTLS:                         k.tls,
-		MaxConns:                      k.size,
+		Addr:  k.addr,
+		IsTLS: k.tls,
+		// nginx's keepalive N caches idle connections without capping open
+		// ones; fasthttp has one cap for both, so it is set well above
+		// keepalive_pool.size rather than at it.
+		MaxConns:                      max(k.size, maxConnsPerNode),
 		MaxIdleConnDuration:           k.idle,
 		ReadTimeout:                   k.read,
 		WriteTimeout:                  k.send,
