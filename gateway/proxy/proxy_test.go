@@ -310,7 +310,10 @@ func TestPassiveHealthCheck(t *testing.T) {
 	healthy := upstream(t, "ok", nil)
 	bad := upstream(t, "bad", func(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/status" {
-			return // active probes pass; only traffic fails
+			// 204 is in neither status list: active probes leave the
+			// counters alone (a success would reset the failure count).
+			rw.WriteHeader(204)
+			return
 		}
 		badHits.Add(1)
 		rw.WriteHeader(500)
