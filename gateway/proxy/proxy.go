@@ -255,10 +255,11 @@ type countingListener struct {
 
 func (l countingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
-	if err == nil {
-		l.n.Add(1)
+	if err != nil {
+		return nil, err
 	}
-	return c, err
+	l.n.Add(1)
+	return &yieldConn{Conn: c}, nil
 }
 
 type fasthttpLogger struct{ l *slog.Logger }
@@ -541,25 +542,64 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 
 // setForwardedHeaders sets what APISIX sends upstream: X-Real-IP, an
 // appended X-Forwarded-For, and X-Forwarded-Proto/Host/Port unless the
-// client sent them.
+// client sent them. One pass finds what the client sent; absent headers
+// are appended without another scan.
 func (rc *reqCtx) setForwardedHeaders() {
 	h := &rc.fc.Request.Header
-	h.SetBytesKV(headerXRealIP, rc.remoteStr)
-	if prev := h.PeekBytes(headerXFF); len(prev) > 0 {
-		rc.scratch = append(append(append(rc.scratch[:0], prev...), ", "...), rc.remoteStr...)
+	var hasRealIP, hasXFF, hasProto, hasHost, hasPort bool
+	rc.scratch = rc.scratch[:0]
+	for k, v := range h.All() {
+		switch {
+		case len(k) == len(headerXRealIP) && equalFold(k, headerXRealIP):
+			hasRealIP = true
+		case len(k) == len(headerXFF) && equalFold(k, headerXFF):
+			hasXFF = true
+			rc.scratch = append(append(rc.scratch, v...), ", "...)
+		case len(k) == len(headerXFProto) && equalFold(k, headerXFProto):
+			hasProto = true
+		case len(k) == len(headerXFHost) && equalFold(k, headerXFHost):
+			hasHost = true
+		case len(k) == len(headerXFPort) && equalFold(k, headerXFPort):
+			hasPort = true
+		}
+	}
+	if hasRealIP {
+		h.SetBytesKV(headerXRealIP, rc.remoteStr)
+	} else {
+		h.AddBytesKV(headerXRealIP, rc.remoteStr)
+	}
+	if hasXFF {
+		rc.scratch = append(rc.scratch, rc.remoteStr...)
 		h.SetBytesKV(headerXFF, rc.scratch)
 	} else {
-		h.SetBytesKV(headerXFF, rc.remoteStr)
+		h.AddBytesKV(headerXFF, rc.remoteStr)
 	}
-	if len(h.PeekBytes(headerXFProto)) == 0 {
-		h.SetBytesKV(headerXFProto, unsafeBytes(rc.Var("scheme")))
+	if !hasProto {
+		h.AddBytesKV(headerXFProto, unsafeBytes(rc.Var("scheme")))
 	}
-	if len(h.PeekBytes(headerXFHost)) == 0 {
-		h.SetBytesKV(headerXFHost, unsafeBytes(rc.host))
+	if !hasHost {
+		h.AddBytesKV(headerXFHost, unsafeBytes(rc.host))
 	}
-	if len(h.PeekBytes(headerXFPort)) == 0 {
-		h.SetBytesKV(headerXFPort, unsafeBytes(rc.Var("server_port")))
+	if !hasPort {
+		h.AddBytesKV(headerXFPort, unsafeBytes(rc.Var("server_port")))
 	}
+}
+
+// equalFold compares ASCII header names case-insensitively.
+func equalFold(a, b []byte) bool {
+	for i := range a {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // unsafeBytes views s as bytes for fasthttp setters, which copy.

@@ -73,7 +73,11 @@ func (p *pools) client(k clientKey) *fasthttp.HostClient {
 		DisablePathNormalizing:        true,
 		MaxConnWaitTimeout:            connect,
 		DialTimeout: func(addr string, _ time.Duration) (net.Conn, error) {
-			return fasthttp.DialTimeout(addr, connect)
+			c, err := fasthttp.DialTimeout(addr, connect)
+			if err != nil {
+				return nil, err
+			}
+			return &yieldConn{Conn: c}, nil
 		},
 	}
 	if k.tls {
