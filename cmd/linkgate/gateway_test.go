@@ -139,7 +139,13 @@ func TestGatewaySeedCommands(t *testing.T) {
 			return code == 200 && body == "1234567890"
 		})
 	}
-	_, metrics := do(t, "GET", g.promURL+"/apisix/prometheus/metrics", "")
+	// The plugins apply once the reload lands: poll until a request is counted.
+	var metrics string
+	eventually.True(t, time.Second, "request counted by prometheus", func() bool {
+		do(t, "GET", g.url+"/hello", "")
+		_, metrics = do(t, "GET", g.promURL+"/apisix/prometheus/metrics", "")
+		return strings.Contains(metrics, `apisix_http_status{code="200"`)
+	})
 	for _, want := range []string{`apisix_http_status{code="200",consumer="",matched_host="",matched_uri="/hello",node="127.0.0.1",route="1",service=""}`,
 		`apisix_http_latency_bucket{consumer="",node="127.0.0.1",route="1",service="",type="request",le="1"}`,
 		`apisix_etcd_reachable 1`, `apisix_nginx_http_current_connections{state="active"}`} {
