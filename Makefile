@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 export GOTOOLCHAIN := local
 
-.PHONY: all build test cross clean bench-gateway
+.PHONY: all build test cross clean bench-gateway bench-generator
 all: build
 
 build:
@@ -26,3 +26,8 @@ bench-gateway:
 
 clean:
 	rm -rf bin dist .cache/test-logs .cache/test-artifacts
+
+## bench-generator: linkgate bench vs Debian wrk, closed loop, against a
+## 1-worker nginx `return 200`, each pinned to one core (docs/bench.md).
+bench-generator:
+	flock -o /tmp/linkgate-bench.lock scripts/bench-generator.sh

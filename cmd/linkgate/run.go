@@ -22,6 +22,7 @@ type command struct {
 var commands = map[string]command{
 	"version": {"print the version and exit", runVersion},
 	"gateway": {"run the APISIX-compatible API gateway", runGateway},
+	"bench":   {"load-test an HTTP target (wrk2-compatible) or find its capacity", runBench},
 }
 
 // run is the whole program: main only calls it. It owns signal handling, so

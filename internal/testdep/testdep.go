@@ -10,6 +10,7 @@ package testdep
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"testing"
 )
 
@@ -62,4 +63,12 @@ func missing(tb testing.TB, why string) {
 		tb.Fatalf("required test dependency missing in CI: %s", why)
 	}
 	tb.Skipf("test dependency missing (fails when CI=true): %s", why)
+}
+
+// SpareProcs raises GOMAXPROCS to at least n, for tests whose target runs in
+// the load generator's own process: the target's goroutines must not hold
+// up a generator thread waking from epoll_wait, as a target in another
+// process would not. Call it from TestMain.
+func SpareProcs(n int) {
+	runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), n))
 }

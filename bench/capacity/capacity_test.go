@@ -1,0 +1,337 @@
+package capacity_test
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/linkgate/linkgate/bench"
+	"github.com/linkgate/linkgate/bench/capacity"
+	"github.com/linkgate/linkgate/internal/testdep"
+)
+
+// fakeResult is what a step at rate would measure against a target whose
+// p99 latency is p99 and that completes achieved requests per second.
+func fakeResult(rate, achieved float64, p99 time.Duration) *bench.Result {
+	h := hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
+	for i := range 1000 {
+		v := int64(time.Millisecond / time.Microsecond)
+		if i >= 985 {
+			v = p99.Microseconds()
+		}
+		_ = h.RecordValue(v)
+	}
+	return &bench.Result{
+		Rate: rate, Elapsed: 10 * time.Second, Requests: int64(achieved * 10),
+		Latency: h, Uncorrected: h, SendLag: hdrhistogram.New(1, 1e6, 3), ReqPerSec: h,
+		Errors: bench.Errors{Status: map[int]int64{}},
+	}
+}
+
+// kneeTrial is a target that holds its latency up to knee req/s and
+// breaks above; flaky rates fail every other time.
+func kneeTrial(knee float64, flaky map[float64]bool) capacity.Trial {
+	calls := map[float64]int{}
+	return func(_ context.Context, _ string, rate float64) (*bench.Result, error) {
+		calls[rate]++
+		if rate > knee || (flaky[rate] && calls[rate]%2 == 0) {
+			return fakeResult(rate, rate, 500*time.Millisecond), nil
+		}
+		return fakeResult(rate, rate, 10*time.Millisecond), nil
+	}
+}
+
+func options() capacity.Options {
+	o := capacity.Defaults
+	o.SLOs = []capacity.SLO{{Percentile: 99.9, Max: 70 * time.Millisecond}}
+	return o
+}
+
+func TestSearchBracketsAndBisects(t *testing.T) {
+	o := options()
+	out, err := capacity.Search(context.Background(), o, "t", kneeTrial(730, nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Capacity > 730 || out.Capacity < 730*(1-o.Precision) || out.Upper <= 730 {
+		t.Errorf("capacity %v upper %v, want within 5%% below 730", out.Capacity, out.Upper)
+	}
+	if out.Trials != o.Repeat || out.Passes != o.Repeat {
+		t.Errorf("trials %d passes %d at the capacity", out.Trials, out.Passes)
+	}
+	rates := []float64{}
+	for _, s := range out.Steps {
+		rates = append(rates, s.Rate)
+	}
+	if rates[0] != 100 || rates[1] != 200 || rates[2] != 400 || rates[3] != 800 {
+		t.Errorf("bracketing steps %v, want doubling from --min", rates)
+	}
+	if !strings.Contains(out.Summary(), "capacity ") {
+		t.Error(out.Summary())
+	}
+}
+
+func TestSearchEdges(t *testing.T) {
+	o := options()
+	o.Max = 1000
+	out, _ := capacity.Search(context.Background(), o, "t", kneeTrial(5000, nil), nil)
+	if !out.AboveMax || out.Capacity != 1000 {
+		t.Errorf("above max: %+v", out)
+	}
+	out, _ = capacity.Search(context.Background(), o, "t", kneeTrial(50, nil), nil)
+	if !out.BelowMin || out.Capacity != 0 || !strings.Contains(out.Summary(), "below") {
+		t.Errorf("below min: %+v", out)
+	}
+}
+
+// Near the knee the same rate can pass and then fail: the search must not
+// report a rate that does not hold in every confirmation trial.
+func TestSearchRepeatsNearTheEdge(t *testing.T) {
+	o := options()
+	var flakyRate float64
+	// Find the rate the search would confirm, then make it flaky.
+	out, _ := capacity.Search(context.Background(), o, "t", kneeTrial(730, nil), nil)
+	flakyRate = out.Capacity
+	out, err := capacity.Search(context.Background(), o, "t", kneeTrial(730, map[float64]bool{flakyRate: true}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Capacity >= flakyRate || out.Capacity == 0 {
+		t.Errorf("capacity %v, want below the flaky %v", out.Capacity, flakyRate)
+	}
+}
+
+func TestEvaluate(t *testing.T) {
+	o := options()
+	o.SLOs = append(o.SLOs, capacity.SLO{Percentile: 50, Max: 500 * time.Microsecond})
+	pass, reasons := capacity.Evaluate(&o, 100, fakeResult(100, 90, 10*time.Millisecond))
+	if pass || len(reasons) != 2 {
+		t.Errorf("pass %v reasons %q: want the p50 SLO and the achieved rate", pass, reasons)
+	}
+	r := fakeResult(100, 100, 10*time.Millisecond)
+	r.Errors.Status[500] = 5
+	o.SLOs = o.SLOs[:1]
+	if pass, reasons := capacity.Evaluate(&o, 100, r); pass || !strings.Contains(reasons[0], "errors") {
+		t.Errorf("errors over budget passed: %q", reasons)
+	}
+	o.ErrorBudget = 0.01
+	if pass, reasons := capacity.Evaluate(&o, 100, r); !pass {
+		t.Errorf("errors within budget failed: %q", reasons)
+	}
+	_ = r.SendLag.RecordValues(5000, 10)
+	if pass, reasons := capacity.Evaluate(&o, 100, r); pass || !strings.Contains(reasons[0], "generator") {
+		t.Errorf("generator lag passed: %q", reasons)
+	}
+}
+
+func TestCompareAlternates(t *testing.T) {
+	o := options()
+	var order []string
+	trial := func(ctx context.Context, target string, rate float64) (*bench.Result, error) {
+		order = append(order, target)
+		knee := map[string]float64{"a": 700, "b": 900}[target]
+		return kneeTrial(knee, nil)(ctx, target, rate)
+	}
+	a, b, err := capacity.Compare(context.Background(), o, "a", "b", trial, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if order[0] != "a" || order[1] != "b" || order[2] != "a" {
+		t.Errorf("steps ran in order %v, want alternating", order[:3])
+	}
+	ratio := b.Capacity / a.Capacity
+	if math.Abs(ratio-900.0/700) > 0.1 {
+		t.Errorf("capacities %v and %v, ratio %.3f", a.Capacity, b.Capacity, ratio)
+	}
+	rep := capacity.NewReport(&o, a, b)
+	if rep.Ratio != ratio || len(rep.Targets) != 2 {
+		t.Errorf("report ratio %v", rep.Ratio)
+	}
+}
+
+// The HTML report is one self-contained file: an inline SVG chart drawn by
+// gonum/plot and the step table, no scripts or external resources.
+func TestHTMLReport(t *testing.T) {
+	o := options()
+	out, _ := capacity.Search(context.Background(), o, "http://t/", kneeTrial(730, nil), nil)
+	var b bytes.Buffer
+	if err := capacity.WriteHTML(&b, &o, out); err != nil {
+		t.Fatal(err)
+	}
+	html := b.String()
+	for _, want := range []string{"<!DOCTYPE html>", "<svg", "</svg>", "p99.9=70ms", "capacity ", "<table>"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"<script", "src=", "<link", "@import", "<?xml"} {
+		if strings.Contains(html, bad) {
+			t.Errorf("report contains %q: it must be self-contained", bad)
+		}
+	}
+	var j bytes.Buffer
+	if err := capacity.NewReport(&o, out).WriteJSON(&j); err != nil || !strings.Contains(j.String(), `"capacity"`) {
+		t.Errorf("json %v %s", err, j.String()[:min(200, j.Len())])
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	var b bytes.Buffer
+	_ = capacity.WriteTableHeader(&b, false)
+	_ = capacity.WriteTableRow(&b, capacity.Step{Rate: 600, Result: fakeResult(600, 600, 69310*time.Microsecond), Pass: true}, "")
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "p99.999") || !strings.Contains(lines[2], "69.31ms") || !strings.Contains(lines[2], "yes") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
+
+// A target that serves one request at a time, each taking 2 ms, has a knee
+// at 500 req/s: the search finds it within ±10%.
+func TestSearchFindsTheKnee(t *testing.T) {
+	if testdep.Race {
+		t.Skip("timing measurement: runs in the test command's no-race pass")
+	}
+	var (
+		mu   sync.Mutex
+		free time.Time
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// One server, FIFO: each request starts when the previous one is
+		// done and takes 2 ms. Completion times follow that schedule even
+		// when the sleep oversleeps, so the capacity is exactly 500/s.
+		mu.Lock()
+		start := time.Now()
+		if free.After(start) {
+			start = free
+		}
+		free = start.Add(2 * time.Millisecond)
+		done := free
+		mu.Unlock()
+		time.Sleep(time.Until(done))
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL + "/")
+	req := bench.Static(bench.AppendRequest(nil, "GET", "/", bench.Fields{{Name: "Host", Value: u.Host}}, nil))
+
+	o := capacity.Defaults
+	o.SLOs = []capacity.SLO{{Percentile: 99, Max: 20 * time.Millisecond}}
+	o.Min, o.Max = 100, 2000
+	o.StepDuration, o.Warmup = 400*time.Millisecond, 100*time.Millisecond
+	o.Repeat = 2
+	trial := func(ctx context.Context, _ string, rate float64) (*bench.Result, error) {
+		conns := max(4, int(math.Ceil(2*rate*0.020)))
+		return bench.Run(ctx, bench.Config{
+			URL: u, Threads: 1, Connections: conns, Duration: o.StepDuration, Warmup: o.Warmup,
+			Timeout: 2 * time.Second, Rate: rate,
+			NewRequester: func(int) (bench.Requester, error) { return req, nil },
+		})
+	}
+	out, err := capacity.Search(context.Background(), o, u.String(), trial, func(s capacity.Step) {
+		t.Logf("rate %5.0f p99 %-9s achieved %6.1f pass %v %v", s.Rate,
+			bench.FormatTimeUS(float64(s.Result.Latency.ValueAtPercentile(99))), s.Result.Achieved(), s.Pass, s.Reasons)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(out.Summary())
+	if out.Capacity < 450 || out.Capacity > 550 {
+		t.Errorf("capacity %v, want 500 ± 10%%", out.Capacity)
+	}
+}
+
+func TestParseSLO(t *testing.T) {
+	tests := []struct {
+		in   string
+		want capacity.SLO
+		ok   bool
+	}{
+		{"p99.9=70ms", capacity.SLO{Percentile: 99.9, Max: 70 * time.Millisecond}, true},
+		{"P50=2ms", capacity.SLO{Percentile: 50, Max: 2 * time.Millisecond}, true},
+		{"p100=1s", capacity.SLO{Percentile: 100, Max: time.Second}, true},
+		{"max=1", capacity.SLO{Percentile: 100, Max: time.Second}, true},
+		{"p99.9", capacity.SLO{}, false},
+		{"99=70ms", capacity.SLO{}, false},
+		{"p0=1ms", capacity.SLO{}, false},
+		{"p101=1ms", capacity.SLO{}, false},
+		{"p99=0ms", capacity.SLO{}, false},
+		{"p99=-1ms", capacity.SLO{}, false},
+		{"pNaN=1ms", capacity.SLO{}, false},
+		{"p1e1=1ms", capacity.SLO{}, false},
+		{"p99=fast", capacity.SLO{}, false},
+	}
+	for _, tt := range tests {
+		got, err := capacity.ParseSLO(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseSLO(%q) = %+v, %v", tt.in, got, err)
+		}
+	}
+	if s := (capacity.SLO{Percentile: 99.9, Max: 70 * time.Millisecond}).String(); s != "p99.9=70ms" {
+		t.Errorf("String() = %q", s)
+	}
+}
+
+func TestParseShare(t *testing.T) {
+	tests := []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"0.1%", 0.001, true},
+		{"0.001", 0.001, true},
+		{"5 %", 0.05, true},
+		{"0", 0, true},
+		{"100%", 1, true},
+		{"101%", 0, false},
+		{"2", 0, false},
+		{"-1%", 0, false},
+		{"NaN", 0, false},
+		{"%", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := capacity.ParseShare(tt.in)
+		if (err == nil) != tt.ok || math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("ParseShare(%q) = %v, %v", tt.in, got, err)
+		}
+	}
+}
+
+func FuzzParseSLO(f *testing.F) {
+	for _, s := range []string{"p99.9=70ms", "p50=1", "max=2s", "p=1", "p99=", "=", "p1e9=1s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		slo, err := capacity.ParseSLO(s)
+		if err != nil {
+			return
+		}
+		if !(slo.Percentile > 0 && slo.Percentile <= 100) || slo.Max <= 0 {
+			t.Fatalf("ParseSLO(%q) = %+v", s, slo)
+		}
+		back, err := capacity.ParseSLO(slo.String())
+		if err != nil || back != slo {
+			t.Fatalf("round trip of %q: %+v %v", slo.String(), back, err)
+		}
+	})
+}
+
+func FuzzParseShare(f *testing.F) {
+	for _, s := range []string{"0.1%", "0.001", "1e-3", "100%", "-0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := capacity.ParseShare(s)
+		if err == nil && !(v >= 0 && v <= 1) {
+			t.Fatalf("ParseShare(%q) = %v", s, v)
+		}
+	})
+}

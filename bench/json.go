@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"encoding/json"
+	"io"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Summary is the machine-readable form of a Result (linkgate bench --json).
+// Latencies are in milliseconds.
+type Summary struct {
+	URL             string  `json:"url"`
+	Mode            string  `json:"mode"` // "constant-rate" or "closed-loop"
+	Threads         int     `json:"threads"`
+	Connections     int     `json:"connections"`
+	RequestedRate   float64 `json:"requested_rate,omitempty"`
+	WarmupSeconds   float64 `json:"warmup_seconds"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	ElapsedSeconds  float64 `json:"elapsed_seconds"`
+	Requests        int64   `json:"requests"`
+	Bytes           int64   `json:"bytes"`
+	RequestsPerSec  float64 `json:"requests_per_sec"`
+	BytesPerSec     float64 `json:"bytes_per_sec"`
+
+	Latency     LatencySummary `json:"latency"`
+	Uncorrected LatencySummary `json:"uncorrected_latency"`
+	ThreadRate  RateSummary    `json:"thread_requests_per_sec"`
+	Errors      Errors         `json:"errors"`
+	ErrorsTotal int64          `json:"errors_total"`
+	InFlightEnd int64          `json:"in_flight_at_end"`
+	UnsentAtEnd int64          `json:"unsent_at_end"`
+	Generator   GeneratorCheck `json:"generator"`
+	Warnings    []string       `json:"warnings"`
+}
+
+// LatencySummary describes one latency histogram.
+type LatencySummary struct {
+	Count       int64              `json:"count"`
+	MinMs       float64            `json:"min_ms"`
+	MeanMs      float64            `json:"mean_ms"`
+	StdevMs     float64            `json:"stdev_ms"`
+	MaxMs       float64            `json:"max_ms"`
+	Percentiles map[string]float64 `json:"percentiles_ms"`
+	Spectrum    []SpectrumPoint    `json:"spectrum,omitempty"`
+}
+
+// SpectrumPoint is one row of the detailed percentile spectrum.
+type SpectrumPoint struct {
+	Percentile float64 `json:"percentile"`
+	ValueMs    float64 `json:"value_ms"`
+	Count      int64   `json:"count"`
+}
+
+// RateSummary describes the per-thread request rate samples.
+type RateSummary struct {
+	Mean  float64 `json:"mean"`
+	Stdev float64 `json:"stdev"`
+	Max   float64 `json:"max"`
+}
+
+// GeneratorCheck is the generator's verdict on itself.
+type GeneratorCheck struct {
+	Limited           bool           `json:"limited"`
+	Reasons           []string       `json:"reasons"`
+	SendLag           LatencySummary `json:"send_lag"`
+	ConnectionsNeeded float64        `json:"connections_needed,omitempty"`
+}
+
+// Summarize builds the Summary of r; spectrum adds the full percentile
+// spectrum of both latency histograms.
+func (r *Result) Summarize(spectrum bool) Summary {
+	s := Summary{
+		URL: r.URL, Mode: "closed-loop", Threads: r.Threads, Connections: r.Connections,
+		RequestedRate: r.Rate, WarmupSeconds: r.Warmup.Seconds(), DurationSeconds: r.Duration.Seconds(),
+		ElapsedSeconds: r.Elapsed.Seconds(), Requests: r.Requests, Bytes: r.Bytes,
+		RequestsPerSec: r.Achieved(),
+		Latency:        summarizeLatency(r.Latency, spectrum),
+		Uncorrected:    summarizeLatency(r.Uncorrected, spectrum),
+		ThreadRate:     RateSummary{Mean: r.ReqPerSec.Mean(), Stdev: r.ReqPerSec.StdDev(), Max: float64(r.ReqPerSec.Max())},
+		Errors:         r.Errors,
+		ErrorsTotal:    r.Errors.Total(),
+		InFlightEnd:    r.InFlightAtEnd,
+		UnsentAtEnd:    r.UnsentAtEnd,
+		Warnings:       r.Warnings(),
+	}
+	if r.Rate > 0 {
+		s.Mode = "constant-rate"
+	}
+	if r.Elapsed > 0 {
+		s.BytesPerSec = float64(r.Bytes) / r.Elapsed.Seconds()
+	}
+	s.Generator.Limited, s.Generator.Reasons = r.GeneratorLimited()
+	s.Generator.SendLag = summarizeLatency(r.SendLag, false)
+	s.Generator.ConnectionsNeeded = r.ConnectionsNeeded()
+	if s.Warnings == nil {
+		s.Warnings = []string{}
+	}
+	if s.Generator.Reasons == nil {
+		s.Generator.Reasons = []string{}
+	}
+	return s
+}
+
+func summarizeLatency(h *hdrhistogram.Histogram, spectrum bool) LatencySummary {
+	l := LatencySummary{
+		Count: h.TotalCount(), MinMs: Millis(h.Min()), MeanMs: h.Mean() / 1000,
+		StdevMs: h.StdDev() / 1000, MaxMs: Millis(h.Max()),
+		Percentiles: map[string]float64{},
+	}
+	for _, p := range ReportPercentiles {
+		l.Percentiles[percentileKey(p)] = Millis(h.ValueAtPercentile(p))
+	}
+	if spectrum {
+		for _, b := range h.CumulativeDistributionWithTicks(5) {
+			l.Spectrum = append(l.Spectrum, SpectrumPoint{Percentile: b.Quantile, ValueMs: Millis(b.ValueAt), Count: b.Count})
+		}
+	}
+	return l
+}
+
+// WriteJSON writes the Summary of r, with the percentile spectrum, indented.
+func WriteJSON(w io.Writer, r *Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r.Summarize(true))
+}

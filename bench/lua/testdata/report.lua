@@ -1,0 +1,10 @@
+-- wrk's stock report.lua (written from its documented behaviour): done()
+-- prints latency percentiles with latency:percentile(p).
+
+done = function(summary, latency, requests)
+   io.write("------------------------------\n")
+   for _, p in pairs({ 50, 90, 99, 99.999 }) do
+      n = latency:percentile(p)
+      io.write(string.format("%g%%,%d\n", p, n))
+   end
+end

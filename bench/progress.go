@@ -1,0 +1,63 @@
+package bench
+
+import (
+	"sync"
+	"time"
+)
+
+// monitor calls the Config's live callbacks from its own goroutine while
+// the workers run: OnCalibrated once per thread at the end of the warm-up,
+// Progress every 500 ms. The returned function stops it and waits.
+func monitor(c *Config, recs []*recorder, base time.Time, warm time.Duration) (stop func()) {
+	if c.Progress == nil && (c.OnCalibrated == nil || c.Warmup <= 0) {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		reported := make([]bool, len(recs))
+		merged := newHistogram()
+		var lastProgress time.Duration
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			now := time.Since(base)
+			if c.OnCalibrated != nil && c.Warmup > 0 {
+				for i, r := range recs {
+					if !reported[i] && r.calibrated.Load() {
+						reported[i] = true
+						c.OnCalibrated(i, time.Duration(r.calibration.Load()))
+					}
+				}
+			}
+			if c.Progress == nil || now-lastProgress < 500*time.Millisecond {
+				continue
+			}
+			lastProgress = now
+			p := Progress{Elapsed: max(now-warm, 0), Total: c.Duration, Warmup: now < warm}
+			merged.Reset()
+			for _, r := range recs {
+				p.Requests += r.liveRequests.Load()
+				p.Errors += r.liveErrors.Load()
+				r.snapMu.Lock()
+				if r.snap != nil {
+					merged.Merge(r.snap)
+				}
+				r.snapMu.Unlock()
+			}
+			if p.Elapsed > 0 {
+				p.Rate = float64(p.Requests) / p.Elapsed.Seconds()
+			}
+			p.P99 = time.Duration(merged.ValueAtPercentile(99)) * time.Microsecond
+			c.Progress(p)
+		}
+	}()
+	return func() { close(quit); wg.Wait() }
+}
