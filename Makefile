@@ -8,7 +8,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 TAGS     := lambda.norpc
 export GOTOOLCHAIN := local
 
-.PHONY: all build test cross clean bench-generator bench-serve bench-engines bench-dynamodb bench-visits lambda lambda-bench
+.PHONY: all build test cross clean bench-generator bench-serve bench-engines bench-dynamodb bench-visits lambda lambda-bench bench-gateway
 all: build
 
 build:
@@ -47,6 +47,10 @@ bench-dynamodb:
 ## bench-visits: redirects with visits counted vs not, at a fixed rate and at saturation (docs/visits.md).
 bench-visits:
 	scripts/bench-visits.sh
+
+## bench-gateway: the seed's APISIX scenarios vs nginx proxy_pass (docs/gateway.md).
+bench-gateway:
+	scripts/bench-gateway.sh
 
 clean:
 	rm -rf bin dist .cache/test-logs .cache/test-artifacts

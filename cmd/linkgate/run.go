@@ -25,6 +25,7 @@ var commands = map[string]command{
 	"serve":    {"serve the URL shortener (redirects, seed-compatible API, REST API)", runServe},
 	"version":  {"print the version and exit", runVersion},
 	"bench":    {"load-test an HTTP target (wrk2-compatible) or find its capacity", runBench},
+	"gateway":  {"run the APISIX-compatible API gateway", runGateway},
 }
 
 // run is the whole program: main only calls it. It owns signal handling, so

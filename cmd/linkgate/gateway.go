@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/gateway/admin"
+	"github.com/linkgate/linkgate/gateway/bolt"
+	"github.com/linkgate/linkgate/gateway/etcd"
+	"github.com/linkgate/linkgate/gateway/plugin/keyauth"
+	"github.com/linkgate/linkgate/gateway/plugin/limitcount"
+	"github.com/linkgate/linkgate/gateway/plugin/prometheus"
+	"github.com/linkgate/linkgate/gateway/plugin/proxyrewrite"
+	"github.com/linkgate/linkgate/gateway/proxy"
+	"github.com/linkgate/linkgate/internal/cli"
+)
+
+type gatewayConfig struct {
+	listen, prometheusListen, store, adminVersion, logLevel, serverHeader string
+	adminKeys, viewerKeys, allowAdmin                                     string
+	maxBodySize                                                           int
+}
+
+// splitList splits a comma-separated flag value.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func runGateway(ctx context.Context, args []string, env cli.Env) error {
+	fs := cli.NewFlagSet("gateway", "linkgate gateway [flags]",
+		"Run the APISIX 2.14-compatible API gateway: admin API under /apisix/admin/ on the\n"+
+			"data listener, routes and plugins from the config store, prometheus metrics on\n"+
+			"--prometheus-listen at /apisix/prometheus/metrics.", env.Stderr)
+	var c gatewayConfig
+	fs.StringVar(&c.listen, "listen", ":9080", "address of the data listener (and the admin API)")
+	fs.StringVar(&c.adminKeys, "admin-key", "", "admin API key(s), comma-separated; with none the admin API refuses every call")
+	fs.StringVar(&c.viewerKeys, "viewer-key", "", "read-only admin API key(s), comma-separated")
+	fs.StringVar(&c.allowAdmin, "allow-admin", "127.0.0.0/24", "client networks (CIDR or IP) allowed to reach the admin API, comma-separated")
+	fs.StringVar(&c.prometheusListen, "prometheus-listen", "127.0.0.1:9091", `address of the prometheus exporter ("" disables it)`)
+	fs.StringVar(&c.store, "config-store", "bolt:data/gateway.db", "config store: bolt:PATH, or etcd://HOST:PORT[,HOST:PORT][?prefix=/apisix]")
+	fs.StringVar(&c.adminVersion, "admin-api-version", "v2", "admin API envelopes: v2 (APISIX 2.14) or v3 (APISIX 3.x)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.serverHeader, "server-header", "linkgate", `Server header on proxied responses ("" keeps the upstream's)`)
+	fs.IntVar(&c.maxBodySize, "max-body-size", 32<<20, "largest request body proxied, in bytes")
+	if err := cli.Parse(fs, args, env.Getenv); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("gateway takes no arguments")
+	}
+	var allow []netip.Prefix
+	for _, s := range splitList(c.allowAdmin) {
+		p, err := gateway.ParseAddrOrPrefix(s)
+		if err != nil {
+			return cli.Usagef("--allow-admin %q: %v", s, err)
+		}
+		allow = append(allow, p)
+	}
+	if c.adminVersion != "v2" && c.adminVersion != "v3" {
+		return cli.Usagef("--admin-api-version must be v2 or v3")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return cli.Usagef("--log-level: %v", err)
+	}
+	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+
+	store, prefix, err := openGatewayStore(ctx, c.store, logger)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	metrics := prometheus.New()
+	reg := gateway.NewRegistry(
+		limitcount.New(logger),
+		metrics,
+		keyauth.New(),
+		proxyrewrite.New(),
+	)
+	if len(splitList(c.adminKeys)) == 0 {
+		logger.Warn("no --admin-key: the admin API refuses every call")
+	}
+	adminAPI := admin.NewHandler(logger, store, reg, admin.Options{
+		AdminKeys: splitList(c.adminKeys), ViewerKeys: splitList(c.viewerKeys), AllowAdmin: allow, V3: c.adminVersion == "v3", Prefix: prefix,
+	})
+	gw := proxy.New(proxy.Options{Logger: logger, Admin: adminAPI, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize})
+
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	var promLn net.Listener
+	if c.prometheusListen != "" {
+		if promLn, err = net.Listen("tcp", c.prometheusListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("gateway: prometheus: %w", err)
+		}
+	}
+
+	// Config pipeline: store updates → validate → compile → atomic swap.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	loaded := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		cfg := gateway.NewConfig()
+		err := store.Watch(ctx, func(u gateway.Update) {
+			for _, err := range cfg.Apply(u, reg) {
+				logger.Warn("config entry skipped", "err", err)
+			}
+			compiled, errs := gateway.Compile(cfg, reg)
+			for _, err := range errs {
+				logger.Warn("route skipped", "err", err)
+			}
+			gw.Load(compiled)
+			metrics.SetModifyIndex(compiled.Revision)
+			logger.Debug("config loaded", "revision", compiled.Revision, "routes", len(compiled.Routes))
+			once.Do(func() { close(loaded) })
+		})
+		if err != nil && ctx.Err() == nil {
+			logger.Error("config store watch ended", "err", err)
+		}
+	}()
+	select {
+	case <-loaded:
+	case <-time.After(5 * time.Second):
+		logger.Warn("config store not loaded after 5s; serving an empty configuration until it is")
+	case <-ctx.Done():
+	}
+
+	errc := make(chan error, 2)
+	go func() { errc <- gw.Serve(ln) }()
+	var promSrv *http.Server
+	if promLn != nil {
+		reach := func() bool { return true }
+		if r, ok := store.(gateway.Reachability); ok {
+			reach = r.Reachable
+		}
+		promSrv = &http.Server{Handler: metrics.Handler(func() prometheus.ServerStats {
+			s := gw.Stats()
+			return prometheus.ServerStats{Active: s.Active, Accepted: s.Accepted, Handled: s.Handled,
+				Reading: s.Reading, Writing: s.Writing, Waiting: s.Waiting, Requests: s.Requests}
+		}, reach), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := promSrv.Serve(promLn); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	promAddr := ""
+	if promLn != nil {
+		promAddr = promLn.Addr().String()
+	}
+	logger.Info("gateway listening", "addr", ln.Addr().String(), "prometheus", promAddr, "store", c.store, "admin_api", c.adminVersion)
+
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	shutCtx, done := context.WithTimeout(context.Background(), 10*time.Second)
+	defer done()
+	if promSrv != nil {
+		_ = promSrv.Shutdown(shutCtx)
+	}
+	if serr := gw.Shutdown(shutCtx); err == nil && serr != nil {
+		err = serr
+	}
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// openGatewayStore opens bolt:PATH or etcd://hosts?prefix=P and returns the
+// key prefix shown in admin envelopes.
+func openGatewayStore(ctx context.Context, spec string, logger *slog.Logger) (gateway.Store, string, error) {
+	switch {
+	case strings.HasPrefix(spec, "bolt:"):
+		s, err := bolt.Open(strings.TrimPrefix(spec, "bolt:"))
+		return s, "/apisix", err
+	case strings.HasPrefix(spec, "etcd://"):
+		cfg, err := etcd.ParseURL(spec)
+		if err != nil {
+			return nil, "", cli.Usagef("--config-store: %v", err)
+		}
+		s, err := etcd.Open(ctx, cfg, logger)
+		return s, cfg.Prefix, err
+	}
+	return nil, "", cli.Usagef("--config-store %q: want bolt:PATH or etcd://HOST:PORT[,HOST:PORT][?prefix=/apisix]", spec)
+}

@@ -1,0 +1,227 @@
+package admin_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/gateway/admin"
+	"github.com/linkgate/linkgate/gateway/bolt"
+	"github.com/linkgate/linkgate/gateway/plugin/keyauth"
+	"github.com/linkgate/linkgate/gateway/plugin/limitcount"
+	"github.com/linkgate/linkgate/gateway/plugin/prometheus"
+	"github.com/linkgate/linkgate/gateway/plugin/proxyrewrite"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+const (
+	adminKey  = "edd1c9f034335f136f87ad84b625c8f1"
+	viewerKey = "4054f7cf07e344346cd3f287985e76a2"
+)
+
+// The seed article's route registrations, byte for byte (the -d bodies of
+// its curl commands). cmd/linkgate's e2e test and make bench-gateway send
+// the same files.
+var (
+	seedAnything     = readSeed("route_anything.json")
+	seedHello        = readSeed("route_hello.json")
+	seedHelloPlugins = readSeed("route_hello_plugins.json")
+)
+
+func readSeed(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", "seed", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func registry() *gateway.Registry {
+	return gateway.NewRegistry(limitcount.New(slog.New(slog.DiscardHandler)), prometheus.New(), keyauth.New(), proxyrewrite.New())
+}
+
+func newAPI(t *testing.T, v3 bool) http.Handler {
+	t.Helper()
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "gw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return admin.NewHandler(slog.New(slog.DiscardHandler), store, registry(), admin.Options{
+		AdminKeys:  []string{adminKey},
+		ViewerKeys: []string{viewerKey},
+		AllowAdmin: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/24")},
+		V3:         v3,
+		Now:        func() time.Time { return time.Unix(1654560000, 0) },
+	})
+}
+
+type call struct {
+	name, method, path, body string
+	key                      string // X-API-KEY; "-" sends none
+	remote                   string
+	header                   map[string]string
+}
+
+// run sends the calls in order to one API and compares each answer with
+// testdata/<dir>/<name>.golden.
+func run(t *testing.T, dir string, h http.Handler, calls []call) {
+	t.Helper()
+	for _, c := range calls {
+		req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		req.RemoteAddr = "127.0.0.1:40000"
+		if c.remote != "" {
+			req.RemoteAddr = c.remote
+		}
+		switch c.key {
+		case "":
+			req.Header.Set("X-API-KEY", adminKey)
+		case "-":
+		default:
+			req.Header.Set("X-API-KEY", c.key)
+		}
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var got bytes.Buffer
+		fmt.Fprintf(&got, "%s %s\n%d\n", c.method, c.path, rec.Code)
+		for _, k := range []string{"Content-Type", "X-Api-Version"} {
+			if v := rec.Header().Get(k); v != "" {
+				fmt.Fprintf(&got, "%s: %s\n", k, v)
+			}
+		}
+		got.WriteString("\n")
+		body, _ := io.ReadAll(rec.Body)
+		got.Write(body)
+		golden := filepath.Join("testdata", dir, c.name+".golden")
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%s: %v (run go test -update)", c.name, err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("%s: got\n%s\nwant\n%s", c.name, got.Bytes(), want)
+		}
+	}
+}
+
+func TestAdminV2(t *testing.T) {
+	h := newAPI(t, false)
+	big := `{"uri":"/x","desc":"` + strings.Repeat("a", admin.MaxBody) + `"}`
+	run(t, "v2", h, []call{
+		// The seed's commands, verbatim.
+		{name: "01_seed_put_anything", method: "PUT", path: "/apisix/admin/routes/1", body: seedAnything},
+		{name: "02_seed_put_hello_replaces", method: "PUT", path: "/apisix/admin/routes/1", body: seedHello},
+		{name: "03_seed_put_hello_plugins", method: "PUT", path: "/apisix/admin/routes/1", body: seedHelloPlugins},
+		{name: "04_get_route", method: "GET", path: "/apisix/admin/routes/1"},
+		{name: "05_put_upstream", method: "PUT", path: "/apisix/admin/upstreams/1", body: `{"type":"roundrobin","nodes":[{"host":"127.0.0.1","port":1980,"weight":1}]}`},
+		{name: "06_put_route_by_upstream_id", method: "PUT", path: "/apisix/admin/routes/2", body: `{"uri":"/two","upstream_id":1}`},
+		{name: "07_list_routes", method: "GET", path: "/apisix/admin/routes"},
+		{name: "08_post_route", method: "POST", path: "/apisix/admin/routes", body: `{"uri":"/posted","upstream_id":"1"}`},
+		{name: "09_put_id_in_body", method: "PUT", path: "/apisix/admin/routes", body: `{"id":"3","uri":"/three","plugins":{}}`},
+		{name: "10_delete_upstream_in_use", method: "DELETE", path: "/apisix/admin/upstreams/1"},
+		{name: "11_patch_route", method: "PATCH", path: "/apisix/admin/routes/1", body: `{"desc":"patched","plugins":{"prometheus":null}}`},
+		{name: "12_patch_sub_path", method: "PATCH", path: "/apisix/admin/routes/1/upstream/nodes", body: `{"127.0.0.1:1981":2}`},
+		{name: "13_delete_route", method: "DELETE", path: "/apisix/admin/routes/2"},
+		{name: "14_delete_missing", method: "DELETE", path: "/apisix/admin/routes/2"},
+		{name: "15_get_missing", method: "GET", path: "/apisix/admin/routes/404"},
+		{name: "16_service", method: "PUT", path: "/apisix/admin/services/s1", body: `{"upstream_id":"1","hosts":["api.example.com"],"plugins":{"limit-count":{"count":10,"time_window":1}}}`},
+		{name: "17_route_on_service", method: "PUT", path: "/apisix/admin/routes/4", body: `{"uri":"/svc/*","service_id":"s1"}`},
+		{name: "18_delete_service_in_use", method: "DELETE", path: "/apisix/admin/services/s1"},
+		{name: "19_consumer", method: "PUT", path: "/apisix/admin/consumers", body: `{"username":"jack","plugins":{"key-auth":{"key":"auth-one"}}}`},
+		{name: "20_global_rule", method: "PUT", path: "/apisix/admin/global_rules/1", body: `{"plugins":{"prometheus":{}}}`},
+		{name: "21_plugin_config", method: "PUT", path: "/apisix/admin/plugin_configs/1", body: `{"plugins":{"proxy-rewrite":{"uri":"/rewritten"}}}`},
+		{name: "22_plugins_list", method: "GET", path: "/apisix/admin/plugins/list"},
+		{name: "23_viewer_get", method: "GET", path: "/apisix/admin/routes/1", key: viewerKey},
+		// Errors.
+		{name: "30_no_key", method: "GET", path: "/apisix/admin/routes", key: "-"},
+		{name: "31_wrong_key", method: "GET", path: "/apisix/admin/routes", key: "nope"},
+		{name: "32_viewer_put", method: "PUT", path: "/apisix/admin/routes/9", body: seedHello, key: viewerKey},
+		{name: "33_key_in_query", method: "GET", path: "/apisix/admin/routes/1?api_key=" + adminKey, key: "-"},
+		{name: "34_key_in_cookie", method: "GET", path: "/apisix/admin/routes/1", key: "-", header: map[string]string{"Cookie": "x_api_key=" + adminKey}},
+		{name: "35_not_allowed_ip", method: "GET", path: "/apisix/admin/routes", remote: "10.1.2.3:5555"},
+		{name: "36_unknown_resource", method: "GET", path: "/apisix/admin/nothing"},
+		{name: "37_bad_json", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":`},
+		{name: "38_invalid_method", method: "PUT", path: "/apisix/admin/routes/9", body: `{"methods":["invalid_method"],"uri":"/index.html"}`},
+		{name: "39_host_and_hosts", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x","host":"a.com","hosts":["b.com"]}`},
+		{name: "40_unknown_plugin", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x","plugins":{"nope":{}}}`},
+		{name: "41_plugin_schema", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x","plugins":{"limit-count":{"time_window":60}}}`},
+		{name: "42_wrong_id", method: "PUT", path: "/apisix/admin/routes/9", body: `{"id":3,"uri":"/index.html"}`},
+		{name: "43_missing_id", method: "PUT", path: "/apisix/admin/routes", body: `{"uri":"/index.html"}`},
+		{name: "44_post_with_id", method: "POST", path: "/apisix/admin/routes", body: `{"id":"5","uri":"/index.html"}`},
+		{name: "45_missing_upstream", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x","upstream_id":"99"}`},
+		{name: "46_missing_uri", method: "PUT", path: "/apisix/admin/routes/9", body: `{"upstream_id":"1"}`},
+		{name: "47_additional_property", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x","invalid_property":1}`},
+		{name: "48_bad_node_weight", method: "PUT", path: "/apisix/admin/upstreams/9", body: `{"type":"roundrobin","nodes":{"127.0.0.1:80":-1}}`},
+		{name: "49_chash_without_key", method: "PUT", path: "/apisix/admin/upstreams/9", body: `{"type":"chash","nodes":{"127.0.0.1:80":1}}`},
+		{name: "50_body_too_large", method: "PUT", path: "/apisix/admin/routes/9", body: big},
+		{name: "51_invalid_id", method: "PUT", path: "/apisix/admin/routes/bad$id", body: `{"uri":"/x"}`},
+		{name: "52_patch_missing", method: "PATCH", path: "/apisix/admin/routes/404", body: `{"desc":"x"}`},
+		{name: "53_count_too_small", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x","plugins":{"limit-count":{"count":0,"time_window":60}}}`},
+		{name: "54_consumer_post", method: "POST", path: "/apisix/admin/consumers", body: `{"username":"x"}`},
+		{name: "55_redis_needs_host", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x","plugins":{"limit-count":{"count":1,"time_window":60,"policy":"redis"}}}`},
+		{name: "56_bad_vars", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x","vars":[["arg_a","<>","b"]]}`},
+	})
+}
+
+func TestAdminV3(t *testing.T) {
+	h := newAPI(t, true)
+	calls := []call{
+		{name: "01_put", method: "PUT", path: "/apisix/admin/routes/1", body: seedHello},
+		{name: "02_get", method: "GET", path: "/apisix/admin/routes/1"},
+	}
+	for i := 2; i <= 12; i++ {
+		calls = append(calls, call{name: fmt.Sprintf("03_put_%02d", i), method: "PUT", path: fmt.Sprintf("/apisix/admin/routes/%d", i),
+			body: fmt.Sprintf(`{"uri":"/r%d","name":"route-%d","labels":{"team":"t%d"},"upstream_id":"u"}`, i, i, i%2)})
+	}
+	calls[2].method, calls[2].path, calls[2].body = "PUT", "/apisix/admin/upstreams/u", `{"type":"roundrobin","nodes":{"127.0.0.1:1980":1}}`
+	calls = append(calls,
+		call{name: "04_list_page2", method: "GET", path: "/apisix/admin/routes?page=2&page_size=10"},
+		call{name: "05_list_label", method: "GET", path: "/apisix/admin/routes?label=team:t1&name=route-1"},
+		call{name: "06_delete", method: "DELETE", path: "/apisix/admin/routes/1"},
+		call{name: "07_missing", method: "GET", path: "/apisix/admin/routes/1"},
+		call{name: "08_no_key", method: "GET", path: "/apisix/admin/routes", key: "-"},
+	)
+	run(t, "v3", h, calls)
+}
+
+// With no admin key configured the API refuses every call.
+func TestNoAdminKeyRefusesAll(t *testing.T) {
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "gw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	h := admin.NewHandler(slog.New(slog.DiscardHandler), store, registry(), admin.Options{})
+	for _, key := range []string{"", adminKey} {
+		req := httptest.NewRequest("GET", "/apisix/admin/routes", nil)
+		req.Header.Set("X-API-KEY", key)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnauthorized {
+			t.Errorf("key %q: status %d, want 401", key, rec.Code)
+		}
+	}
+}

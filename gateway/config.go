@@ -1,0 +1,283 @@
+// Package gateway is linkgate's APISIX-compatible API gateway domain: the
+// resources the admin API stores (routes, upstreams, services, consumers,
+// global rules, plugin configs), their validation against APISIX 2.14's
+// schemas, the plugin contract, the config store contract and the
+// compilation of a set of resources into what the data plane serves.
+//
+// It imports only the standard library; the engine (gateway/proxy), stores
+// (gateway/bolt, gateway/etcd) and plugins (gateway/plugin/...) depend on it.
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// Kind names a resource type, as in the admin API path and the etcd key.
+type Kind string
+
+// The resources linkgate serves.
+const (
+	KindRoute        Kind = "routes"
+	KindUpstream     Kind = "upstreams"
+	KindService      Kind = "services"
+	KindConsumer     Kind = "consumers"
+	KindGlobalRule   Kind = "global_rules"
+	KindPluginConfig Kind = "plugin_configs"
+)
+
+// Kinds lists every resource kind in dependency order: what a route refers
+// to comes before it.
+var Kinds = []Kind{KindUpstream, KindService, KindPluginConfig, KindConsumer, KindGlobalRule, KindRoute}
+
+// Singular is the word APISIX uses in messages ("wrong route id").
+func (k Kind) Singular() string {
+	switch k {
+	case KindGlobalRule:
+		return "global rule"
+	case KindPluginConfig:
+		return "plugin config"
+	}
+	return strings.TrimSuffix(string(k), "s")
+}
+
+// ParseKind returns the Kind named s.
+func ParseKind(s string) (Kind, bool) {
+	for _, k := range Kinds {
+		if string(k) == s {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// Plugins maps a plugin name to its configuration, as stored.
+type Plugins map[string]json.RawMessage
+
+// Timeout is APISIX's {connect, send, read} in seconds.
+type Timeout struct {
+	Connect float64 `json:"connect"`
+	Send    float64 `json:"send"`
+	Read    float64 `json:"read"`
+}
+
+// Route is one APISIX route.
+type Route struct {
+	ID             string            `json:"-"`
+	URI            string            `json:"uri"`
+	URIs           []string          `json:"uris"`
+	Name           string            `json:"name"`
+	Priority       int               `json:"priority"`
+	Methods        []string          `json:"methods"`
+	Host           string            `json:"host"`
+	Hosts          []string          `json:"hosts"`
+	RemoteAddr     string            `json:"remote_addr"`
+	RemoteAddrs    []string          `json:"remote_addrs"`
+	Vars           []json.RawMessage `json:"vars"`
+	Plugins        Plugins           `json:"plugins"`
+	Upstream       *Upstream         `json:"upstream"`
+	UpstreamID     FlexID            `json:"upstream_id"`
+	ServiceID      FlexID            `json:"service_id"`
+	PluginConfigID FlexID            `json:"plugin_config_id"`
+	Timeout        *Timeout          `json:"timeout"`
+	Status         int               `json:"status"`
+}
+
+// Paths returns the route's uri or uris.
+func (r *Route) Paths() []string {
+	if r.URI != "" {
+		return []string{r.URI}
+	}
+	return r.URIs
+}
+
+// AllHosts returns the route's host or hosts.
+func (r *Route) AllHosts() []string {
+	if r.Host != "" {
+		return []string{r.Host}
+	}
+	return r.Hosts
+}
+
+// Upstream is a set of nodes and how to balance and reach them.
+type Upstream struct {
+	ID           string   `json:"-"`
+	Type         string   `json:"type"`
+	Nodes        Nodes    `json:"nodes"`
+	Retries      *int     `json:"retries"`
+	RetryTimeout float64  `json:"retry_timeout"`
+	Timeout      *Timeout `json:"timeout"`
+	HashOn       string   `json:"hash_on"`
+	Key          string   `json:"key"`
+	Scheme       string   `json:"scheme"`
+	PassHost     string   `json:"pass_host"`
+	UpstreamHost string   `json:"upstream_host"`
+	Checks       *Checks  `json:"checks"`
+	Keepalive    *struct {
+		Size        int     `json:"size"`
+		IdleTimeout float64 `json:"idle_timeout"`
+		Requests    int     `json:"requests"`
+	} `json:"keepalive_pool"`
+}
+
+// Node is one upstream server.
+type Node struct {
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	Weight   int    `json:"weight"`
+	Priority int    `json:"priority"`
+}
+
+// Addr is host:port.
+func (n Node) Addr() string { return net.JoinHostPort(n.Host, strconv.Itoa(n.Port)) }
+
+// Nodes accepts APISIX's two forms: {"host:port": weight} or [{host, port, weight}].
+type Nodes []Node
+
+// UnmarshalJSON reads either form. A node without a port gets 0; the
+// upstream's scheme decides it later (80 or 443).
+func (ns *Nodes) UnmarshalJSON(b []byte) error {
+	var list []Node
+	if err := json.Unmarshal(b, &list); err == nil {
+		*ns = list
+		return nil
+	}
+	var m map[string]int
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("nodes: %w", err)
+	}
+	out := make(Nodes, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		host, port, err := SplitHostPort(k)
+		if err != nil {
+			return err
+		}
+		out = append(out, Node{Host: host, Port: port, Weight: m[k]})
+	}
+	*ns = out
+	return nil
+}
+
+// SplitHostPort splits "host[:port]" (IPv6 in brackets); port 0 if absent.
+func SplitHostPort(s string) (string, int, error) {
+	host, portStr, err := net.SplitHostPort(s)
+	if err != nil {
+		if strings.Contains(err.Error(), "missing port") {
+			return strings.Trim(s, "[]"), 0, nil
+		}
+		return "", 0, fmt.Errorf("invalid node address %q", s)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("invalid port in node address %q", s)
+	}
+	return host, port, nil
+}
+
+// Checks is an upstream's health checking.
+type Checks struct {
+	Active  *ActiveCheck  `json:"active"`
+	Passive *PassiveCheck `json:"passive"`
+}
+
+// ActiveCheck probes every node periodically.
+type ActiveCheck struct {
+	Type                   string   `json:"type"`
+	Timeout                float64  `json:"timeout"`
+	Concurrency            int      `json:"concurrency"`
+	HTTPPath               string   `json:"http_path"`
+	Host                   string   `json:"host"`
+	Port                   int      `json:"port"`
+	HTTPSVerifyCertificate bool     `json:"https_verify_certificate"`
+	ReqHeaders             []string `json:"req_headers"`
+	Healthy                struct {
+		Interval     float64 `json:"interval"`
+		HTTPStatuses []int   `json:"http_statuses"`
+		Successes    int     `json:"successes"`
+	} `json:"healthy"`
+	Unhealthy struct {
+		Interval     float64 `json:"interval"`
+		HTTPStatuses []int   `json:"http_statuses"`
+		HTTPFailures int     `json:"http_failures"`
+		TCPFailures  int     `json:"tcp_failures"`
+		Timeouts     int     `json:"timeouts"`
+	} `json:"unhealthy"`
+}
+
+// PassiveCheck judges nodes by the proxied traffic.
+type PassiveCheck struct {
+	Type    string `json:"type"`
+	Healthy struct {
+		HTTPStatuses []int `json:"http_statuses"`
+		Successes    int   `json:"successes"`
+	} `json:"healthy"`
+	Unhealthy struct {
+		HTTPStatuses []int `json:"http_statuses"`
+		HTTPFailures int   `json:"http_failures"`
+		TCPFailures  int   `json:"tcp_failures"`
+		Timeouts     int   `json:"timeouts"`
+	} `json:"unhealthy"`
+}
+
+// Service groups the plugins, upstream and hosts routes may share.
+type Service struct {
+	ID         string    `json:"-"`
+	Name       string    `json:"name"`
+	Plugins    Plugins   `json:"plugins"`
+	Upstream   *Upstream `json:"upstream"`
+	UpstreamID FlexID    `json:"upstream_id"`
+	Hosts      []string  `json:"hosts"`
+}
+
+// Consumer is an API user; authentication plugins map credentials to it.
+type Consumer struct {
+	Username string  `json:"username"`
+	Plugins  Plugins `json:"plugins"`
+}
+
+// GlobalRule holds plugins that run on every request.
+type GlobalRule struct {
+	ID      string  `json:"-"`
+	Plugins Plugins `json:"plugins"`
+}
+
+// PluginConfig is a reusable set of plugins a route refers to.
+type PluginConfig struct {
+	ID      string  `json:"-"`
+	Plugins Plugins `json:"plugins"`
+}
+
+// FlexID is an id given as a JSON string or integer.
+type FlexID string
+
+// UnmarshalJSON accepts "1" and 1.
+func (f *FlexID) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*f = FlexID(s)
+		return nil
+	}
+	if string(b) == "null" {
+		*f = ""
+		return nil
+	}
+	*f = FlexID(b)
+	return nil
+}
+
+// IDString renders an id value from a decoded document (string or number).
+func IDString(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case json.Number:
+		return string(x), true
+	}
+	return "", false
+}

@@ -1,0 +1,230 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/gateway/etcd"
+	"github.com/linkgate/linkgate/gateway/storetest"
+	"github.com/linkgate/linkgate/internal/etcdtest"
+	"github.com/linkgate/linkgate/internal/eventually"
+)
+
+func open(t *testing.T, endpoint, prefix string) *etcd.Store {
+	t.Helper()
+	cfg, err := etcd.ParseURL("etcd://" + endpoint + "?prefix=" + prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := etcd.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestStore(t *testing.T) {
+	srv := etcdtest.Start(t)
+	n := 0
+	storetest.Run(t, func(t *testing.T) gateway.Store {
+		n++
+		return open(t, srv.Endpoint(), fmt.Sprintf("/t%d", n))
+	})
+}
+
+func TestParseURL(t *testing.T) {
+	tests := []struct {
+		in        string
+		endpoints []string
+		prefix    string
+		bad       bool
+	}{
+		{"etcd://127.0.0.1:2379", []string{"http://127.0.0.1:2379"}, "/apisix", false},
+		{"etcd://a:1,b:2?prefix=/gw/", []string{"http://a:1", "http://b:2"}, "/gw", false},
+		{"etcd://a:1?prefix=gw", nil, "", true},
+		{"http://a:1", nil, "", true},
+		{"etcd://", nil, "", true},
+	}
+	for _, tt := range tests {
+		c, err := etcd.ParseURL(tt.in)
+		if (err != nil) != tt.bad {
+			t.Errorf("%s: err %v", tt.in, err)
+			continue
+		}
+		if !tt.bad && (fmt.Sprint(c.Endpoints) != fmt.Sprint(tt.endpoints) || c.Prefix != tt.prefix) {
+			t.Errorf("%s: %+v", tt.in, c)
+		}
+	}
+}
+
+func rawClient(t *testing.T, endpoint string) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// What APISIX writes loads: its init_dir placeholders and resources linkgate
+// does not serve are skipped.
+func TestAPISIXLayout(t *testing.T) {
+	srv := etcdtest.Start(t)
+	c := rawClient(t, srv.Endpoint())
+	ctx := t.Context()
+	for k, v := range map[string]string{
+		"/apisix/routes/":    "init_dir",
+		"/apisix/upstreams/": "init_dir",
+		"/apisix/ssl/":       "init_dir",
+		"/apisix/routes/1":   `{"uri":"/hello","upstream":{"type":"roundrobin","nodes":{"127.0.0.1:1980":1}}}`,
+		"/apisix/ssl/1":      `{"cert":"x"}`,
+		"/apisix/plugins":    `[{"name":"limit-count"}]`,
+	} {
+		if _, err := c.Put(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := open(t, srv.Endpoint(), "/apisix")
+	list, err := s.List(ctx, gateway.KindRoute)
+	if err != nil || len(list) != 1 || list[0].ID != "1" {
+		t.Fatalf("List: %+v %v", list, err)
+	}
+	u := firstUpdate(t, s)
+	if len(u.Entries) != 1 || u.Entries[0].Kind != gateway.KindRoute {
+		t.Fatalf("Watch reset: %+v", u.Entries)
+	}
+	cfg := gateway.NewConfig()
+	if errs := cfg.Apply(u, gateway.NewRegistry()); len(errs) > 0 {
+		t.Fatalf("APISIX-written route rejected: %v", errs)
+	}
+}
+
+func firstUpdate(t *testing.T, s *etcd.Store) gateway.Update {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch := make(chan gateway.Update, 1)
+	go func() {
+		_ = s.Watch(ctx, func(u gateway.Update) {
+			select {
+			case ch <- u:
+			default:
+			}
+			cancel()
+		})
+	}()
+	select {
+	case u := <-ch:
+		return u
+	case <-time.After(5 * time.Second):
+		t.Fatal("no update")
+	}
+	return gateway.Update{}
+}
+
+// A watcher that falls behind a compaction lists again and gets the latest
+// state.
+func TestCompactionResync(t *testing.T) {
+	srv := etcdtest.Start(t)
+	c := rawClient(t, srv.Endpoint())
+	s := open(t, srv.Endpoint(), "/apisix")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if _, err := c.Put(ctx, "/apisix/routes/1", `{"v":0}`); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	updates := make(chan gateway.Update, 16)
+	var once sync.Once
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = s.Watch(ctx, func(u gateway.Update) {
+			once.Do(func() { <-release }) // hold the first reset while history is compacted
+			updates <- u
+		})
+	}()
+	defer func() { cancel(); wg.Wait() }()
+	time.Sleep(200 * time.Millisecond)
+	var last int64
+	for i := 1; i <= 5; i++ {
+		r, err := c.Put(ctx, "/apisix/routes/1", fmt.Sprintf(`{"v":%d}`, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r.Header.Revision
+	}
+	if _, err := c.Put(ctx, "/apisix/routes/2", `{"v":"new"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Compact(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case u := <-updates:
+			if !u.Reset {
+				continue
+			}
+			vals := map[string]string{}
+			for _, e := range u.Entries {
+				vals[e.ID] = string(e.Value)
+			}
+			if vals["1"] == `{"v":5}` && vals["2"] == `{"v":"new"}` {
+				return // re-listed after the compaction
+			}
+		case <-deadline:
+			t.Fatal("no resync after compaction")
+		}
+	}
+}
+
+// With etcd stopped the store reports it unreachable; after a restart the
+// watch resumes and delivers changes made meanwhile.
+func TestOutageAndRecovery(t *testing.T) {
+	t.Parallel() // stopping embedded etcd waits out its graceful shutdown (~10 s)
+	srv := etcdtest.Start(t)
+	s := open(t, srv.Endpoint(), "/apisix")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	updates := make(chan gateway.Update, 64)
+	go func() { _ = s.Watch(ctx, func(u gateway.Update) { updates <- u }) }()
+	<-updates
+	eventually.True(t, 5*time.Second, "reachable", s.Reachable)
+	srv.Stop()
+	eventually.True(t, 5*time.Second, "unreachable", func() bool { return !s.Reachable() })
+	if _, err := s.Get(ctx, gateway.KindRoute, "1"); err == nil {
+		t.Error("Get succeeded with etcd down")
+	}
+	srv.Restart()
+	c := rawClient(t, srv.Endpoint())
+	if _, err := c.Put(ctx, "/apisix/routes/9", `{"uri":"/after"}`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case u := <-updates:
+			for _, e := range u.Entries {
+				if e.ID == "9" {
+					eventually.True(t, 5*time.Second, "reachable again", s.Reachable)
+					return
+				}
+			}
+		case <-deadline:
+			t.Fatal("change after restart not delivered")
+		}
+	}
+}

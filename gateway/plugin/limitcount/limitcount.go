@@ -1,0 +1,219 @@
+// Package limitcount is APISIX's limit-count plugin: at most count requests
+// per key in a fixed window of time_window seconds that starts at the
+// key's first request. Counters are kept locally (policy local) or in
+// redis (policy redis, redis-cluster), where every gateway node shares
+// them exactly: one atomic script per request, keys built from the stable
+// id of the resource the plugin is configured on plus a hash of its
+// configuration — never from a node-local config version (APISIX #6760).
+package limitcount
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/linkgate/linkgate/gateway"
+)
+
+// Name and Priority as APISIX.
+const (
+	Name     = "limit-count"
+	Priority = 1002
+)
+
+// Factory makes limit-count instances; it owns the counters, which outlive
+// configuration reloads.
+type Factory struct {
+	log   *slog.Logger
+	local *localStore
+	redis *redisPool
+	now   func() time.Time
+}
+
+var _ gateway.Factory = (*Factory)(nil)
+
+// New returns the plugin factory.
+func New(logger *slog.Logger) *Factory {
+	return &Factory{log: logger, local: newLocalStore(), redis: newRedisPool(), now: time.Now}
+}
+
+// Close closes the redis connections.
+func (f *Factory) Close() error { return f.redis.close() }
+
+func (f *Factory) Name() string  { return Name }
+func (f *Factory) Priority() int { return Priority }
+
+var schema = &gateway.Schema{Type: "object", Required: []string{"count", "time_window"}, Properties: map[string]*gateway.Schema{
+	"count":                   {Type: "integer", Minimum: gateway.Num(0), ExclusiveMin: true},
+	"time_window":             {Type: "integer", Minimum: gateway.Num(0), ExclusiveMin: true},
+	"group":                   {Type: "string"},
+	"key_type":                {Type: "string", Enum: []any{"var", "var_combination", "constant"}, Default: "var"},
+	"key":                     {Type: "string", Default: "remote_addr"},
+	"rejected_code":           {Type: "integer", Minimum: gateway.Num(200), Maximum: gateway.Num(599), Default: 503},
+	"rejected_msg":            {Type: "string", MinLength: 1},
+	"policy":                  {Type: "string", Enum: []any{"local", "redis", "redis-cluster"}, Default: "local"},
+	"allow_degradation":       {Type: "boolean", Default: false},
+	"show_limit_quota_header": {Type: "boolean", Default: true},
+	"redis_host":              {Type: "string", MinLength: 2},
+	"redis_port":              {Type: "integer", Minimum: gateway.Num(1)},
+	"redis_password":          {Type: "string", MinLength: 0},
+	"redis_database":          {Type: "integer", Minimum: gateway.Num(0)},
+	"redis_timeout":           {Type: "integer", Minimum: gateway.Num(1)},
+	"redis_cluster_nodes":     {Type: "array", MinItems: 2, Items: &gateway.Schema{Type: "string", MinLength: 2, MaxLength: 100}},
+	"redis_cluster_name":      {Type: "string"},
+}}
+
+// Schema is APISIX 2.14's.
+func (f *Factory) Schema() *gateway.Schema { return schema }
+
+var groupPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// CheckConf enforces what the policy requires.
+func (f *Factory) CheckConf(c map[string]any) error {
+	switch c["policy"] {
+	case "redis":
+		if _, ok := c["redis_host"]; !ok {
+			return fmt.Errorf("property \"redis_host\" is required")
+		}
+	case "redis-cluster":
+		if _, ok := c["redis_cluster_nodes"]; !ok {
+			return fmt.Errorf("property \"redis_cluster_nodes\" is required")
+		}
+		if _, ok := c["redis_cluster_name"]; !ok {
+			return fmt.Errorf("property \"redis_cluster_name\" is required")
+		}
+	}
+	if g, ok := c["group"].(string); ok && !groupPattern.MatchString(g) {
+		return fmt.Errorf("property \"group\" validation failed: failed to match pattern %q with %q", groupPattern.String(), g)
+	}
+	return nil
+}
+
+// Conf is a validated configuration.
+type Conf struct {
+	Count                int64    `json:"count"`
+	TimeWindow           int64    `json:"time_window"`
+	Group                string   `json:"group"`
+	KeyType              string   `json:"key_type"`
+	Key                  string   `json:"key"`
+	RejectedCode         int      `json:"rejected_code"`
+	RejectedMsg          string   `json:"rejected_msg"`
+	Policy               string   `json:"policy"`
+	AllowDegradation     bool     `json:"allow_degradation"`
+	ShowLimitQuotaHeader *bool    `json:"show_limit_quota_header"`
+	RedisHost            string   `json:"redis_host"`
+	RedisPort            int      `json:"redis_port"`
+	RedisPassword        string   `json:"redis_password"`
+	RedisDatabase        int      `json:"redis_database"`
+	RedisTimeout         int      `json:"redis_timeout"`
+	RedisClusterNodes    []string `json:"redis_cluster_nodes"`
+	RedisClusterName     string   `json:"redis_cluster_name"`
+}
+
+type instance struct {
+	f           *Factory
+	c           Conf
+	prefix      string // stable: group, or scope + config hash
+	window      time.Duration
+	rejected    gateway.Reply
+	failed      gateway.Reply
+	showHeaders bool
+	local       *localStore   // policy local
+	redis       *redisCounter // policy redis, redis-cluster
+}
+
+// New builds an instance for scope.
+func (f *Factory) New(raw json.RawMessage, scope gateway.Scope) (any, error) {
+	var c Conf
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, err
+	}
+	if c.KeyType == "" {
+		c.KeyType = "var"
+	}
+	if c.Key == "" {
+		c.Key = "remote_addr"
+	}
+	if c.RejectedCode == 0 {
+		c.RejectedCode = 503
+	}
+	in := &instance{f: f, c: c, window: time.Duration(c.TimeWindow) * time.Second,
+		showHeaders: c.ShowLimitQuotaHeader == nil || *c.ShowLimitQuotaHeader}
+	if c.Group != "" {
+		in.prefix = "group:" + c.Group + ":"
+	} else {
+		in.prefix = scope.String() + ":" + strconv.FormatUint(uint64(gateway.ConfHash(raw)), 16) + ":"
+	}
+	in.rejected = gateway.Reply{Status: c.RejectedCode}
+	if c.RejectedMsg != "" {
+		b, _ := json.Marshal(map[string]string{"error_msg": c.RejectedMsg})
+		in.rejected.Body = append(b, '\n')
+	}
+	in.failed = gateway.Reply{Status: 500, Body: []byte(`{"error_msg":"failed to limit count"}` + "\n")}
+	switch c.Policy {
+	case "redis", "redis-cluster":
+		rc, err := f.redis.get(c)
+		if err != nil {
+			return nil, err
+		}
+		in.redis = rc
+	default:
+		in.local = f.local
+	}
+	return in, nil
+}
+
+const (
+	headerLimit     = "X-RateLimit-Limit"
+	headerRemaining = "X-RateLimit-Remaining"
+	headerReset     = "X-RateLimit-Reset"
+)
+
+// Access counts the request and rejects it over the limit.
+func (in *instance) Access(c gateway.Ctx) gateway.Reply {
+	var value string
+	switch in.c.KeyType {
+	case "constant":
+		value = in.c.Key
+	case "var_combination":
+		value = c.Expand(in.c.Key)
+	default:
+		value = c.Var(in.c.Key)
+	}
+	if value == "" {
+		value = c.Var("remote_addr")
+	}
+	var (
+		remaining int64
+		reset     time.Duration
+		err       error
+	)
+	if in.local != nil {
+		// prefix+value in a stack buffer: the local store copies the key
+		// only when it creates a counter, so counting allocates nothing.
+		var arr [128]byte
+		buf := append(append(arr[:0], in.prefix...), value...)
+		remaining, reset = in.local.incoming(b2s(buf), in.c.Count, in.window, in.f.now())
+	} else {
+		remaining, reset, err = in.redis.incoming(in.prefix+value, in.c.Count, in.window)
+	}
+	if err != nil {
+		if in.c.AllowDegradation {
+			return gateway.Reply{}
+		}
+		in.f.log.Error("limit-count failed", "policy", in.c.Policy, "err", err)
+		return in.failed
+	}
+	if in.showHeaders {
+		c.SetResponseHeaderInt(headerLimit, in.c.Count)
+		c.SetResponseHeaderInt(headerRemaining, max(remaining, 0))
+		c.SetResponseHeaderInt(headerReset, int64((reset+time.Second-1)/time.Second))
+	}
+	if remaining < 0 {
+		return in.rejected
+	}
+	return gateway.Reply{}
+}

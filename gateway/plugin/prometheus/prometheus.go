@@ -1,0 +1,214 @@
+// Package prometheus is APISIX's prometheus plugin: apisix_http_status,
+// apisix_http_latency, apisix_bandwidth per route, service, consumer and
+// node, plus the process gauges (connections, requests, etcd
+// reachability, node info), exported at /apisix/prometheus/metrics.
+//
+// Metric handles are cached per label set, so the log phase is a map
+// lookup and a few atomic adds; a scrape reads one value per series and
+// costs the same whatever the traffic was (APISIX #7353).
+package prometheus
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/linkgate/linkgate/gateway"
+)
+
+// Name, Priority and the export path as APISIX.
+const (
+	Name      = "prometheus"
+	Priority  = 500
+	ExportURI = "/apisix/prometheus/metrics"
+	prefix    = "apisix_"
+)
+
+// Buckets of apisix_http_latency, in milliseconds.
+var Buckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000}
+
+// Factory is the plugin and its metric registry.
+type Factory struct {
+	reg       *prometheus.Registry
+	status    *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	bandwidth *prometheus.CounterVec
+	modify    atomic.Int64
+
+	mu    sync.RWMutex
+	cache map[labels]*series
+}
+
+type labels struct {
+	code                                         int
+	route, matchedURI, matchedHost, service, con string
+	node                                         string
+}
+
+type series struct {
+	status                    prometheus.Counter
+	request, upstream, apisix prometheus.Observer
+	ingress, egress           prometheus.Counter
+}
+
+var _ gateway.Factory = (*Factory)(nil)
+
+// New returns the plugin with its own metric registry.
+func New() *Factory {
+	f := &Factory{reg: prometheus.NewRegistry(), cache: map[labels]*series{}}
+	f.status = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "http_status",
+		Help: "HTTP status codes per service in APISIX"},
+		[]string{"code", "route", "matched_uri", "matched_host", "service", "consumer", "node"})
+	f.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: prefix + "http_latency",
+		Help: "HTTP request latency in milliseconds per service in APISIX", Buckets: Buckets},
+		[]string{"type", "route", "service", "consumer", "node"})
+	f.bandwidth = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "bandwidth",
+		Help: "Total bandwidth in bytes consumed per service in APISIX"},
+		[]string{"type", "route", "service", "consumer", "node"})
+	f.reg.MustRegister(f.status, f.latency, f.bandwidth)
+	return f
+}
+
+func (f *Factory) Name() string  { return Name }
+func (f *Factory) Priority() int { return Priority }
+
+var schema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Schema{
+	"prefer_name": {Type: "boolean", Default: false},
+}}
+
+// Schema is APISIX's: {prefer_name}.
+func (f *Factory) Schema() *gateway.Schema { return schema }
+
+type instance struct {
+	f          *Factory
+	preferName bool
+}
+
+// New makes an instance; every instance shares the factory's metrics.
+func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
+	var c struct {
+		PreferName bool `json:"prefer_name"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, err
+	}
+	return &instance{f: f, preferName: c.PreferName}, nil
+}
+
+// Log records one finished request.
+func (in *instance) Log(_ gateway.Ctx, e *gateway.LogEntry) {
+	route, service := e.RouteID, e.ServiceID
+	if in.preferName {
+		if e.RouteName != "" {
+			route = e.RouteName
+		}
+		if e.ServiceName != "" {
+			service = e.ServiceName
+		}
+	}
+	l := labels{code: e.Status, route: route, matchedURI: e.MatchedURI, matchedHost: e.MatchedHost,
+		service: service, con: e.Consumer, node: e.Node}
+	s := in.f.series(l)
+	s.status.Inc()
+	reqMs := float64(e.RequestTime.Nanoseconds()) / 1e6
+	s.request.Observe(reqMs)
+	if e.UpstreamTime > 0 {
+		upMs := float64(e.UpstreamTime.Nanoseconds()) / 1e6
+		s.upstream.Observe(upMs)
+		s.apisix.Observe(max(reqMs-upMs, 0))
+	} else {
+		s.apisix.Observe(reqMs)
+	}
+	s.ingress.Add(float64(e.RequestLength))
+	s.egress.Add(float64(e.BytesSent))
+}
+
+// series returns the cached metric handles of a label set.
+func (f *Factory) series(l labels) *series {
+	f.mu.RLock()
+	s, ok := f.cache[l]
+	f.mu.RUnlock()
+	if ok {
+		return s
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.cache[l]; ok {
+		return s
+	}
+	s = &series{
+		status:   f.status.WithLabelValues(strconv.Itoa(l.code), l.route, l.matchedURI, l.matchedHost, l.service, l.con, l.node),
+		request:  f.latency.WithLabelValues("request", l.route, l.service, l.con, l.node),
+		upstream: f.latency.WithLabelValues("upstream", l.route, l.service, l.con, l.node),
+		apisix:   f.latency.WithLabelValues("apisix", l.route, l.service, l.con, l.node),
+		ingress:  f.bandwidth.WithLabelValues("ingress", l.route, l.service, l.con, l.node),
+		egress:   f.bandwidth.WithLabelValues("egress", l.route, l.service, l.con, l.node),
+	}
+	f.cache[l] = s
+	return s
+}
+
+// SetModifyIndex records the config revision served (apisix_etcd_modify_indexes).
+func (f *Factory) SetModifyIndex(rev int64) { f.modify.Store(rev) }
+
+// ServerStats are the engine's connection and request counts.
+type ServerStats struct {
+	Active, Accepted, Handled, Reading, Writing, Waiting, Requests int64
+}
+
+// Handler serves the registry at ExportURI; stats and reachable are read
+// at scrape time.
+func (f *Factory) Handler(stats func() ServerStats, reachable func() bool) http.Handler {
+	f.reg.MustRegister(&processCollector{stats: stats, reachable: reachable, modify: &f.modify})
+	mux := http.NewServeMux()
+	mux.Handle("GET "+ExportURI, promhttp.HandlerFor(f.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+var (
+	descConns     = prometheus.NewDesc(prefix+"nginx_http_current_connections", "Number of HTTP connections", []string{"state"}, nil)
+	descRequests  = prometheus.NewDesc(prefix+"http_requests_total", "The total number of client requests since APISIX started", nil, nil)
+	descReachable = prometheus.NewDesc(prefix+"etcd_reachable", "Config server etcd reachable from APISIX, 0 is unreachable", nil, nil)
+	descModify    = prometheus.NewDesc(prefix+"etcd_modify_indexes", "Etcd modify index for APISIX keys", []string{"key"}, nil)
+	descNodeInfo  = prometheus.NewDesc(prefix+"node_info", "Info of APISIX node", []string{"hostname"}, nil)
+	descErrors    = prometheus.NewDesc(prefix+"nginx_metric_errors_total", "Number of nginx-lua-prometheus errors", nil, nil)
+)
+
+// processCollector reads the gauges that are not per request.
+type processCollector struct {
+	stats     func() ServerStats
+	reachable func() bool
+	modify    *atomic.Int64
+}
+
+func (c *processCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descConns, descRequests, descReachable, descModify, descNodeInfo, descErrors} {
+		ch <- d
+	}
+}
+
+func (c *processCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	for _, st := range []struct {
+		name string
+		v    int64
+	}{{"active", s.Active}, {"accepted", s.Accepted}, {"handled", s.Handled}, {"reading", s.Reading}, {"writing", s.Writing}, {"waiting", s.Waiting}} {
+		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(st.v), st.name)
+	}
+	ch <- prometheus.MustNewConstMetric(descRequests, prometheus.GaugeValue, float64(s.Requests))
+	reach := 0.0
+	if c.reachable() {
+		reach = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descReachable, prometheus.GaugeValue, reach)
+	ch <- prometheus.MustNewConstMetric(descModify, prometheus.GaugeValue, float64(c.modify.Load()), "max_modify_index")
+	host, _ := os.Hostname()
+	ch <- prometheus.MustNewConstMetric(descNodeInfo, prometheus.GaugeValue, 1, host)
+	ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, 0)
+}

@@ -1,0 +1,620 @@
+// Package proxy is linkgate gateway's data plane: the HTTP engine
+// (fasthttp, chosen by measurement — docs/gateway.md), route matching
+// against an immutable snapshot swapped atomically on every config change,
+// the plugin phases, and the reverse proxy with balancing, retries,
+// timeouts and health checks. State that must survive a reload —
+// connection pools, node health, plugin counters — lives outside snapshots.
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/gateway/router"
+)
+
+// Options configure a Gateway.
+type Options struct {
+	Logger *slog.Logger
+	// Admin serves /apisix/admin/ on the data listener when non-nil.
+	Admin http.Handler
+	// ServerHeader replaces the upstream's Server header ("" keeps it).
+	ServerHeader string
+	// MaxBodySize limits request bodies (bytes).
+	MaxBodySize int
+	// ReadTimeout bounds reading a client request (headers and body).
+	ReadTimeout time.Duration
+	// IdleTimeout closes idle client keep-alive connections.
+	IdleTimeout time.Duration
+}
+
+// Gateway serves traffic with the latest loaded configuration.
+type Gateway struct {
+	opts   Options
+	log    *slog.Logger
+	admin  fasthttp.RequestHandler
+	snap   atomic.Pointer[snapshot]
+	pools  *pools
+	ctxs   sync.Pool
+	server *fasthttp.Server
+
+	mu       sync.Mutex // guards checkers
+	checkers map[checkerKey]*checker
+
+	accepted atomic.Int64
+	requests atomic.Int64
+}
+
+// snapshot is one immutable configuration as served.
+type snapshot struct {
+	compiled *gateway.Compiled
+	router   *router.Router
+	routes   map[*gateway.RouteEntry]*routeRT
+}
+
+type routeRT struct {
+	e  *gateway.RouteEntry
+	up *upstreamRT
+	// chain phases, split once per snapshot
+	rewrite []gateway.Rewriter
+	access  []accessStep
+	log     []gateway.Logger
+}
+
+type accessStep struct {
+	name string
+	a    gateway.Accessor
+}
+
+// New returns a Gateway serving an empty configuration (every request 404).
+func New(opts Options) *Gateway {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxBodySize <= 0 {
+		opts.MaxBodySize = 32 << 20
+	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = 60 * time.Second
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 75 * time.Second
+	}
+	g := &Gateway{opts: opts, log: opts.Logger, pools: newPools(), checkers: map[checkerKey]*checker{}}
+	g.ctxs.New = func() any { return &reqCtx{respHdrs: make([]respHeader, 0, 4)} }
+	if opts.Admin != nil {
+		g.admin = fasthttpadaptor.NewFastHTTPHandler(opts.Admin)
+	}
+	g.snap.Store(g.build(&gateway.Compiled{}))
+	return g
+}
+
+// Load builds a snapshot of c and swaps it in; requests in flight finish on
+// the old one. Active health checkers are started and stopped to match.
+func (g *Gateway) Load(c *gateway.Compiled) {
+	s := g.build(c)
+	g.snap.Store(s)
+	g.reconcileCheckers(s)
+}
+
+func (g *Gateway) build(c *gateway.Compiled) *snapshot {
+	s := &snapshot{compiled: c, router: router.Build(c.Routes), routes: make(map[*gateway.RouteEntry]*routeRT, len(c.Routes))}
+	ups := map[string]*upstreamRT{}
+	for _, e := range c.Routes {
+		rt := &routeRT{e: e}
+		if e.Upstream != nil {
+			// Upstreams shared by id share one balancer, unless a route overrides the timeout.
+			key := e.UpstreamKey
+			if e.Timeout != e.Upstream.Timeout {
+				key += "@routes/" + e.ID
+			}
+			up, ok := ups[key]
+			if !ok {
+				up = newUpstreamRT(g.pools, e.UpstreamKey, e.Upstream, e.Timeout)
+				ups[key] = up
+			}
+			rt.up = up
+		}
+		rt.rewrite, rt.access, rt.log = splitChain(e.Chain)
+		s.routes[e] = rt
+	}
+	return s
+}
+
+func splitChain(c gateway.Chain) (rw []gateway.Rewriter, ac []accessStep, lg []gateway.Logger) {
+	for _, in := range c {
+		if r, ok := in.Impl.(gateway.Rewriter); ok {
+			rw = append(rw, r)
+		}
+		if a, ok := in.Impl.(gateway.Accessor); ok {
+			ac = append(ac, accessStep{in.Name, a})
+		}
+		if l, ok := in.Impl.(gateway.Logger); ok {
+			lg = append(lg, l)
+		}
+	}
+	return
+}
+
+func (g *Gateway) reconcileCheckers(s *snapshot) {
+	want := map[checkerKey]*upstreamRT{}
+	for _, rt := range s.routes {
+		up := rt.up
+		if up == nil {
+			continue
+		}
+		if up.checks == nil || up.checks.Active == nil {
+			if up.checks == nil || up.checks.Passive == nil {
+				for _, n := range up.nodes {
+					if !n.health.healthy() {
+						n.health.resetHealthy()
+					}
+				}
+			}
+			continue
+		}
+		conf, _ := json.Marshal(struct {
+			C *gateway.Checks
+			N gateway.Nodes
+		}{up.checks, up.u.Nodes})
+		want[checkerKey{up.key, string(conf)}] = up
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k, c := range g.checkers {
+		if _, ok := want[k]; !ok {
+			c.cancel()
+			<-c.done
+			delete(g.checkers, k)
+		}
+	}
+	for k, up := range want {
+		if _, ok := g.checkers[k]; ok {
+			continue
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		c := &checker{cancel: cancel, done: make(chan struct{})}
+		g.checkers[k] = c
+		go func() {
+			defer close(c.done)
+			runChecker(ctx, up, g.log)
+		}()
+	}
+}
+
+// Serve accepts connections on ln until Shutdown.
+func (g *Gateway) Serve(ln net.Listener) error {
+	g.server = &fasthttp.Server{
+		Handler:                      g.Handle,
+		Name:                         g.opts.ServerHeader,
+		NoDefaultServerHeader:        g.opts.ServerHeader == "",
+		MaxRequestBodySize:           g.opts.MaxBodySize,
+		ReadTimeout:                  g.opts.ReadTimeout,
+		IdleTimeout:                  g.opts.IdleTimeout,
+		DisablePreParseMultipartForm: true,
+		NoDefaultContentType:         true,
+		CloseOnShutdown:              true,
+		Logger:                       fasthttpLogger{g.log},
+	}
+	return g.server.Serve(countingListener{ln, &g.accepted})
+}
+
+// Shutdown stops accepting, waits for requests in flight (until ctx ends)
+// and stops the health checkers.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	var err error
+	if g.server != nil {
+		err = g.server.ShutdownWithContext(ctx)
+	}
+	g.mu.Lock()
+	for k, c := range g.checkers {
+		c.cancel()
+		<-c.done
+		delete(g.checkers, k)
+	}
+	g.mu.Unlock()
+	return err
+}
+
+// Stats are the connection gauges of APISIX's prometheus exporter.
+type Stats struct {
+	Active, Accepted, Handled, Reading, Writing, Waiting, Requests int64
+}
+
+// Stats reads the current connection and request counts.
+func (g *Gateway) Stats() Stats {
+	var s Stats
+	if g.server != nil {
+		open := int64(g.server.GetOpenConnectionsCount())
+		busy := int64(g.server.GetCurrentConcurrency())
+		s.Active, s.Writing, s.Waiting = open, busy, max(open-busy, 0)
+	}
+	s.Accepted = g.accepted.Load()
+	s.Handled = s.Accepted
+	s.Requests = g.requests.Load()
+	return s
+}
+
+type countingListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.n.Add(1)
+	return &yieldConn{Conn: c}, nil
+}
+
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Debug(fmt.Sprintf(format, args...))
+}
+
+var (
+	adminPrefix   = []byte("/apisix/admin")
+	notFoundBody  = []byte(`{"error_msg":"404 Route Not Found"}` + "\n")
+	noUpstreamMsg = []byte(`{"error_msg":"missing upstream configuration in Route or Service"}` + "\n")
+	jsonType      = []byte("application/json")
+)
+
+// Handle serves one request. It is the engine's hot path.
+func (g *Gateway) Handle(fc *fasthttp.RequestCtx) {
+	g.requests.Add(1)
+	if p := fc.Path(); g.admin != nil && hasPrefix(p, adminPrefix) && (len(p) == len(adminPrefix) || p[len(adminPrefix)] == '/') {
+		g.admin(fc)
+		return
+	}
+	rc := g.ctxs.Get().(*reqCtx)
+	rc.init(fc)
+	s := g.snap.Load()
+	rc.snap = s
+	rc.match = s.router.Match(b2s(fc.Method()), rc.host, b2s(fc.Path()), rc.remoteAddr, rc)
+	if rc.match.Route != nil {
+		rc.route = s.routes[rc.match.Route]
+	}
+	// Timing costs clock reads; only the log phase needs it.
+	rc.timed = len(s.compiled.Global) > 0 || (rc.route != nil && len(rc.route.log) > 0)
+	var start time.Time
+	var reqLen int64
+	if rc.timed {
+		start = time.Now()
+		reqLen = int64(len(fc.Request.Header.RawHeaders()) + len(fc.Request.Body()))
+	}
+	g.serve(rc)
+	if rc.timed {
+		rc.fillLog(start, reqLen)
+		for _, in := range s.compiled.Global {
+			if l, ok := in.Impl.(gateway.Logger); ok {
+				l.Log(rc, &rc.log)
+			}
+		}
+		if rc.route != nil {
+			for _, l := range rc.route.log {
+				l.Log(rc, &rc.log)
+			}
+		}
+	}
+	rc.reset()
+	g.ctxs.Put(rc)
+}
+
+// responseSize is the response's size on the wire: status line, headers,
+// body (the Date and Server headers fasthttp adds count 59 bytes).
+func responseSize(r *fasthttp.Response) int64 {
+	n := int64(len("HTTP/1.1 200 OK\r\n\r\n") + 59 + len(r.Body()))
+	for k, v := range r.Header.All() {
+		n += int64(len(k) + len(v) + 4)
+	}
+	return n
+}
+
+func hasPrefix(b, p []byte) bool { return len(b) >= len(p) && string(b[:len(p)]) == string(p) }
+
+func (rc *reqCtx) fillLog(start time.Time, reqLen int64) {
+	l := &rc.log
+	l.Status = rc.fc.Response.StatusCode()
+	l.RequestTime = time.Since(start)
+	l.RequestLength = reqLen
+	l.BytesSent = responseSize(&rc.fc.Response)
+	l.Node = rc.node
+	if rc.route != nil {
+		e := rc.route.e
+		l.RouteID, l.RouteName, l.ServiceID, l.ServiceName = e.ID, e.Name, e.ServiceID, e.ServiceName
+		l.MatchedURI = rc.match.Path
+		if len(e.Hosts) > 0 {
+			l.MatchedHost = rc.host
+		}
+	}
+	if rc.consumer != nil {
+		l.Consumer = rc.consumer.Username
+	}
+}
+
+// serve runs the plugin phases and proxies.
+func (g *Gateway) serve(rc *reqCtx) {
+	fc := rc.fc
+	s := rc.snap
+	// Global rules run first, even when no route matched.
+	for _, in := range s.compiled.Global {
+		if r, ok := in.Impl.(gateway.Rewriter); ok {
+			if rep := r.Rewrite(rc); rep.Status != 0 {
+				rc.reply(rep)
+				return
+			}
+		}
+	}
+	for _, in := range s.compiled.Global {
+		if a, ok := in.Impl.(gateway.Accessor); ok {
+			if rep := a.Access(rc); rep.Status != 0 {
+				rc.reply(rep)
+				return
+			}
+		}
+	}
+	rt := rc.route
+	if rt == nil {
+		fc.SetStatusCode(http.StatusNotFound)
+		fc.Response.Header.SetContentTypeBytes(jsonType)
+		fc.Response.SetBodyRaw(notFoundBody)
+		return
+	}
+	for _, r := range rt.rewrite {
+		if rep := r.Rewrite(rc); rep.Status != 0 {
+			rc.reply(rep)
+			return
+		}
+	}
+	for _, st := range rt.access {
+		a := st.a
+		// A consumer's own configuration of a plugin overrides the route's.
+		if c := rc.consumer; c != nil && len(c.Chain) > 0 {
+			for _, in := range c.Chain {
+				if in.Name == st.name {
+					a, _ = in.Impl.(gateway.Accessor)
+				}
+			}
+			if a == nil {
+				continue
+			}
+		}
+		if rep := a.Access(rc); rep.Status != 0 {
+			rc.reply(rep)
+			return
+		}
+	}
+	if c := rc.consumer; c != nil {
+		for _, in := range c.Chain {
+			if a, ok := in.Impl.(gateway.Accessor); ok && !rt.hasAccess(in.Name) {
+				if rep := a.Access(rc); rep.Status != 0 {
+					rc.reply(rep)
+					return
+				}
+			}
+		}
+	}
+	if rt.up == nil {
+		fc.SetStatusCode(http.StatusBadGateway)
+		fc.Response.Header.SetContentTypeBytes(jsonType)
+		fc.Response.SetBodyRaw(noUpstreamMsg)
+		return
+	}
+	g.proxy(rc, rt.up)
+	rc.applyRespHeaders()
+}
+
+func (rt *routeRT) hasAccess(name string) bool {
+	for _, st := range rt.access {
+		if st.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (rc *reqCtx) reply(rep gateway.Reply) {
+	fc := rc.fc
+	fc.SetStatusCode(rep.Status)
+	if len(rep.Body) > 0 {
+		fc.Response.Header.SetContentTypeBytes(jsonType)
+		fc.Response.SetBodyRaw(rep.Body)
+	} else {
+		fc.Response.Header.SetContentType("text/html; charset=utf-8")
+		fc.Response.SetBodyRaw(errorPage(rep.Status))
+	}
+	rc.applyRespHeaders()
+}
+
+var (
+	headerXRealIP       = []byte("X-Real-IP")
+	headerXFF           = []byte("X-Forwarded-For")
+	headerXFProto       = []byte("X-Forwarded-Proto")
+	headerXFHost        = []byte("X-Forwarded-Host")
+	headerXFPort        = []byte("X-Forwarded-Port")
+	headerUpstreamState = "X-APISIX-Upstream-Status"
+)
+
+// proxy sends the request to a node of up, retrying other nodes on
+// connection errors and timeouts, and leaves the answer in fc.Response.
+func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
+	fc := rc.fc
+	req := &fc.Request
+	closeClient := req.Header.ConnectionClose()
+	req.Header.ResetConnectionClose()
+	rc.setForwardedHeaders()
+	if !rc.uriSet {
+		// Forward the request URI as the client sent it: matching used the
+		// normalized path, but the upstream gets the original bytes.
+		req.SetRequestURIBytes(req.Header.RequestURI())
+	}
+	req.UseHostHeader = true
+
+	var tried uint64
+	var deadline time.Time
+	if up.retryTimeout > 0 {
+		deadline = time.Now().Add(up.retryTimeout)
+	}
+	var lastErr error
+	for attempt := 0; attempt <= up.retries; attempt++ {
+		if attempt > 0 && !deadline.IsZero() && time.Now().After(deadline) {
+			break
+		}
+		i := up.pick(rc, tried)
+		if i < 0 {
+			break
+		}
+		if i < 64 {
+			tried |= 1 << uint(i)
+		}
+		n := up.nodes[i]
+		if !rc.hostSet {
+			switch up.passHost {
+			case "node":
+				req.Header.SetHost(n.hostPort)
+			case "rewrite":
+				req.Header.SetHost(up.upstreamHost)
+			}
+		}
+		rc.node = n.host
+		n.active.Add(1)
+		var t0 time.Time
+		if rc.timed {
+			t0 = time.Now()
+		}
+		err := n.client.Do(req, &fc.Response)
+		n.active.Add(-1)
+		if rc.timed {
+			rc.log.UpstreamTime += time.Since(t0)
+		}
+		if err == nil {
+			status := fc.Response.StatusCode()
+			up.passive(n, outcomeHTTP, status)
+			if status >= 500 {
+				fc.Response.Header.Set(headerUpstreamState, strconv.Itoa(status))
+			}
+			fc.Response.Header.ResetConnectionClose()
+			if g.opts.ServerHeader != "" {
+				fc.Response.Header.SetServer(g.opts.ServerHeader)
+			}
+			if closeClient {
+				fc.SetConnectionClose()
+			}
+			return
+		}
+		lastErr = err
+		up.passive(n, classify(err), 0)
+		fc.Response.Reset()
+		if g.log.Enabled(context.Background(), slog.LevelDebug) {
+			g.log.Debug("upstream attempt failed", "node", n.addr, "route", rc.route.e.ID, "err", err)
+		}
+	}
+	status := http.StatusBadGateway
+	if lastErr != nil && classify(lastErr) == outcomeTimeout {
+		status = http.StatusGatewayTimeout
+	}
+	if lastErr != nil && g.log.Enabled(context.Background(), slog.LevelWarn) {
+		g.log.Warn("upstream failed", "route", rc.route.e.ID, "upstream", up.key, "err", lastErr)
+	}
+	fc.SetStatusCode(status)
+	fc.Response.Header.SetContentType("text/html; charset=utf-8")
+	fc.Response.SetBodyRaw(errorPage(status))
+	if closeClient {
+		fc.SetConnectionClose()
+	}
+}
+
+// setForwardedHeaders sets what APISIX sends upstream: X-Real-IP, an
+// appended X-Forwarded-For, and X-Forwarded-Proto/Host/Port unless the
+// client sent them. One pass finds what the client sent; absent headers
+// are appended without another scan.
+func (rc *reqCtx) setForwardedHeaders() {
+	h := &rc.fc.Request.Header
+	var hasRealIP, hasXFF, hasProto, hasHost, hasPort bool
+	rc.scratch = rc.scratch[:0]
+	for k, v := range h.All() {
+		switch {
+		case len(k) == len(headerXRealIP) && equalFold(k, headerXRealIP):
+			hasRealIP = true
+		case len(k) == len(headerXFF) && equalFold(k, headerXFF):
+			hasXFF = true
+			rc.scratch = append(append(rc.scratch, v...), ", "...)
+		case len(k) == len(headerXFProto) && equalFold(k, headerXFProto):
+			hasProto = true
+		case len(k) == len(headerXFHost) && equalFold(k, headerXFHost):
+			hasHost = true
+		case len(k) == len(headerXFPort) && equalFold(k, headerXFPort):
+			hasPort = true
+		}
+	}
+	if hasRealIP {
+		h.SetBytesKV(headerXRealIP, rc.remoteStr)
+	} else {
+		h.AddBytesKV(headerXRealIP, rc.remoteStr)
+	}
+	if hasXFF {
+		rc.scratch = append(rc.scratch, rc.remoteStr...)
+		h.SetBytesKV(headerXFF, rc.scratch)
+	} else {
+		h.AddBytesKV(headerXFF, rc.remoteStr)
+	}
+	if !hasProto {
+		h.AddBytesKV(headerXFProto, unsafeBytes(rc.Var("scheme")))
+	}
+	if !hasHost {
+		h.AddBytesKV(headerXFHost, unsafeBytes(rc.host))
+	}
+	if !hasPort {
+		h.AddBytesKV(headerXFPort, unsafeBytes(rc.Var("server_port")))
+	}
+}
+
+// equalFold compares ASCII header names case-insensitively.
+func equalFold(a, b []byte) bool {
+	for i := range a {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// unsafeBytes views s as bytes for fasthttp setters, which copy.
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+var errorPages sync.Map // status → []byte
+
+// errorPage is an nginx-style HTML error page.
+func errorPage(status int) []byte {
+	if b, ok := errorPages.Load(status); ok {
+		return b.([]byte)
+	}
+	text := strconv.Itoa(status) + " " + http.StatusText(status)
+	b := []byte("<html>\r\n<head><title>" + text + "</title></head>\r\n<body>\r\n<center><h1>" + text +
+		"</h1></center>\r\n<hr><center>linkgate</center>\r\n</body>\r\n</html>\r\n")
+	errorPages.Store(status, b)
+	return b
+}

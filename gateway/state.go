@@ -1,0 +1,326 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Config is one consistent set of validated resources, by id.
+type Config struct {
+	Routes        map[string]*Route
+	Upstreams     map[string]*Upstream
+	Services      map[string]*Service
+	Consumers     map[string]*Consumer
+	GlobalRules   map[string]*GlobalRule
+	PluginConfigs map[string]*PluginConfig
+	Revision      int64
+}
+
+// NewConfig returns an empty configuration.
+func NewConfig() *Config {
+	return &Config{
+		Routes: map[string]*Route{}, Upstreams: map[string]*Upstream{}, Services: map[string]*Service{},
+		Consumers: map[string]*Consumer{}, GlobalRules: map[string]*GlobalRule{}, PluginConfigs: map[string]*PluginConfig{},
+	}
+}
+
+// Apply folds a store Update into c. Entries that fail validation (say, an
+// APISIX-written route using a feature linkgate lacks) are reported and
+// skipped; the last good value of that key stays in force.
+func (c *Config) Apply(u Update, reg *Registry) []error {
+	if u.Reset {
+		fresh := NewConfig()
+		*c = *fresh
+	}
+	var errs []error
+	for _, e := range u.Entries {
+		if err := c.put(e, reg); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", e.Key(), err))
+		}
+	}
+	for _, e := range u.Deleted {
+		c.remove(e.Kind, e.ID)
+	}
+	if u.Revision > c.Revision {
+		c.Revision = u.Revision
+	}
+	return errs
+}
+
+// DecodeEntry validates a stored value and returns its decoded document.
+func DecodeEntry(k Kind, value []byte, reg *Registry) (map[string]any, error) {
+	v, err := DecodeJSON(value)
+	if err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	doc, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("value is not a JSON object")
+	}
+	if err := Check(k, doc, reg); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+func (c *Config) put(e Entry, reg *Registry) error {
+	doc, err := DecodeEntry(e.Kind, e.Value, reg)
+	if err != nil {
+		return err
+	}
+	switch e.Kind {
+	case KindRoute:
+		return store(c.Routes, e.ID, doc, func(r *Route) { r.ID = e.ID })
+	case KindUpstream:
+		return store(c.Upstreams, e.ID, doc, func(u *Upstream) { u.ID = e.ID })
+	case KindService:
+		return store(c.Services, e.ID, doc, func(s *Service) { s.ID = e.ID })
+	case KindConsumer:
+		return store(c.Consumers, e.ID, doc, func(*Consumer) {})
+	case KindGlobalRule:
+		return store(c.GlobalRules, e.ID, doc, func(g *GlobalRule) { g.ID = e.ID })
+	case KindPluginConfig:
+		return store(c.PluginConfigs, e.ID, doc, func(p *PluginConfig) { p.ID = e.ID })
+	}
+	return fmt.Errorf("unknown resource kind %q", e.Kind)
+}
+
+// store decodes doc into a T, sets its id and keeps it in m.
+func store[T any](m map[string]*T, id string, doc map[string]any, setID func(*T)) error {
+	v, err := Decode[T](doc)
+	if err != nil {
+		return err
+	}
+	setID(v)
+	m[id] = v
+	return nil
+}
+
+func (c *Config) remove(k Kind, id string) {
+	switch k {
+	case KindRoute:
+		delete(c.Routes, id)
+	case KindUpstream:
+		delete(c.Upstreams, id)
+	case KindService:
+		delete(c.Services, id)
+	case KindConsumer:
+		delete(c.Consumers, id)
+	case KindGlobalRule:
+		delete(c.GlobalRules, id)
+	case KindPluginConfig:
+		delete(c.PluginConfigs, id)
+	}
+}
+
+// RouteEntry is a route ready to serve: service, plugin config and upstream
+// resolved, plugins instantiated and ordered.
+type RouteEntry struct {
+	ID, Name               string
+	ServiceID, ServiceName string
+	Paths                  []string
+	Hosts                  []string
+	Methods                []string
+	RemoteAddrs            []netip.Prefix
+	Vars                   *Expr
+	Priority               int
+	// Upstream is nil when neither the route nor its service has one.
+	Upstream *Upstream
+	// UpstreamKey names the upstream's runtime state (balancer, health,
+	// connection pool): "upstreams/<id>" or the inline owner "routes/<id>".
+	UpstreamKey string
+	// Timeout is the route's timeout, else the upstream's, else nil.
+	Timeout *Timeout
+	Chain   Chain
+}
+
+// ConsumerEntry is a consumer ready to serve.
+type ConsumerEntry struct {
+	Username string
+	// Chain holds the consumer's plugins other than authentication; they
+	// override the route's plugins of the same name.
+	Chain Chain
+}
+
+// Compiled is a configuration ready to serve. It is immutable once built.
+type Compiled struct {
+	Routes   []*RouteEntry
+	Global   Chain
+	Revision int64
+	// credentials: plugin name → credential → consumer.
+	credentials map[string]map[string]*ConsumerEntry
+}
+
+// LookupConsumer finds the consumer owning credential for an auth plugin.
+func (c *Compiled) LookupConsumer(plugin, credential string) *ConsumerEntry {
+	return c.credentials[plugin][credential]
+}
+
+// Compile resolves references and instantiates plugins. A route whose
+// references cannot be resolved or whose plugins fail to build is left out
+// and reported; the rest is served.
+func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
+	out := &Compiled{Revision: cfg.Revision, credentials: map[string]map[string]*ConsumerEntry{}}
+	var errs []error
+	for _, id := range sortedKeys(cfg.GlobalRules) {
+		ch, err := reg.Build(cfg.GlobalRules[id].Plugins, Scope{KindGlobalRule, id})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out.Global = append(out.Global, ch...)
+	}
+	sortChain(out.Global)
+	for _, name := range sortedKeys(cfg.Consumers) {
+		cons := cfg.Consumers[name]
+		ce := &ConsumerEntry{Username: cons.Username}
+		rest := Plugins{}
+		for pname, conf := range cons.Plugins {
+			f, ok := reg.Get(pname)
+			if !ok {
+				continue
+			}
+			if a, ok := f.(Authenticator); ok {
+				cred, err := a.Credential(conf)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("consumers/%s: %w", name, err))
+					continue
+				}
+				if out.credentials[pname] == nil {
+					out.credentials[pname] = map[string]*ConsumerEntry{}
+				}
+				out.credentials[pname][cred] = ce
+				continue
+			}
+			rest[pname] = conf
+		}
+		ch, err := reg.Build(rest, Scope{KindConsumer, name})
+		if err != nil {
+			errs = append(errs, err)
+		}
+		ce.Chain = ch
+	}
+	for _, id := range sortedKeys(cfg.Routes) {
+		r := cfg.Routes[id]
+		if r.Status == 0 {
+			continue
+		}
+		e, err := compileRoute(cfg, reg, r)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("routes/%s: %w", id, err))
+			continue
+		}
+		out.Routes = append(out.Routes, e)
+	}
+	return out, errs
+}
+
+func compileRoute(cfg *Config, reg *Registry, r *Route) (*RouteEntry, error) {
+	e := &RouteEntry{ID: r.ID, Name: r.Name, Paths: r.Paths(), Hosts: r.AllHosts(), Priority: r.Priority, Timeout: r.Timeout}
+	for _, m := range r.Methods {
+		e.Methods = append(e.Methods, strings.ToUpper(m))
+	}
+	addrs := r.RemoteAddrs
+	if r.RemoteAddr != "" {
+		addrs = []string{r.RemoteAddr}
+	}
+	for _, a := range addrs {
+		p, err := ParseAddrOrPrefix(a)
+		if err != nil {
+			return nil, err
+		}
+		e.RemoteAddrs = append(e.RemoteAddrs, p)
+	}
+	if len(r.Vars) > 0 {
+		raw, _ := json.Marshal(r.Vars)
+		v, err := DecodeJSON(raw)
+		if err != nil {
+			return nil, err
+		}
+		expr, err := ParseVars(v.([]any))
+		if err != nil {
+			return nil, err
+		}
+		e.Vars = expr
+	}
+	var chain Chain
+	var svc *Service
+	if r.ServiceID != "" {
+		svc = cfg.Services[string(r.ServiceID)]
+		if svc == nil {
+			return nil, fmt.Errorf("service %s not found", r.ServiceID)
+		}
+		e.ServiceID, e.ServiceName = svc.ID, svc.Name
+		if len(e.Hosts) == 0 {
+			e.Hosts = svc.Hosts
+		}
+	}
+	// Plugins: the service's, overridden by the route's, overridden by the plugin config's.
+	type layer struct {
+		plugins Plugins
+		scope   Scope
+	}
+	var layers []layer
+	if svc != nil {
+		layers = append(layers, layer{svc.Plugins, Scope{KindService, svc.ID}})
+	}
+	layers = append(layers, layer{r.Plugins, Scope{KindRoute, r.ID}})
+	if r.PluginConfigID != "" {
+		pc := cfg.PluginConfigs[string(r.PluginConfigID)]
+		if pc == nil {
+			return nil, fmt.Errorf("plugin config %s not found", r.PluginConfigID)
+		}
+		layers = append(layers, layer{pc.Plugins, Scope{KindPluginConfig, pc.ID}})
+	}
+	for i, l := range layers {
+		own := Plugins{}
+		for name, conf := range l.plugins {
+			overridden := false
+			for _, later := range layers[i+1:] {
+				if _, ok := later.plugins[name]; ok {
+					overridden = true
+				}
+			}
+			if !overridden {
+				own[name] = conf
+			}
+		}
+		ch, err := reg.Build(own, l.scope)
+		if err != nil {
+			return nil, err
+		}
+		chain = append(chain, ch...)
+	}
+	sortChain(chain)
+	e.Chain = chain
+
+	switch {
+	case r.UpstreamID != "":
+		u := cfg.Upstreams[string(r.UpstreamID)]
+		if u == nil {
+			return nil, fmt.Errorf("upstream %s not found", r.UpstreamID)
+		}
+		e.Upstream, e.UpstreamKey = u, "upstreams/"+u.ID
+	case r.Upstream != nil:
+		e.Upstream, e.UpstreamKey = r.Upstream, "routes/"+r.ID
+	case svc != nil && svc.UpstreamID != "":
+		u := cfg.Upstreams[string(svc.UpstreamID)]
+		if u == nil {
+			return nil, fmt.Errorf("upstream %s not found", svc.UpstreamID)
+		}
+		e.Upstream, e.UpstreamKey = u, "upstreams/"+u.ID
+	case svc != nil && svc.Upstream != nil:
+		e.Upstream, e.UpstreamKey = svc.Upstream, "services/"+svc.ID
+	}
+	if e.Timeout == nil && e.Upstream != nil {
+		e.Timeout = e.Upstream.Timeout
+	}
+	return e, nil
+}
+
+func sortChain(c Chain) {
+	slices.SortStableFunc(c, func(a, b Instance) int { return b.Priority - a.Priority })
+}
