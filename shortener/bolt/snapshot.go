@@ -28,6 +28,7 @@ import (
 const maxSnapshotAge = 10 * time.Millisecond
 
 type snapshot struct {
+	gen     uint64 // snapshots.gen when it was opened
 	tx      *bbolt.Tx
 	links   *bbolt.Bucket
 	visits  *bbolt.Bucket // visit statistics (visits.go)
@@ -49,6 +50,12 @@ type snapshots struct {
 	db  *bbolt.DB
 	cur atomic.Pointer[snapshot]
 	mu  sync.Mutex // serializes opening a new snapshot
+	// gen counts retirements. A snapshot opened at generation g may miss
+	// any commit retired after g, so readers refuse snapshots older than
+	// the current generation: a snapshot opened concurrently with a
+	// commit is never handed to a read that starts after that commit's
+	// retire.
+	gen atomic.Uint64
 }
 
 // borrow returns a snapshot with a reference held for the caller, who
@@ -56,7 +63,7 @@ type snapshots struct {
 func (s *snapshots) borrow() (*snapshot, error) {
 	for {
 		sn := s.cur.Load()
-		if sn == nil {
+		if sn == nil || sn.gen != s.gen.Load() {
 			var err error
 			if sn, err = s.open(); err != nil {
 				return nil, err
@@ -80,14 +87,20 @@ func (s *snapshots) borrow() (*snapshot, error) {
 func (s *snapshots) open() (*snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	gen := s.gen.Load() // before Begin: the snapshot sees every commit retired so far
 	if sn := s.cur.Load(); sn != nil {
-		return sn, nil
+		if sn.gen == gen {
+			return sn, nil
+		}
+		if s.cur.CompareAndSwap(sn, nil) { // opened before a later commit
+			sn.release()
+		}
 	}
 	tx, err := s.db.Begin(false)
 	if err != nil {
 		return nil, err
 	}
-	sn := &snapshot{tx: tx, links: tx.Bucket(linksBucket), visits: tx.Bucket(visitsBucket)}
+	sn := &snapshot{gen: gen, tx: tx, links: tx.Bucket(linksBucket), visits: tx.Bucket(visitsBucket)}
 	sn.cursors.New = func() any { return sn.links.Cursor() }
 	sn.refs.Store(1)
 	s.cur.Store(sn)
@@ -103,6 +116,7 @@ func (s *snapshots) open() (*snapshot, error) {
 // readers are done. Writers call it after every commit, and Close before
 // closing the database (which waits for every read transaction).
 func (s *snapshots) retire() {
+	s.gen.Add(1)
 	if sn := s.cur.Swap(nil); sn != nil {
 		sn.release()
 	}
