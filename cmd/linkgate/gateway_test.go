@@ -17,13 +17,14 @@ import (
 
 	"github.com/linkgate/linkgate/internal/etcdtest"
 	"github.com/linkgate/linkgate/internal/eventually"
+	"github.com/linkgate/linkgate/internal/syncbuf"
 )
 
 const seedKey = "edd1c9f034335f136f87ad84b625c8f1"
 
 type runningGateway struct {
 	url, promURL string
-	stderr       *syncBuffer
+	stderr       *syncbuf.Buffer
 }
 
 var listening = regexp.MustCompile(`msg="gateway listening" addr=(\S+) prometheus=(\S+)`)
@@ -32,7 +33,7 @@ var listening = regexp.MustCompile(`msg="gateway listening" addr=(\S+) prometheu
 func startGatewayCmd(t *testing.T, args ...string) *runningGateway {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	done := make(chan error, 1)
 	args = append([]string{"gateway", "--listen", "127.0.0.1:0", "--prometheus-listen", "127.0.0.1:0", "--admin-key", seedKey}, args...)
 	go func() {

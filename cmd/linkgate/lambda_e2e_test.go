@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkgate/linkgate/internal/syncbuf"
 	"github.com/linkgate/linkgate/internal/testdep"
 )
 
@@ -52,7 +53,7 @@ func TestLambdaUnderEmulator(t *testing.T) {
 		"sh", opt, rie, strconv.Itoa(port), bootstrap)
 	cmd.Env = append(os.Environ(), "LINKGATE_STORE=dynamodb:"+table, "LINKGATE_EXTENSION_TELEMETRY_ADDR=127.0.0.1:0",
 		"AWS_LAMBDA_FUNCTION_NAME=linkgate-e2e")
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

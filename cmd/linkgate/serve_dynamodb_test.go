@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/linkgate/linkgate/internal/cli"
+	"github.com/linkgate/linkgate/internal/syncbuf"
 )
 
 // createTable runs `linkgate dynamodb create-table` for a fresh table of
@@ -119,7 +120,7 @@ func grep(text, substr string) string {
 
 func TestServeDynamoDBTableMissing(t *testing.T) {
 	localAWSEnv(t)
-	var out syncBuffer
+	var out syncbuf.Buffer
 	err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--store", "dynamodb:no-such-table"},
 		func(string) string { return "" }, strings.NewReader(""), &out, &out)
 	if code := cli.ExitCode(err); code != 1 {

@@ -17,29 +17,12 @@ import (
 	"time"
 
 	"github.com/linkgate/linkgate/internal/cli"
+	"github.com/linkgate/linkgate/internal/syncbuf"
 	"github.com/linkgate/linkgate/shortener/bolt"
 )
 
 // End-to-end tests of `linkgate serve`: the real run() on 127.0.0.1:0 in
 // this process, and the real binary in child processes.
-
-// syncBuffer is an io.Writer safe for the server's goroutines and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var listenRE = regexp.MustCompile(`"msg":"linkgate serve listening","addr":"([^"]+)"`)
 
@@ -47,7 +30,7 @@ var listenRE = regexp.MustCompile(`"msg":"linkgate serve listening","addr":"([^"
 type served struct {
 	URL    string
 	DB     string
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -59,7 +42,7 @@ func startServe(t *testing.T, env map[string]string, args ...string) *served {
 	t.Helper()
 	db := filepath.Join(t.TempDir(), "data", "links.db")
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &served{DB: db, logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	s := &served{DB: db, logs: &syncbuf.Buffer{}, cancel: cancel, done: make(chan error, 1)}
 	full := append([]string{"serve", "--addr", "127.0.0.1:0", "--store", "bolt:" + db, "--log-format", "json"}, args...)
 	go func() {
 		s.done <- run(ctx, full, func(k string) string { return env[k] }, strings.NewReader(""), io.Discard, s.logs)
@@ -263,7 +246,7 @@ func TestServeUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"serve", "--store", "bolt:" + filepath.Join(tmp, tt.name, "links.db")}, tt.args...)
-			var errOut syncBuffer
+			var errOut syncbuf.Buffer
 			err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), io.Discard, &errOut)
 			if code := cli.ExitCode(err); code != tt.code || !strings.Contains(fmt.Sprint(err)+errOut.String(), tt.msg) {
 				t.Errorf("exit %d (%v), want %d mentioning %q; stderr %q", code, err, tt.code, tt.msg, errOut.String())
@@ -345,7 +328,7 @@ var buildLinkgate = sync.OnceValues(func() (string, error) {
 type child struct {
 	cmd  *exec.Cmd
 	URL  string
-	logs *syncBuffer
+	logs *syncbuf.Buffer
 }
 
 // startChild starts argv (a linkgate binary, possibly behind an emulator)
@@ -363,7 +346,7 @@ func startChild(t *testing.T, argv []string, db string, extra ...string) *child 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &child{cmd: cmd, logs: &syncBuffer{}}
+	c := &child{cmd: cmd, logs: &syncbuf.Buffer{}}
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)

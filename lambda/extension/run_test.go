@@ -12,41 +12,23 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/linkgate/linkgate/internal/syncbuf"
 	"github.com/linkgate/linkgate/lambda/extension"
 )
 
-// syncBuffer is a bytes.Buffer safe for the extension's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type running struct {
 	done   chan error
-	out    *syncBuffer // EMF lines
-	logs   *syncBuffer
+	out    *syncbuf.Buffer // EMF lines
+	logs   *syncbuf.Buffer
 	cancel context.CancelFunc
 }
 
 func startExtension(t *testing.T, f *fakeAPI, mutate func(*extension.Config)) *running {
 	t.Helper()
-	r := &running{done: make(chan error, 1), out: &syncBuffer{}, logs: &syncBuffer{}}
+	r := &running{done: make(chan error, 1), out: &syncbuf.Buffer{}, logs: &syncbuf.Buffer{}}
 	cfg := extension.Config{
 		Name:               "linkgate-extension",
 		RuntimeAPI:         f.addr(),
