@@ -128,12 +128,11 @@ func (s *Service) Get(ctx context.Context, id string) (Link, error) {
 // for an unknown (or malformed) id, ErrExpired when it has expired or used
 // up its visit limit.
 func (s *Service) Resolve(ctx context.Context, id string) (Link, error) {
-	gen := s.gen()
 	l, err := s.Get(ctx, id)
 	if err != nil {
 		return Link{}, err
 	}
-	s.addPending(&l, []byte(id), gen)
+	s.addPending(&l, []byte(id))
 	if s.expired(l) {
 		return Link{}, ErrExpired
 	}
@@ -145,41 +144,42 @@ func (s *Service) Resolve(ctx context.Context, id string) (Link, error) {
 // allocating when the store implements URLAppender. Errors are Resolve's.
 // id is not retained.
 func (s *Service) AppendResolve(ctx context.Context, dst, id []byte) ([]byte, error) {
+	dst, _, err := s.AppendResolveLink(ctx, dst, id)
+	return dst, err
+}
+
+// AppendResolveLink is AppendResolve that also returns the link's fields
+// other than ID and URL (a redirect records a visit of a link with a
+// visit limit as such).
+func (s *Service) AppendResolveLink(ctx context.Context, dst, id []byte) ([]byte, Link, error) {
 	if !ValidID(id) {
-		return dst, ErrNotFound
+		return dst, Link{}, ErrNotFound
 	}
 	var l Link
 	n := len(dst)
 	var err error
-	gen := s.gen()
 	if a, ok := s.store.(URLAppender); ok {
 		dst, l, err = a.AppendURL(ctx, dst, id)
 	} else {
 		l, err = s.store.Get(ctx, string(id))
 		dst = append(dst, l.URL...)
+		l.ID, l.URL = "", ""
 	}
 	if err != nil {
-		return dst[:n], storeError("get link", err)
+		return dst[:n], Link{}, storeError("get link", err)
 	}
-	s.addPending(&l, id, gen)
+	s.addPending(&l, id)
 	if s.expired(l) {
-		return dst[:n], ErrExpired
+		return dst[:n], Link{}, ErrExpired
 	}
-	return dst, nil
+	return dst, l, nil
 }
 
-// gen and addPending make a visit limit count the visits not yet stored:
-// gen is read before the store read, addPending after it.
-func (s *Service) gen() uint64 {
-	if s.visits == nil {
-		return 0
-	}
-	return s.visits.Gen()
-}
-
-func (s *Service) addPending(l *Link, id []byte, gen uint64) {
+// addPending makes a visit limit count the visits not yet stored; it is
+// called after the store read (see VisitCounter.Pending).
+func (s *Service) addPending(l *Link, id []byte) {
 	if l.MaxVisits > 0 && s.visits != nil {
-		l.Visits += s.visits.Pending(id, gen)
+		l.Visits += s.visits.Pending(id)
 	}
 }
 

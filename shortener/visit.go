@@ -121,25 +121,142 @@ func (b Breakdown) Sorted() []Count {
 	return out
 }
 
-// VisitDelta is what one batch adds to one link's statistics.
-type VisitDelta struct {
-	ID    string
-	Stats VisitStats
-	// Applied is set by VisitStore.AddVisits for each delta it added, so a
+// VisitKind names a breakdown of VisitStats.
+type VisitKind uint8
+
+// The breakdowns, in the order of VisitStats' fields.
+const (
+	KindDay       VisitKind = iota // VisitStats.Days
+	KindReferrer                   // VisitStats.Referrers
+	KindBrowser                    // VisitStats.Browsers
+	KindBot                        // VisitStats.BotAgents
+	KindCountry                    // VisitStats.Countries
+	NumVisitKinds                  // how many kinds there are
+)
+
+// Breakdown returns the breakdown of s that kind names.
+func (s *VisitStats) Breakdown(kind VisitKind) *Breakdown {
+	switch kind {
+	case KindDay:
+		return &s.Days
+	case KindReferrer:
+		return &s.Referrers
+	case KindBrowser:
+		return &s.Browsers
+	case KindBot:
+		return &s.BotAgents
+	default:
+		return &s.Countries
+	}
+}
+
+// VisitKey is a key of one of the breakdowns: a day, a referrer host…
+type VisitKey struct {
+	Kind VisitKind
+	Name string
+}
+
+// KeyCount counts visits under one of a batch's keys.
+type KeyCount struct {
+	Key uint32 // index into VisitBatch.Keys
+	N   int64
+}
+
+// LinkVisits is what one batch adds to one link's statistics.
+type LinkVisits struct {
+	ID          string
+	Total, Bots int64
+	Counts      []KeyCount // at most one per key
+	// Limited marks a link with a visit limit: the store must make these
+	// visits part of the count Get and AppendURL report before AddVisits
+	// returns (other links' counts there may lag; VisitStats has them all
+	// at once).
+	Limited bool
+	// Applied is set by VisitStore.AddVisits for each link it added, so a
 	// batch that failed half-way is retried without counting twice.
 	Applied bool
+}
+
+// VisitBatch is what one flush of the visit aggregator adds to the store:
+// per link, counters by key, with the keys written once per batch. Links
+// are sorted by ID, each ID once.
+type VisitBatch struct {
+	Keys  []VisitKey
+	Links []LinkVisits
+}
+
+// Stats returns the statistics the batch adds to its link i.
+func (b *VisitBatch) Stats(i int) VisitStats {
+	l := &b.Links[i]
+	st := VisitStats{Total: l.Total, Bots: l.Bots}
+	for _, c := range l.Counts {
+		k := b.Keys[c.Key]
+		bd := st.Breakdown(k.Kind)
+		if *bd == nil {
+			*bd = Breakdown{}
+		}
+		(*bd)[k.Name] += c.N
+	}
+	return st
+}
+
+// VisitDelta is a link's statistics to add, in the map form of
+// VisitStats: NewVisitBatch turns deltas into a batch (tests, tools).
+type VisitDelta struct {
+	ID      string
+	Stats   VisitStats
+	Limited bool // see LinkVisits.Limited
+}
+
+// NewVisitBatch returns the batch that adds deltas; deltas of the same
+// link are added together.
+func NewVisitBatch(deltas ...VisitDelta) *VisitBatch {
+	b := &VisitBatch{}
+	keys := map[VisitKey]uint32{}
+	byID := map[string]int{}
+	for _, d := range deltas {
+		i, ok := byID[d.ID]
+		if !ok {
+			i = len(b.Links)
+			byID[d.ID] = i
+			b.Links = append(b.Links, LinkVisits{ID: d.ID})
+		}
+		l := &b.Links[i]
+		l.Total += d.Stats.Total
+		l.Bots += d.Stats.Bots
+		l.Limited = l.Limited || d.Limited
+		for kind := range NumVisitKinds {
+			for name, n := range *d.Stats.Breakdown(kind) {
+				k := VisitKey{kind, name}
+				ki, ok := keys[k]
+				if !ok {
+					ki = uint32(len(b.Keys))
+					keys[k] = ki
+					b.Keys = append(b.Keys, k)
+				}
+				if j := slices.IndexFunc(l.Counts, func(c KeyCount) bool { return c.Key == ki }); j >= 0 {
+					l.Counts[j].N += n
+				} else {
+					l.Counts = append(l.Counts, KeyCount{ki, n})
+				}
+			}
+		}
+	}
+	slices.SortFunc(b.Links, func(x, y LinkVisits) int { return cmp.Compare(x.ID, y.ID) })
+	return b
 }
 
 // VisitStore is the Store extension that keeps visit statistics. The bolt
 // and DynamoDB stores implement it and storetest checks it.
 type VisitStore interface {
-	// AddVisits adds each delta to its link's stored statistics (and its
-	// total to the link's Visits, as Get reports it), in as few writes as
-	// the backend allows: bolt in one transaction, DynamoDB with one
-	// UpdateItem ADD per link. A delta for a link that does not exist
-	// (deleted meanwhile) is dropped and marked Applied. It marks every
-	// delta it added Applied; on error the others are to be retried.
-	AddVisits(ctx context.Context, batch []VisitDelta) error
+	// AddVisits adds each link's visits to its stored statistics, in as
+	// few writes as the backend allows: bolt in one transaction,
+	// DynamoDB with one UpdateItem ADD per link. Visits of a link that
+	// does not exist (deleted meanwhile) are dropped. It marks every
+	// link it added (or dropped) Applied; on error the others are to be
+	// retried. Get and AppendURL report a link's stored visits in Visits
+	// at once for Limited links; for others they may lag.
+	AddVisits(ctx context.Context, batch *VisitBatch) error
 
 	// VisitStats returns the stored statistics of the link under id, zero
 	// for a link without visits, ErrNotFound when there is no such link.
@@ -149,14 +266,12 @@ type VisitStore interface {
 // VisitCounter is the Service's view of the in-memory visit aggregator
 // (visits.Aggregator): visits recorded but not yet in the store.
 type VisitCounter interface {
-	// Gen returns the flush generation; call it before reading a link
-	// from the store and pass it to Pending.
-	Gen() uint64
-	// Pending returns the visits of id recorded but not yet in the store
-	// as of a store read made after Gen returned gen. When a flush ran in
-	// between it leaves out the batch being flushed: the live count may
-	// then be short by one batch, never counted twice.
-	Pending(id []byte, gen uint64) int64
+	// Pending returns the visits of the link id, which has a visit
+	// limit, recorded but not yet in the store. Read it after the link:
+	// visits the aggregator has started to write are left out, so the
+	// live count (stored plus pending) may be short by one batch while
+	// it is written, and never counts a visit twice.
+	Pending(id []byte) int64
 	// Stats returns the link's stored statistics plus those not yet
 	// flushed.
 	Stats(ctx context.Context, id string) (VisitStats, error)

@@ -45,11 +45,16 @@ const MaxBatchDelay = time.Millisecond
 type Store struct {
 	db    *bbolt.DB
 	snaps *snapshots // shared read transactions for point reads
+	vlog  *visitLog  // the visit log and its fold (fold.go)
 }
 
 // Open opens (creating if needed, with its directory) the bbolt file at
 // path. It fails after a second if another process holds the file.
-func Open(path string) (*Store, error) {
+func Open(path string) (*Store, error) { return open(path, true) }
+
+// open is Open; fold says whether to start the background fold of the
+// visit log (tests fold by hand).
+func open(path string, fold bool) (*Store, error) {
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("open bolt store: %w", err)
@@ -68,11 +73,12 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("open bolt store %s: %w", path, err)
 	}
 	db.MaxBatchDelay = MaxBatchDelay
+	s := &Store{db: db, snaps: &snapshots{db: db}, vlog: newVisitLog()}
 	err = db.Update(func(tx *bbolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(linksBucket); err != nil {
 			return err
 		}
-		if _, err := tx.CreateBucketIfNotExists(visitsBucket); err != nil {
+		if err := s.initVisits(tx); err != nil {
 			return err
 		}
 		meta, err := tx.CreateBucketIfNotExists(metaBucket)
@@ -91,7 +97,10 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open bolt store %s: %w", path, err)
 	}
-	return &Store{db: db, snaps: &snapshots{db: db}}, nil
+	if fold {
+		s.startFolder()
+	}
+	return s, nil
 }
 
 // Create stores l unless its id is taken. Concurrent creates share one
@@ -219,6 +228,9 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		if err := tx.Bucket(visitsBucket).Delete([]byte(id)); err != nil {
 			return err
 		}
+		if err := buryVisits(tx, []byte(id)); err != nil {
+			return err
+		}
 		return b.Delete([]byte(id))
 	})
 	s.snaps.retire()
@@ -283,8 +295,10 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the file. Pending batched creates finish first.
+// Close closes the file. Pending batched creates finish first; a fold of
+// the visit log stops between two steps (it resumes on the next Open).
 func (s *Store) Close() error {
+	s.stopFolder()
 	s.snaps.retire()
 	return s.db.Close()
 }

@@ -17,15 +17,16 @@ var errNoVisits = shortener.Errorf(shortener.Unavailable, "this store keeps no v
 // flushed, and a stale cached count would let a link overshoot its limit
 // for up to TTL. Links without a limit stay cached (their count does not
 // affect redirects).
-func (c *Store) AddVisits(ctx context.Context, batch []shortener.VisitDelta) error {
+func (c *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) error {
 	vs, ok := c.store.(shortener.VisitStore)
 	if !ok {
 		return errNoVisits
 	}
 	err := vs.AddVisits(ctx, batch)
-	for _, d := range batch {
-		if e, ok := c.cache.GetIfPresent(d.ID); ok && e.found && e.link.MaxVisits > 0 {
-			c.cache.Invalidate(d.ID)
+	for i := range batch.Links {
+		id := batch.Links[i].ID
+		if e, ok := c.cache.GetIfPresent(id); ok && e.found && e.link.MaxVisits > 0 {
+			c.cache.Invalidate(id)
 		}
 	}
 	return err

@@ -53,27 +53,30 @@ func breakdowns(st *shortener.VisitStats) []struct {
 // visitWriters bounds the UpdateItem calls of one batch in flight.
 const visitWriters = 64
 
+// kindPrefix is the attribute prefix of each breakdown.
+var kindPrefix = [shortener.NumVisitKinds]string{prefixDay, prefixRef, prefixBrowser, prefixBot, prefixCountry}
+
 // AddVisits makes one UpdateItem ADD per link, up to visitWriters at a
 // time, each conditional on the link existing (a deleted link is not
-// brought back as an item of counters). Deltas that succeeded, or whose
-// link is gone, are marked Applied; the first error is returned.
-func (s *Store) AddVisits(ctx context.Context, batch []shortener.VisitDelta) error {
+// brought back as an item of counters). Links that succeeded, or that are
+// gone, are marked Applied; the first error is returned.
+func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) error {
 	var (
 		mu    sync.Mutex
 		first error
 		wg    sync.WaitGroup
 		sem   = make(chan struct{}, visitWriters)
 	)
-	for i := range batch {
-		d := &batch[i]
-		if d.Stats.Total == 0 || !validKey(d.ID) {
+	for i := range batch.Links {
+		d := &batch.Links[i]
+		if d.Total == 0 || !validKey(d.ID) {
 			d.Applied = true
 			continue
 		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			err := s.addVisits(ctx, d)
+			err := s.addVisits(ctx, batch.Keys, d)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -89,7 +92,7 @@ func (s *Store) AddVisits(ctx context.Context, batch []shortener.VisitDelta) err
 	return first
 }
 
-func (s *Store) addVisits(ctx context.Context, d *shortener.VisitDelta) error {
+func (s *Store) addVisits(ctx context.Context, keys []shortener.VisitKey, d *shortener.LinkVisits) error {
 	names := map[string]string{"#id": AttrID}
 	values := map[string]types.AttributeValue{}
 	var adds []string
@@ -102,13 +105,16 @@ func (s *Store) addVisits(ctx context.Context, d *shortener.VisitDelta) error {
 		names[k], values[v] = attr, number(n)
 		adds = append(adds, k+" "+v)
 	}
-	add(AttrVisits, d.Stats.Total)
-	add(AttrBots, d.Stats.Bots)
-	st := d.Stats
-	for _, bd := range breakdowns(&st) {
-		for k, n := range *bd.b {
-			add(bd.prefix+k, n)
-		}
+	add(AttrVisits, d.Total)
+	add(AttrBots, d.Bots)
+	// One ADD per attribute: DynamoDB refuses overlapping paths.
+	counts := make(map[string]int64, len(d.Counts))
+	for _, c := range d.Counts {
+		k := keys[c.Key]
+		counts[kindPrefix[k.Kind]+k.Name] += c.N
+	}
+	for attr, n := range counts {
+		add(attr, n)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()

@@ -26,15 +26,15 @@ func TestVisitsOnSeedItem(t *testing.T) {
 	if _, err := s.Client().PutItem(ctx, &ddb.PutItemInput{TableName: aws.String(s.Table()), Item: av}); err != nil {
 		t.Fatal(err)
 	}
-	delta := func(n int64) []shortener.VisitDelta {
-		return []shortener.VisitDelta{{ID: "SeedVisit1", Stats: shortener.VisitStats{Total: n, Bots: 1,
+	delta := func(n int64) *shortener.VisitBatch {
+		return shortener.NewVisitBatch(shortener.VisitDelta{ID: "SeedVisit1", Stats: shortener.VisitStats{Total: n, Bots: 1,
 			Days: shortener.Breakdown{"2026-03-14": n}, Referrers: shortener.Breakdown{"news.example.com": n},
-			Browsers: shortener.Breakdown{"Firefox": n - 1}, BotAgents: shortener.Breakdown{"Slack": 1}}}}
+			Browsers: shortener.Breakdown{"Firefox": n - 1}, BotAgents: shortener.Breakdown{"Slack": 1}}})
 	}
 	for _, n := range []int64{3, 4} {
 		b := delta(n)
-		if err := s.AddVisits(ctx, b); err != nil || !b[0].Applied {
-			t.Fatalf("AddVisits: %v (applied %v)", err, b[0].Applied)
+		if err := s.AddVisits(ctx, b); err != nil || !b.Links[0].Applied {
+			t.Fatalf("AddVisits: %v (applied %v)", err, b.Links[0].Applied)
 		}
 	}
 	out, err := s.Client().GetItem(ctx, &ddb.GetItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{
@@ -58,7 +58,7 @@ func TestVisitsOnSeedItem(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := delta(2)
-	if err := s.AddVisits(ctx, b); err != nil || !b[0].Applied {
+	if err := s.AddVisits(ctx, b); err != nil || !b.Links[0].Applied {
 		t.Fatalf("AddVisits after delete: %v", err)
 	}
 	if out, _ := s.Client().GetItem(ctx, &ddb.GetItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{

@@ -60,9 +60,10 @@ type Config struct {
 }
 
 // VisitRecorder counts visits (visits.Aggregator). Record must not block
-// nor retain its arguments, which alias the request's buffers.
+// nor retain its arguments, which alias the request's buffers; limited
+// says the link has a visit limit.
 type VisitRecorder interface {
-	Record(id, referrer, userAgent []byte, ip net.IP, now time.Time)
+	Record(id, referrer, userAgent []byte, ip net.IP, now time.Time, limited bool)
 }
 
 // Validate checks the configuration.

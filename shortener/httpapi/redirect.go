@@ -29,13 +29,13 @@ var locations = sync.Pool{New: func() any {
 
 func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte) {
 	buf := locations.Get().(*[]byte)
-	loc, err := h.svc.AppendResolve(context.Background(), (*buf)[:0], id)
+	loc, l, err := h.svc.AppendResolveLink(context.Background(), (*buf)[:0], id)
 	if err == nil {
 		ctx.Response.Header.SetCanonical(headerLocation, loc)
 		ctx.Response.Header.SetCanonical(headerCacheControl, h.cacheControl)
 		ctx.SetStatusCode(h.redirectStatus)
 		if h.visits != nil && ctx.IsGet() {
-			h.visits.Record(id, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ctx.RemoteIP(), ctx.Time())
+			h.visits.Record(id, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ctx.RemoteIP(), ctx.Time(), l.MaxVisits > 0)
 		}
 	}
 	*buf = loc

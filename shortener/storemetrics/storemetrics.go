@@ -145,7 +145,7 @@ func (s *Store) Ping(ctx context.Context) error {
 var errNoVisits = shortener.Errorf(shortener.Unavailable, "this store keeps no visit statistics")
 
 // AddVisits times the inner store's AddVisits.
-func (s *Store) AddVisits(ctx context.Context, batch []shortener.VisitDelta) error {
+func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) error {
 	if s.visits == nil {
 		return errNoVisits
 	}

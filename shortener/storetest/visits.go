@@ -59,12 +59,13 @@ func wantStats(t *testing.T, got, want shortener.VisitStats) {
 	}
 }
 
-func addVisits(t *testing.T, vs shortener.VisitStore, batch ...shortener.VisitDelta) {
+func addVisits(t *testing.T, vs shortener.VisitStore, deltas ...shortener.VisitDelta) {
 	t.Helper()
+	batch := shortener.NewVisitBatch(deltas...)
 	if err := vs.AddVisits(ctx(t), batch); err != nil {
 		t.Fatalf("AddVisits: %v", err)
 	}
-	for _, d := range batch {
+	for _, d := range batch.Links {
 		if !d.Applied {
 			t.Errorf("AddVisits returned nil but left %q not Applied", d.ID)
 		}
@@ -88,13 +89,15 @@ func testVisitsAddAndRead(t *testing.T, s shortener.Store, vs shortener.VisitSto
 
 	wantStats(t, mustStats(t, vs, "novisits01"), shortener.VisitStats{})
 
+	// Visits of a link with a visit limit are marked Limited by the
+	// aggregator: the store makes them part of Get's count at once.
 	addVisits(t, vs,
-		shortener.VisitDelta{ID: "limited001", Stats: stats(3, 1, "2026-03-14", "news.example", "Firefox")},
+		shortener.VisitDelta{ID: "limited001", Stats: stats(3, 1, "2026-03-14", "news.example", "Firefox"), Limited: true},
 		shortener.VisitDelta{ID: "visited001", Stats: stats(5, 0, "2026-03-14", shortener.DirectReferrer, "Chrome")},
 		shortener.VisitDelta{ID: "missing001", Stats: stats(7, 0, "2026-03-14", "x.example", "Chrome")},
 	)
 	addVisits(t, vs,
-		shortener.VisitDelta{ID: "limited001", Stats: stats(4, 0, "2026-03-15", "news.example", "Firefox")},
+		shortener.VisitDelta{ID: "limited001", Stats: stats(4, 0, "2026-03-15", "news.example", "Firefox"), Limited: true},
 	)
 	// The total includes the Visits the link was created with (visits
 	// counted before statistics were kept, as an import brings them).
@@ -176,7 +179,7 @@ func testVisitsConcurrent(t *testing.T, s shortener.Store, vs shortener.VisitSto
 	for range writers {
 		wg.Go(func() {
 			for range each {
-				batch := []shortener.VisitDelta{{ID: "busy000001", Stats: stats(2, 1, "2026-03-14", "x.example", "Edge")}}
+				batch := shortener.NewVisitBatch(shortener.VisitDelta{ID: "busy000001", Stats: stats(2, 1, "2026-03-14", "x.example", "Edge")})
 				if err := vs.AddVisits(ctx(t), batch); err != nil {
 					t.Errorf("AddVisits: %v", err)
 				}

@@ -1,251 +1,446 @@
 package visits
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
 	"hash/maphash"
+	"slices"
 	"time"
 
 	"github.com/linkgate/linkgate/shortener"
 )
 
-// The pending aggregate is laid out for the redirect path, which touches
-// it on every visit: per shard, a map from link id to an index into a
-// slice of fixed-size, pointer-free records (a few adjacent cache lines
-// per visit, nothing for the garbage collector to scan). Referrer hosts
-// are kept as hashes, their text once per shard and batch; user agents as
-// small per-shard numbers. Both slices and maps are reused from batch to
+// The aggregate is the drainer's: the visits of one batch, per link, laid
+// out for the garbage collector to ignore: an open-addressed table of
+// int32 slots over a slice of fixed-size entries, the ids in one byte
+// arena, each link's counters in a chain of pairs (key, count) in one
+// shared slice, and the batch's keys (days, referrer hosts, agents,
+// countries) numbered in a dictionary. All of it is reused from batch to
 // batch.
 
-// Per-link, per-batch bounds of the inline tables; what does not fit is
-// counted under shortener.OtherKey (days: in a per-shard overflow list).
+// Per-link, per-batch bounds: a link's referrer hosts, agents and
+// countries beyond these are counted under shortener.OtherKey (the store
+// keeps larger bounds over all batches, shortener.MaxStatReferrers…).
+// Days are not bounded.
 const (
-	inlineDays      = 2
-	inlineReferrers = 8
-	inlineAgents    = 4
-	inlineCountries = 4
+	MaxReferrersPerBatch = 8
+	maxAgentsPerBatch    = 4
+	maxCountriesPerBatch = 4
 )
 
-// MaxReferrersPerBatch bounds the referrer hosts kept per link and batch;
-// more fold into shortener.OtherKey.
-const MaxReferrersPerBatch = inlineReferrers
-
-// linkAgg is one link's pending visits: counters and small inline tables
-// of keys with their counts (a count of 0 marks a free slot), in about
-// three cache lines.
-type linkAgg struct {
-	total, bots                        uint32
-	refOther, agentOther, countryOther uint32
-	day                                [inlineDays]int32 // days since 1970-01-01, UTC
-	dayN                               [inlineDays]uint32
-	agent                              [inlineAgents]uint16 // see pending.agentNum
-	agentN                             [inlineAgents]uint32
-	country                            [inlineCountries]uint16 // two ASCII letters
-	countryN                           [inlineCountries]uint32
-	refN                               [inlineReferrers]uint32
-	ref                                [inlineReferrers]uint64 // host hash, or hashDirect, hashInvalid
-}
-
-// bump counts one under key in the matching or first free slot (ns[i] ==
-// 0) of keys. It reports whether it counted, and whether it took a new
-// slot.
-func bump[K comparable](keys []K, ns []uint32, key K) (counted, added bool) {
-	for i := range ns {
-		switch {
-		case ns[i] == 0:
-			keys[i], ns[i] = key, 1
-			return true, true
-		case keys[i] == key:
-			ns[i]++
-			return true, false
-		}
-	}
-	return false, false
-}
-
-// extraDay is a visit on a day beyond a link's inline days (a batch that
-// spans more than two UTC days, with a long flush interval).
-type extraDay struct {
-	idx int32
-	day int32
-	n   uint32
-}
-
-// pending is one shard's aggregate for one batch.
-type pending struct {
-	index     map[string]int32 // link id → position in links
-	links     []linkAgg
-	hosts     map[uint64]string // referrer host hash → host
-	byID      [MaxAgentID]Agent // agents the classifier numbered
-	agents    []Agent           // others: number - MaxAgentID - 1 → agent
-	agentNums map[Agent]uint16
-	extraDays []extraDay
-	dayKeys   map[int32]string // formatted days, kept across batches
-}
-
-func newPending() *pending {
-	return &pending{index: map[string]int32{}, hosts: map[uint64]string{}, agentNums: map[Agent]uint16{}, dayKeys: map[int32]string{}}
-}
-
-// reset empties p for reuse, keeping its memory.
-func (p *pending) reset() {
-	clear(p.index)
-	clear(p.links)
-	p.links = p.links[:0]
-	clear(p.hosts)
-	clear(p.agentNums)
-	p.agents = p.agents[:0]
-	clear(p.byID[:])
-	p.extraDays = p.extraDays[:0]
-}
-
-// Special host hashes: no Referer, and one without a usable host.
+// Dimensions of a visit, each counted under one key.
 const (
-	hashDirect  = 1
-	hashInvalid = 2
+	dimDay = iota
+	dimReferrer
+	dimAgent
+	dimCountry
+	numDims
 )
 
-func (p *pending) add(l *linkAgg, idx int32, seed maphash.Seed, day int32, host []byte, agent Agent, country string) {
-	l.total++
-	if agent.Bot {
-		l.bots++
-	}
-	if ok, _ := bump(l.day[:], l.dayN[:], day); !ok {
-		p.addExtraDay(idx, day)
-	}
-	h := uint64(hashDirect)
-	switch {
-	case host == nil:
-		h = hashInvalid
-	case len(host) > 0:
-		h = maphash.Bytes(seed, host) | 4 // never one of the special values
-	}
-	switch ok, added := bump(l.ref[:], l.refN[:], h); {
-	case !ok:
-		l.refOther++
-	case added && h > hashInvalid:
-		if _, known := p.hosts[h]; !known {
-			p.hosts[h] = string(host)
+var dimBound = [numDims]uint8{0, MaxReferrersPerBatch, maxAgentsPerBatch, maxCountriesPerBatch}
+
+// entry is one link's visits in the batch.
+type entry struct {
+	hash    uint64
+	idOff   uint32 // id in the arena
+	total   uint32
+	bots    uint32
+	head    int32          // this link's first pair, -1: none
+	last    [numDims]int32 // per dimension, the pair counted last
+	idLen   uint8
+	limited bool
+	keys    [numDims]uint8 // distinct keys per dimension
+}
+
+// pair counts visits of one link under one key.
+type pair struct {
+	key  uint32 // dictionary index
+	n    uint32
+	next int32 // the link's next pair, -1: none
+}
+
+// aggregate is one batch being collected.
+type aggregate struct {
+	seed    maphash.Seed
+	slots   []int32 // entry index + 1; 0: free
+	entries []entry
+	arena   []byte
+	pairs   []pair
+	dict    dict
+	order   []sortKey // batch building
+	counts  []shortener.KeyCount
+}
+
+func newAggregate(seed maphash.Seed) *aggregate {
+	return &aggregate{seed: seed, slots: make([]int32, 1024), dict: newDict()}
+}
+
+func (g *aggregate) links() int { return len(g.entries) }
+
+// find returns the entry of id, or nil.
+func (g *aggregate) find(h uint64, id []byte) *entry {
+	mask := uint64(len(g.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := g.slots[i]
+		if s == 0 {
+			return nil
+		}
+		if e := &g.entries[s-1]; e.hash == h && string(g.arena[e.idOff:e.idOff+uint32(e.idLen)]) == string(id) {
+			return e
 		}
 	}
-	p.addAgentCountry(l, agent, country)
 }
 
-func (p *pending) addAgentCountry(l *linkAgg, agent Agent, country string) {
-	num := p.agentNum(agent)
-	if num == 0 {
-		l.agentOther++
-	} else if ok, _ := bump(l.agent[:], l.agentN[:], num); !ok {
-		l.agentOther++
+// insert adds an entry for id, which must not be present.
+func (g *aggregate) insert(h uint64, id []byte) *entry {
+	if 2*(len(g.entries)+1) > len(g.slots) {
+		g.grow()
 	}
-	if len(country) == 2 {
-		if ok, _ := bump(l.country[:], l.countryN[:], uint16(country[0])<<8|uint16(country[1])); !ok {
-			l.countryOther++
-		}
+	g.entries = append(g.entries, entry{hash: h, idOff: uint32(len(g.arena)), idLen: uint8(len(id)), head: -1, last: [numDims]int32{-1, -1, -1, -1}})
+	g.arena = append(g.arena, id...)
+	g.place(h, int32(len(g.entries)))
+	return &g.entries[len(g.entries)-1]
+}
+
+func (g *aggregate) place(h uint64, slot int32) {
+	mask := uint64(len(g.slots) - 1)
+	i := h & mask
+	for g.slots[i] != 0 {
+		i = (i + 1) & mask
+	}
+	g.slots[i] = slot
+}
+
+func (g *aggregate) grow() {
+	g.slots = make([]int32, 2*len(g.slots))
+	for i := range g.entries {
+		g.place(g.entries[i].hash, int32(i+1))
 	}
 }
 
-// agentNum returns the number the aggregate keeps for agent: 1 + its ID
-// when the classifier numbers it, else one of the numbers above
-// MaxAgentID given out in this batch (0 when they run out).
-func (p *pending) agentNum(agent Agent) uint16 {
-	if agent.ID > 0 && agent.ID < MaxAgentID {
-		if p.byID[agent.ID].Name == "" {
-			p.byID[agent.ID] = agent
-		}
-		return agent.ID
-	}
-	num, ok := p.agentNums[agent]
-	if !ok && len(p.agents) < 1<<16-MaxAgentID-1 {
-		p.agents = append(p.agents, agent)
-		num = uint16(MaxAgentID + len(p.agents))
-		p.agentNums[agent] = num
-	}
-	return num
-}
+func (g *aggregate) id(e *entry) []byte { return g.arena[e.idOff : e.idOff+uint32(e.idLen)] }
 
-// agentOf is the agent behind a number agentNum gave.
-func (p *pending) agentOf(num uint16) Agent {
-	if num < MaxAgentID {
-		return p.byID[num]
+// count adds n visits of e under key, in dimension dim: a link keeps at
+// most dimBound[dim] keys of a bounded dimension per batch, the rest
+// under other.
+func (g *aggregate) count(e *entry, dim int, key uint32, n uint32) {
+	if p := e.last[dim]; p >= 0 && g.pairs[p].key == key {
+		g.pairs[p].n += n
+		return
 	}
-	return p.agents[num-MaxAgentID-1]
-}
-
-func (p *pending) addExtraDay(idx int32, day int32) {
-	for i := range p.extraDays {
-		if e := &p.extraDays[i]; e.idx == idx && e.day == day {
-			e.n++
+	for p := e.head; p >= 0; p = g.pairs[p].next {
+		if g.pairs[p].key == key {
+			g.pairs[p].n += n
+			e.last[dim] = p
 			return
 		}
 	}
-	p.extraDays = append(p.extraDays, extraDay{idx, day, 1})
+	if b := dimBound[dim]; b > 0 && !g.dict.isOther(dim, key) {
+		if e.keys[dim] >= b {
+			g.count(e, dim, g.dict.other(dim), n)
+			return
+		}
+		e.keys[dim]++
+	}
+	g.pairs = append(g.pairs, pair{key: key, n: n, next: e.head})
+	e.head = int32(len(g.pairs) - 1)
+	e.last[dim] = e.head
 }
 
-// dayKey formats a day number as the Days key, once per day.
-func (p *pending) dayKey(day int32) string {
-	k, ok := p.dayKeys[day]
-	if !ok {
-		if len(p.dayKeys) > 64 {
-			clear(p.dayKeys)
+// reset empties g for the next batch, keeping its memory.
+func (g *aggregate) reset() {
+	clear(g.slots)
+	g.entries = g.entries[:0]
+	g.arena = g.arena[:0]
+	g.pairs = g.pairs[:0]
+	g.dict.reset()
+}
+
+// stats returns e's visits as domain statistics.
+func (g *aggregate) stats(e *entry) shortener.VisitStats {
+	st := shortener.VisitStats{Total: int64(e.total), Bots: int64(e.bots)}
+	for p := e.head; p >= 0; p = g.pairs[p].next {
+		k := g.dict.keys[g.pairs[p].key]
+		bd := st.Breakdown(k.Kind)
+		if *bd == nil {
+			*bd = shortener.Breakdown{}
 		}
-		k = time.Unix(int64(day)*86400, 0).UTC().Format(shortener.DayFormat)
-		p.dayKeys[day] = k
+		(*bd)[k.Name] += int64(g.pairs[p].n)
+	}
+	return st
+}
+
+// addBatch adds the links of b (a batch the store refused) to g, bounds
+// aside.
+func (g *aggregate) addBatch(b *shortener.VisitBatch) {
+	keys := make([]uint32, len(b.Keys))
+	for i, k := range b.Keys {
+		keys[i] = g.dict.lookup(k)
+	}
+	for i := range b.Links {
+		l := &b.Links[i]
+		id := []byte(l.ID)
+		h := maphash.Bytes(g.seed, id)
+		e := g.find(h, id)
+		if e == nil {
+			e = g.insert(h, id)
+		}
+		e.total += uint32(l.Total)
+		e.bots += uint32(l.Bots)
+		e.limited = e.limited || l.Limited
+		for _, c := range l.Counts {
+			g.count(e, kindDim[b.Keys[c.Key].Kind], keys[c.Key], uint32(c.N))
+		}
+	}
+}
+
+var kindDim = [shortener.NumVisitKinds]int{
+	shortener.KindDay: dimDay, shortener.KindReferrer: dimReferrer,
+	shortener.KindBrowser: dimAgent, shortener.KindBot: dimAgent, shortener.KindCountry: dimCountry,
+}
+
+// sortKey orders entries by id: the id's first 8 bytes, big-endian (ids
+// have no NUL bytes, so zero padding sorts a prefix first), then the rest.
+type sortKey struct {
+	prefix uint64
+	entry  int32
+}
+
+func idPrefix(id []byte) uint64 {
+	var b [8]byte
+	copy(b[:], id)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// build fills b with the batch, links in id order, and resets g. b's
+// slices are reused; their backing arrays, and g's, stay b's until the
+// next build.
+func (g *aggregate) build(b *shortener.VisitBatch) {
+	g.order = g.order[:0]
+	for i := range g.entries {
+		g.order = append(g.order, sortKey{idPrefix(g.id(&g.entries[i])), int32(i)})
+	}
+	slices.SortFunc(g.order, func(x, y sortKey) int {
+		if c := cmp.Compare(x.prefix, y.prefix); c != 0 {
+			return c
+		}
+		return bytes.Compare(g.id(&g.entries[x.entry]), g.id(&g.entries[y.entry]))
+	})
+	ids := string(g.arena)
+	b.Keys = append(b.Keys[:0], g.dict.keys...)
+	b.Links = slices.Grow(b.Links[:0], len(g.entries))
+	g.counts = slices.Grow(g.counts[:0], len(g.pairs))
+	for _, o := range g.order {
+		e := &g.entries[o.entry]
+		start := len(g.counts)
+		for p := e.head; p >= 0; p = g.pairs[p].next {
+			g.counts = append(g.counts, shortener.KeyCount{Key: g.pairs[p].key, N: int64(g.pairs[p].n)})
+		}
+		b.Links = append(b.Links, shortener.LinkVisits{
+			ID:    ids[e.idOff : e.idOff+uint32(e.idLen)],
+			Total: int64(e.total), Bots: int64(e.bots), Limited: e.limited,
+			Counts: g.counts[start:len(g.counts):len(g.counts)],
+		})
+	}
+	g.reset()
+}
+
+// dict numbers the keys of one batch.
+type dict struct {
+	keys      []shortener.VisitKey
+	days      map[uint32]uint32
+	hosts     map[string]uint32
+	agentIDs  [MaxAgentID]uint32   // agent ID → key index + 1
+	agents    [2]map[string]uint32 // agents without an ID, browsers and bots
+	countries map[uint16]uint32
+	fixed     [numFixed]uint32 // key index + 1
+	lastHost  []byte           // the host looked up last, and its key
+	lastHostK uint32
+	lastDay   uint32 // the day looked up last + 1, and its key
+	lastDayK  uint32
+
+	// kept across batches
+	dayNames     map[uint32]string
+	countryNames map[uint16]string
+}
+
+// Keys every batch may need.
+const (
+	fixedDirect = iota
+	fixedInvalid
+	fixedOtherReferrer
+	fixedOtherAgent
+	fixedOtherCountry
+	numFixed
+)
+
+var fixedKeys = [numFixed]shortener.VisitKey{
+	{Kind: shortener.KindReferrer, Name: shortener.DirectReferrer},
+	{Kind: shortener.KindReferrer, Name: InvalidReferrer},
+	{Kind: shortener.KindReferrer, Name: shortener.OtherKey},
+	{Kind: shortener.KindBrowser, Name: shortener.OtherKey}, // as the store folds agents
+	{Kind: shortener.KindCountry, Name: shortener.OtherKey},
+}
+
+func newDict() dict {
+	return dict{days: map[uint32]uint32{}, hosts: map[string]uint32{}, agents: [2]map[string]uint32{{}, {}},
+		countries: map[uint16]uint32{}, dayNames: map[uint32]string{}, countryNames: map[uint16]string{}}
+}
+
+func (d *dict) reset() {
+	d.keys = d.keys[:0]
+	clear(d.days)
+	clear(d.hosts)
+	clear(d.agentIDs[:])
+	clear(d.agents[0])
+	clear(d.agents[1])
+	clear(d.countries)
+	clear(d.fixed[:])
+	d.lastHost, d.lastDay = d.lastHost[:0], 0
+}
+
+func (d *dict) add(k shortener.VisitKey) uint32 {
+	d.keys = append(d.keys, k)
+	return uint32(len(d.keys) - 1)
+}
+
+func (d *dict) fixedKey(f int) uint32 {
+	if d.fixed[f] == 0 {
+		d.fixed[f] = d.add(fixedKeys[f]) + 1
+	}
+	return d.fixed[f] - 1
+}
+
+func (d *dict) other(dim int) uint32 {
+	switch dim {
+	case dimReferrer:
+		return d.fixedKey(fixedOtherReferrer)
+	case dimAgent:
+		return d.fixedKey(fixedOtherAgent)
+	default:
+		return d.fixedKey(fixedOtherCountry)
+	}
+}
+
+func (d *dict) day(day uint32) uint32 {
+	if d.lastDay == day+1 {
+		return d.lastDayK
+	}
+	k, ok := d.days[day]
+	if !ok {
+		name, ok := d.dayNames[day]
+		if !ok {
+			if len(d.dayNames) > 64 {
+				clear(d.dayNames)
+			}
+			name = time.Unix(int64(day)*86400, 0).UTC().Format(shortener.DayFormat)
+			d.dayNames[day] = name
+		}
+		k = d.add(shortener.VisitKey{Kind: shortener.KindDay, Name: name})
+		d.days[day] = k
+	}
+	d.lastDay, d.lastDayK = day+1, k
+	return k
+}
+
+// referrer returns the key of a referrer host (nil: invalid; empty:
+// direct).
+func (d *dict) referrer(host []byte) uint32 {
+	switch {
+	case host == nil:
+		return d.fixedKey(fixedInvalid)
+	case len(host) == 0:
+		return d.fixedKey(fixedDirect)
+	case len(d.lastHost) > 0 && string(host) == string(d.lastHost):
+		return d.lastHostK
+	}
+	k, ok := d.hosts[string(host)]
+	if !ok {
+		k = d.add(shortener.VisitKey{Kind: shortener.KindReferrer, Name: string(host)})
+		d.hosts[string(host)] = k
+	}
+	d.lastHost, d.lastHostK = append(d.lastHost[:0], host...), k
+	return k
+}
+
+func (d *dict) agent(id byte, bot bool, name []byte) uint32 {
+	if id != 0 && d.agentIDs[id] != 0 {
+		return d.agentIDs[id] - 1
+	}
+	b := 0
+	kind := shortener.KindBrowser
+	if bot {
+		b, kind = 1, shortener.KindBot
+	}
+	k, ok := d.agents[b][string(name)]
+	if !ok {
+		k = d.add(shortener.VisitKey{Kind: kind, Name: string(name)})
+		d.agents[b][string(name)] = k
+	}
+	if id != 0 {
+		d.agentIDs[id] = k + 1
 	}
 	return k
 }
 
-// stats converts link idx's pending visits into domain statistics.
-func (p *pending) stats(idx int32) shortener.VisitStats {
-	l := &p.links[idx]
-	s := shortener.VisitStats{Total: int64(l.total), Bots: int64(l.bots)}
-	for i, n := range l.dayN {
-		if n > 0 {
-			inc(&s.Days, p.dayKey(l.day[i]), n)
+// country returns the key of a two-letter country code.
+func (d *dict) country(code uint16) uint32 {
+	k, ok := d.countries[code]
+	if !ok {
+		name, ok := d.countryNames[code]
+		if !ok {
+			if len(d.countryNames) > 512 {
+				clear(d.countryNames)
+			}
+			name = string([]byte{byte(code >> 8), byte(code)})
+			d.countryNames[code] = name
 		}
+		k = d.add(shortener.VisitKey{Kind: shortener.KindCountry, Name: name})
+		d.countries[code] = k
 	}
-	for _, e := range p.extraDays {
-		if e.idx == idx {
-			inc(&s.Days, p.dayKey(e.day), e.n)
-		}
-	}
-	for i, n := range l.refN {
-		switch h := l.ref[i]; {
-		case n == 0:
-		case h == hashDirect:
-			inc(&s.Referrers, shortener.DirectReferrer, n)
-		case h == hashInvalid:
-			inc(&s.Referrers, InvalidReferrer, n)
-		default:
-			inc(&s.Referrers, p.hosts[h], n)
-		}
-	}
-	inc(&s.Referrers, shortener.OtherKey, l.refOther)
-	for i, n := range l.agentN {
-		if n == 0 || l.agent[i] == 0 {
-			continue
-		}
-		if a := p.agentOf(l.agent[i]); a.Bot {
-			inc(&s.BotAgents, a.Name, n)
-		} else {
-			inc(&s.Browsers, a.Name, n)
-		}
-	}
-	inc(&s.Browsers, shortener.OtherKey, l.agentOther)
-	for i, n := range l.countryN {
-		if n > 0 {
-			inc(&s.Countries, string([]byte{byte(l.country[i] >> 8), byte(l.country[i])}), n)
-		}
-	}
-	inc(&s.Countries, shortener.OtherKey, l.countryOther)
-	return s
+	return k
 }
 
-// inc adds n under key, making the breakdown if needed; 0 adds nothing.
-func inc(b *shortener.Breakdown, key string, n uint32) {
-	if n == 0 {
-		return
+// lookup returns the key index of k, adding it if needed.
+func (d *dict) lookup(k shortener.VisitKey) uint32 {
+	for f, fk := range fixedKeys {
+		if k == fk {
+			return d.fixedKey(f)
+		}
 	}
-	if *b == nil {
-		*b = shortener.Breakdown{}
+	switch k.Kind {
+	case shortener.KindDay:
+		if t, err := time.Parse(shortener.DayFormat, k.Name); err == nil && t.Unix() >= 0 {
+			return d.day(uint32(t.Unix() / 86400))
+		}
+	case shortener.KindReferrer:
+		return d.referrer([]byte(k.Name))
+	case shortener.KindBrowser:
+		return d.agent(0, false, []byte(k.Name))
+	case shortener.KindBot:
+		return d.agent(0, true, []byte(k.Name))
+	case shortener.KindCountry:
+		if len(k.Name) == 2 {
+			return d.country(uint16(k.Name[0])<<8 | uint16(k.Name[1]))
+		}
 	}
-	(*b)[key] += int64(n)
+	for i, have := range d.keys {
+		if have == k {
+			return uint32(i)
+		}
+	}
+	return d.add(k)
+}
+
+// isOther reports whether key is dim's (other) key.
+func (d *dict) isOther(dim int, key uint32) bool {
+	f := fixedOtherCountry
+	switch dim {
+	case dimReferrer:
+		f = fixedOtherReferrer
+	case dimAgent:
+		f = fixedOtherAgent
+	}
+	return d.fixed[f] == key+1
 }

@@ -1,15 +1,23 @@
-// Package visits counts visits off the redirect path. Record, called by
-// every followed redirect, adds the visit to an in-memory aggregate — per
-// link: a total, per-day counts, referrer hosts, browser or bot family,
-// country — under a short per-shard lock, and never waits for the store.
-// A background flusher hands the aggregate to the store in batches, every
-// FlushInterval or as soon as FlushLinks links are pending: one transaction
-// per batch on bolt, one UpdateItem ADD per link on DynamoDB.
+// Package visits counts visits off the redirect path.
 //
-// Memory is bounded: beyond MaxLinks pending links, visits of further
-// links are dropped and counted (Metrics.Dropped), never queued. A clean
-// Close flushes everything; a crash loses at most what was recorded since
-// the last flush.
+// Record, called by every followed redirect, appends a compact raw record
+// of the visit (link id, referrer host, browser or bot, day, and the
+// client's address with a GeoIP database) to one of a few buffers: a
+// short critical section, no allocation, no map. A drainer goroutine
+// takes the buffers every few milliseconds and aggregates them — per link:
+// a total, per-day counts, referrer hosts, browser or bot family, country
+// — and a flusher hands the aggregate to the store in batches, every
+// FlushInterval or as soon as FlushLinks links are pending: one
+// transaction per batch on bolt, one UpdateItem ADD per link on DynamoDB.
+//
+// Memory is bounded: a full buffer (the drainer fell behind) drops the
+// visit, and beyond MaxLinks pending links visits of further links are
+// dropped; both are counted (Metrics.Dropped), never queued. A clean Close
+// flushes everything; a crash loses at most what was recorded since the
+// last flush.
+//
+// Visits of links with a visit limit are also counted per link at once,
+// so the live count (Pending) is exact without reading the buffers.
 //
 // It imports only the standard library and the shortener domain; the
 // User-Agent classifier and the GeoIP lookup are injected.
@@ -36,7 +44,7 @@ type Agent struct {
 	Name string // browser or bot family, e.g. "Chrome", "Slackbot"
 	Bot  bool   // a crawler, a link-preview fetcher or an HTTP library
 	// ID, if not 0, numbers this class for the classifier's lifetime
-	// (below MaxAgentID), so the aggregate keeps a number, not a name.
+	// (below MaxAgentID), so the aggregate finds its key without a map.
 	ID uint16
 }
 
@@ -60,6 +68,7 @@ const (
 	DefaultFlushInterval = time.Second
 	DefaultFlushLinks    = 20000
 	DefaultStoreTimeout  = 10 * time.Second
+	DefaultBufferBytes   = 2 << 20
 )
 
 // Config configures an Aggregator. Zero fields take defaults.
@@ -72,49 +81,60 @@ type Config struct {
 	FlushLinks    int                  // flush early at this many pending links; default DefaultFlushLinks
 	MaxLinks      int                  // drop visits of new links beyond this many pending; default 4×FlushLinks
 	StoreTimeout  time.Duration        // bound of one batch's store write; default DefaultStoreTimeout
+	// BufferBytes bounds the raw records waiting for the drainer (about
+	// 50 bytes a visit); default DefaultBufferBytes.
+	BufferBytes int
 }
 
-const numShards = 16
+// drainDelay is how long the drainer lets records gather after the first
+// one arrives: short enough to keep the buffers small, long enough that a
+// busy server drains hundreds of visits at a time.
+const drainDelay = 5 * time.Millisecond
 
-// yieldEvery is how many links a flush converts between yields to the
+// yieldEvery is how many records a drain aggregates between yields to the
 // scheduler, so that with one core (GOMAXPROCS=1) request handlers wait
-// for a flush by microseconds, not by a whole 10 ms scheduler slice.
-const yieldEvery = 128
+// for it by microseconds, not by a scheduler slice.
+const yieldEvery = 2048
 
-// Aggregator is the in-memory visit aggregate and its flusher. Create it
-// with New; Close it once.
+// Aggregator is the visit buffers, the aggregate and their goroutines.
+// Create it with New; Close it once.
 type Aggregator struct {
 	cfg    Config
 	seed   maphash.Seed
-	shards [numShards]shard
-	spares [numShards]*pending // the other batch of each shard (flush only)
-	links  atomic.Int64        // distinct links pending in the shards
+	closed atomic.Bool
 
-	// flushMu is held by a flush from taking the shards until the store
-	// write is settled, and by Stats readers, so Stats never counts a
-	// batch twice nor misses it.
+	bufMu sync.Mutex
+	buf   []byte // raw records (ring.go), up to cap(buf)
+	_     [64]byte
+
+	// aggMu guards the aggregate, the buffer the drainer owns (spare)
+	// and failed, a batch the store refused (retried with the next one).
+	aggMu  sync.Mutex
+	agg    *aggregate
+	spare  []byte
+	failed *shortener.VisitBatch
+	geo    geoCache
+
+	// flushMu is held by a flush from taking the aggregate until the
+	// store write is settled, and by Stats readers, so Stats never counts
+	// a batch twice nor misses it.
 	flushMu sync.RWMutex
-	// gen is odd while a batch is being written. infMu guards it and
-	// failed; a Pending reader counts failed only when gen did not move
-	// since its store read.
-	infMu     sync.Mutex
-	gen       atomic.Uint64
-	failed    map[string]*shortener.VisitDelta // batches the store refused, to retry
-	failedSum map[string]int64                 // their totals, for Pending
+	batch   shortener.VisitBatch // the batch being written (flushMu)
 
-	kick  chan struct{}
-	stop  chan struct{}
-	done  chan struct{}
-	close sync.Once
+	// limMu guards lim: per link with a visit limit, its visits recorded
+	// and those taken by a flush (written, or being written).
+	limMu sync.Mutex
+	lim   map[string]*limCount
+
+	drainKick, drainNow, flushKick chan struct{}
+	stop, done                     chan struct{}
+	drainDone                      chan struct{}
+	close                          sync.Once
 
 	recorded, dropped, flushes, flushErrors, flushedVisits atomic.Uint64
 }
 
-type shard struct {
-	mu  sync.Mutex
-	cur *pending // this batch's visits
-	_   [48]byte // keep shards on separate cache lines
-}
+type limCount struct{ recorded, taken int64 }
 
 // New returns a running Aggregator.
 func New(cfg Config) (*Aggregator, error) {
@@ -136,83 +156,119 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = DefaultStoreTimeout
 	}
+	if cfg.BufferBytes <= 0 {
+		cfg.BufferBytes = DefaultBufferBytes
+	}
 	a := &Aggregator{
-		cfg:  cfg,
-		seed: maphash.MakeSeed(),
-		kick: make(chan struct{}, 1),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		cfg:       cfg,
+		seed:      maphash.MakeSeed(),
+		buf:       make([]byte, 0, max(cfg.BufferBytes/2, 1024)),
+		spare:     make([]byte, 0, max(cfg.BufferBytes/2, 1024)),
+		lim:       map[string]*limCount{},
+		drainKick: make(chan struct{}, 1),
+		drainNow:  make(chan struct{}, 1),
+		flushKick: make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+		drainDone: make(chan struct{}),
 	}
-	for i := range a.shards {
-		a.shards[i].cur = newPending()
-		a.spares[i] = newPending()
-	}
-	go a.run()
+	a.agg = newAggregate(a.seed)
+	go a.drainLoop()
+	go a.flushLoop()
 	return a, nil
 }
 
 // Record counts one visit of the link id: its Referer and User-Agent
-// header values, the client's address (used only with a GeoIP database)
-// and the time. It retains none of its arguments and never blocks on the
-// store; when MaxLinks links are already pending, a visit of another link
-// is dropped and counted.
-func (a *Aggregator) Record(id, referrer, userAgent []byte, ip net.IP, now time.Time) {
+// header values, the client's address (used only with a GeoIP database),
+// the time, and whether the link has a visit limit. It retains none of its
+// arguments and never blocks on the store; when the buffers are full the
+// visit is dropped and counted.
+func (a *Aggregator) Record(id, referrer, userAgent []byte, ip net.IP, now time.Time, limited bool) {
+	if len(id) == 0 || len(id) > maxIDLength || a.closed.Load() {
+		return
+	}
 	var hostBuf [MaxHostLength]byte
-	host := ReferrerHost(referrer, hostBuf[:])
+	v := rawVisit{id: id, host: ReferrerHost(referrer, hostBuf[:])}
+	hostLen := byte(len(v.host))
+	if v.host == nil {
+		hostLen = hostInvalid
+	}
 	agent := Agent{Name: shortener.UnknownKey}
 	if a.cfg.Classifier != nil {
 		agent = a.cfg.Classifier.Classify(userAgent)
 	}
-	var country string
+	v.agentName = agent.Name
+	if len(v.agentName) > 255 {
+		v.agentName = v.agentName[:255]
+	}
+	if agent.ID > 0 && agent.ID < MaxAgentID {
+		v.agentID = byte(agent.ID)
+	}
+	if agent.Bot {
+		v.flags |= flagBot
+	}
+	if limited {
+		v.flags |= flagLimited
+	}
 	if a.cfg.Geo != nil && ip != nil {
-		country = a.cfg.Geo.Country(ip)
+		if v4 := ip.To4(); v4 != nil {
+			v.ip, v.flags = v4, v.flags|flagIP4
+		} else if len(ip) == net.IPv6len {
+			v.ip, v.flags = ip, v.flags|flagIP16
+		}
 	}
-	day := int32(now.Unix() / 86400)
+	if s := now.Unix(); s > 0 {
+		v.day = uint32(s / 86400)
+	}
+	v.hash = maphash.Bytes(a.seed, id)
+	size := recordSize(&v)
 
-	sh := &a.shards[maphash.Bytes(a.seed, id)%numShards]
-	sh.mu.Lock()
-	p := sh.cur
-	idx, ok := p.index[string(id)]
-	if !ok {
-		if a.links.Load() >= int64(a.cfg.MaxLinks) {
-			sh.mu.Unlock()
-			a.dropped.Add(1)
-			return
-		}
-		idx = int32(len(p.links))
-		p.links = append(p.links, linkAgg{})
-		p.index[string(id)] = idx
-		if a.links.Add(1) == int64(a.cfg.FlushLinks) {
-			select {
-			case a.kick <- struct{}{}:
-			default:
-			}
-		}
+	a.bufMu.Lock()
+	n := len(a.buf)
+	if cap(a.buf)-n < size {
+		a.bufMu.Unlock()
+		a.dropped.Add(1)
+		a.kick(a.drainNow)
+		return
 	}
-	p.add(&p.links[idx], idx, a.seed, day, host, agent, country)
-	sh.mu.Unlock()
-	a.recorded.Add(1)
+	a.buf = appendRecord(a.buf, &v, hostLen)
+	half := cap(a.buf) / 2
+	a.bufMu.Unlock()
+	switch {
+	case n == 0:
+		a.kick(a.drainKick)
+	case n < half && n+size >= half:
+		a.kick(a.drainNow)
+	}
+	if limited {
+		a.limMu.Lock()
+		c := a.lim[string(id)]
+		if c == nil {
+			c = &limCount{}
+			a.lim[string(id)] = c
+		}
+		c.recorded++
+		a.limMu.Unlock()
+	}
 }
 
-// Gen implements shortener.VisitCounter.
-func (a *Aggregator) Gen() uint64 { return a.gen.Load() }
+func (a *Aggregator) kick(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
 
-// Pending implements shortener.VisitCounter: the visits of id recorded
-// and not yet stored.
-func (a *Aggregator) Pending(id []byte, gen uint64) int64 {
-	sh := &a.shards[maphash.Bytes(a.seed, id)%numShards]
+// Pending implements shortener.VisitCounter: the visits of id, a link
+// with a visit limit, recorded and not yet taken by a flush.
+func (a *Aggregator) Pending(id []byte) int64 {
+	a.limMu.Lock()
 	var n int64
-	sh.mu.Lock()
-	if idx, ok := sh.cur.index[string(id)]; ok {
-		n = int64(sh.cur.links[idx].total)
+	if c := a.lim[string(id)]; c != nil {
+		n = c.recorded - c.taken
 	}
-	sh.mu.Unlock()
-	a.infMu.Lock()
-	if gen%2 == 0 && a.gen.Load() == gen {
-		n += a.failedSum[string(id)]
-	}
-	a.infMu.Unlock()
-	return n
+	a.limMu.Unlock()
+	return max(n, 0)
 }
 
 // Stats implements shortener.VisitCounter: the stored statistics of id
@@ -224,17 +280,19 @@ func (a *Aggregator) Stats(ctx context.Context, id string) (shortener.VisitStats
 	if err != nil {
 		return shortener.VisitStats{}, err
 	}
-	sh := &a.shards[maphash.String(a.seed, id)%numShards]
-	sh.mu.Lock()
-	if idx, ok := sh.cur.index[id]; ok {
-		st.Add(sh.cur.stats(idx))
+	a.aggMu.Lock()
+	a.drainLocked()
+	if e := a.agg.find(maphash.String(a.seed, id), []byte(id)); e != nil {
+		st.Add(a.agg.stats(e))
 	}
-	sh.mu.Unlock()
-	a.infMu.Lock()
-	if d := a.failed[id]; d != nil {
-		st.Add(d.Stats)
+	if f := a.failed; f != nil {
+		for i := range f.Links {
+			if f.Links[i].ID == id {
+				st.Add(f.Stats(i))
+			}
+		}
 	}
-	a.infMu.Unlock()
+	a.aggMu.Unlock()
 	st.Bound()
 	return st, nil
 }
@@ -242,22 +300,126 @@ func (a *Aggregator) Stats(ctx context.Context, id string) (shortener.VisitStats
 // Metrics are the aggregator's counters since it started.
 type Metrics struct {
 	Recorded      uint64 // visits recorded
-	Dropped       uint64 // visits dropped: too many links pending, or a batch the store kept refusing
+	Dropped       uint64 // visits dropped: buffers full, too many links pending, or a batch the store kept refusing
 	Flushes       uint64 // batches written
 	FlushErrors   uint64 // batch writes that failed (retried with the next batch)
 	FlushedVisits uint64 // visits written to the store
 	PendingLinks  int64  // links with visits not yet flushed
 }
 
-// Metrics returns the current counters.
+// Metrics returns the current counters, the visits waiting in the buffers
+// aggregated first.
 func (a *Aggregator) Metrics() Metrics {
+	a.aggMu.Lock()
+	a.drainLocked()
+	pending := a.agg.links()
+	a.aggMu.Unlock()
 	return Metrics{
 		Recorded: a.recorded.Load(), Dropped: a.dropped.Load(), Flushes: a.flushes.Load(),
-		FlushErrors: a.flushErrors.Load(), FlushedVisits: a.flushedVisits.Load(), PendingLinks: a.links.Load(),
+		FlushErrors: a.flushErrors.Load(), FlushedVisits: a.flushedVisits.Load(), PendingLinks: int64(pending),
 	}
 }
 
-func (a *Aggregator) run() {
+// drainLoop aggregates the buffers a little while after visits arrive,
+// and asks for a flush once FlushLinks links are pending.
+func (a *Aggregator) drainLoop() {
+	defer close(a.drainDone)
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-a.drainKick:
+			t.Reset(drainDelay)
+			select {
+			case <-a.stop:
+				return
+			case <-t.C:
+			case <-a.drainNow:
+				t.Stop()
+			}
+		case <-a.drainNow:
+		}
+		a.aggMu.Lock()
+		a.drainLocked()
+		full := a.agg.links() >= a.cfg.FlushLinks
+		a.aggMu.Unlock()
+		if full {
+			a.kick(a.flushKick)
+		}
+	}
+}
+
+// drainLocked aggregates every buffered record. The caller holds aggMu.
+func (a *Aggregator) drainLocked() {
+	a.bufMu.Lock()
+	buf := a.buf
+	if len(buf) == 0 {
+		a.bufMu.Unlock()
+		return
+	}
+	a.buf = a.spare
+	a.bufMu.Unlock()
+	var v rawVisit
+	done := 0
+	for b := buf; len(b) > 0; {
+		b = nextRecord(b, &v)
+		a.add(&v)
+		if done++; done%yieldEvery == 0 {
+			runtime.Gosched() // see yieldEvery
+		}
+	}
+	a.spare = buf[:0]
+}
+
+// add aggregates one visit. The caller holds aggMu.
+func (a *Aggregator) add(v *rawVisit) {
+	g := a.agg
+	e := g.find(v.hash, v.id)
+	if e == nil {
+		if g.links() >= a.cfg.MaxLinks {
+			a.dropped.Add(1)
+			if v.flags&flagLimited != 0 {
+				a.forget(string(v.id), 1)
+			}
+			return
+		}
+		e = g.insert(v.hash, v.id)
+	}
+	a.recorded.Add(1)
+	e.total++
+	bot := v.flags&flagBot != 0
+	if bot {
+		e.bots++
+	}
+	if v.flags&flagLimited != 0 {
+		e.limited = true
+	}
+	g.count(e, dimDay, g.dict.day(v.day), 1)
+	g.count(e, dimReferrer, g.dict.referrer(v.host), 1)
+	g.count(e, dimAgent, g.dict.agent(v.agentID, bot, v.agent), 1)
+	if v.ip != nil && a.cfg.Geo != nil {
+		if c := a.geo.country(a.cfg.Geo, a.seed, v.ip); len(c) == 2 {
+			g.count(e, dimCountry, g.dict.country(uint16(c[0])<<8|uint16(c[1])), 1)
+		}
+	}
+}
+
+// forget stops counting n visits of a limited link as pending: they were
+// dropped.
+func (a *Aggregator) forget(id string, n int64) {
+	a.limMu.Lock()
+	c := a.lim[id]
+	if c == nil {
+		c = &limCount{}
+		a.lim[id] = c
+	}
+	c.taken += n
+	a.limMu.Unlock()
+}
+
+func (a *Aggregator) flushLoop() {
 	defer close(a.done)
 	t := time.NewTicker(a.cfg.FlushInterval)
 	defer t.Stop()
@@ -266,7 +428,7 @@ func (a *Aggregator) run() {
 		case <-a.stop:
 			return
 		case <-t.C:
-		case <-a.kick:
+		case <-a.flushKick:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.StoreTimeout)
 		a.flush(ctx)
@@ -283,97 +445,93 @@ func (a *Aggregator) flush(ctx context.Context) error {
 	a.flushMu.Lock()
 	defer a.flushMu.Unlock()
 
-	// Take every shard's batch; Record goes on into the spare one.
-	batch := make(map[string]*shortener.VisitDelta)
-	for i := range a.shards {
-		sh := &a.shards[i]
-		spare := a.spares[i]
-		sh.mu.Lock()
-		p := sh.cur
-		taken := len(p.index) > 0
-		if taken {
-			sh.cur = spare
-		}
-		sh.mu.Unlock()
-		if !taken {
-			continue // p is still the shard's: not ours to read
-		}
-		a.links.Add(-int64(len(p.index)))
-		j := 0
-		for id, idx := range p.index {
-			batch[id] = &shortener.VisitDelta{ID: id, Stats: p.stats(idx)}
-			if j++; j%yieldEvery == 0 {
-				runtime.Gosched() // see yieldEvery
-			}
-		}
-		p.reset()
-		a.spares[i] = p
+	a.aggMu.Lock()
+	a.drainLocked()
+	if a.failed != nil {
+		a.agg.addBatch(a.failed)
+		a.failed = nil
 	}
-
-	a.infMu.Lock()
-	for id, d := range a.failed {
-		if b := batch[id]; b != nil {
-			b.Stats.Add(d.Stats)
-		} else {
-			batch[id] = d
-		}
-	}
-	a.failed, a.failedSum = nil, nil
-	if len(batch) == 0 {
-		a.infMu.Unlock()
+	if a.agg.links() == 0 {
+		a.aggMu.Unlock()
 		return nil
 	}
-	a.gen.Add(1) // odd: writing
-	a.infMu.Unlock()
+	b := &a.batch
+	a.agg.build(b)
+	a.aggMu.Unlock()
 
-	deltas := make([]shortener.VisitDelta, 0, len(batch))
-	for _, d := range batch {
-		d.Applied = false
-		deltas = append(deltas, *d)
+	// Visits of limited links being written no longer count as pending:
+	// a reader that sees them stored never counts them twice.
+	a.limMu.Lock()
+	for i := range b.Links {
+		if l := &b.Links[i]; l.Limited {
+			c := a.lim[l.ID]
+			if c == nil {
+				c = &limCount{}
+				a.lim[l.ID] = c
+			}
+			c.taken += l.Total
+		}
 	}
-	err := a.cfg.Store.AddVisits(ctx, deltas)
+	a.limMu.Unlock()
 
-	failed := map[string]*shortener.VisitDelta{}
-	failedSum := map[string]int64{}
+	err := a.cfg.Store.AddVisits(ctx, b)
+
 	var written, lost uint64
-	for i := range deltas {
-		d := &deltas[i]
-		if d.Applied {
-			written += uint64(d.Stats.Total)
-			continue
+	var failed []shortener.LinkVisits
+	for i := range b.Links {
+		l := &b.Links[i]
+		switch {
+		case l.Applied:
+			written += uint64(l.Total)
+		case len(failed) >= a.cfg.MaxLinks:
+			lost += uint64(l.Total)
+		default:
+			failed = append(failed, *l)
 		}
-		if len(failed) >= a.cfg.MaxLinks {
-			lost += uint64(d.Stats.Total)
-			continue
-		}
-		failed[d.ID] = d
-		failedSum[d.ID] = d.Stats.Total
 	}
-	a.infMu.Lock()
+	a.limMu.Lock()
+	for i := range failed {
+		if l := &failed[i]; l.Limited {
+			a.lim[l.ID].taken -= l.Total // pending again
+		}
+	}
+	for id, c := range a.lim {
+		if c.recorded == c.taken {
+			delete(a.lim, id)
+		}
+	}
+	a.limMu.Unlock()
 	if len(failed) > 0 {
-		a.failed, a.failedSum = failed, failedSum
+		// The next flush adds failed to its aggregate before it builds
+		// the next batch into b's memory, which failed shares.
+		a.aggMu.Lock()
+		a.failed = &shortener.VisitBatch{Keys: b.Keys, Links: failed}
+		a.aggMu.Unlock()
 	}
-	a.gen.Add(1) // even: settled
-	a.infMu.Unlock()
 
 	a.flushedVisits.Add(written)
 	a.dropped.Add(lost)
 	if err != nil {
 		a.flushErrors.Add(1)
 		a.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "visits flush failed; retrying with the next batch",
-			slog.Int("links", len(deltas)), slog.Int("unwritten_links", len(failed)), slog.String("error", err.Error()))
+			slog.Int("links", len(b.Links)), slog.Int("unwritten_links", len(failed)), slog.String("error", err.Error()))
 		return err
 	}
 	a.flushes.Add(1)
 	return nil
 }
 
-// Close stops the flusher and flushes everything pending, retrying a
-// failed batch until ctx is done. Visits recorded after Close are not
-// flushed. It returns an error if some visits could not be stored.
+// Close stops the drainer and the flusher and flushes everything pending,
+// retrying a failed batch until ctx is done. Visits recorded after Close
+// are not counted. It returns an error if some visits could not be
+// stored.
 func (a *Aggregator) Close(ctx context.Context) error {
-	a.close.Do(func() { close(a.stop) })
+	a.close.Do(func() {
+		a.closed.Store(true)
+		close(a.stop)
+	})
 	<-a.done
+	<-a.drainDone
 	for {
 		err := a.flush(ctx)
 		if err == nil {
@@ -385,4 +543,22 @@ func (a *Aggregator) Close(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// geoCache remembers the countries of recent client addresses (a GeoIP
+// lookup decodes a database record).
+type geoCache [256]struct {
+	ip   [net.IPv6len]byte
+	n    uint8
+	code string
+}
+
+func (c *geoCache) country(g Geo, seed maphash.Seed, ip net.IP) string {
+	s := &c[maphash.Bytes(seed, ip)&255]
+	if s.n == uint8(len(ip)) && string(s.ip[:s.n]) == string(ip) {
+		return s.code
+	}
+	s.code = g.Country(ip)
+	s.n = uint8(copy(s.ip[:], ip))
+	return s.code
 }
