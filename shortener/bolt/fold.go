@@ -297,7 +297,7 @@ func (s *Store) foldStep(budget int) (done bool, err error) {
 type foldRun struct {
 	tx     *bbolt.Tx
 	fs     foldState
-	links  *bbolt.Bucket
+	links  linkCursor
 	runs   *bbolt.Cursor
 	tombs  *bbolt.Cursor
 	tombK  []byte // the next tomb, nil: none
@@ -324,7 +324,7 @@ type foldRun struct {
 }
 
 func newFoldStep(tx *bbolt.Tx, fs foldState, chunkSize int) (*foldRun, error) {
-	f := &foldRun{tx: tx, fs: fs, links: tx.Bucket(linksBucket),
+	f := &foldRun{tx: tx, fs: fs, links: linkCursor{c: tx.Bucket(linksBucket).Cursor()},
 		runs: tx.Bucket(runsBucket).Cursor(), tombs: tx.Bucket(tombsBucket).Cursor(),
 		out: chunkWriter{max: chunkSize}}
 	c := tx.Bucket(logBucket).Cursor()
@@ -464,7 +464,7 @@ func (f *foldRun) fold(id, rec []byte) error {
 		// The tomb goes once the fold has passed it and the id has a
 		// link again; while it has none, the tomb keeps AddVisits from
 		// logging visits that a link created later would count.
-		if tomb <= f.fs.target && f.links.Get(id) != nil {
+		if tomb <= f.fs.target && f.links.exists(id) {
 			f.tombDels = append(f.tombDels, append([]byte(nil), id...))
 		}
 		f.tombK, f.tombV = f.tombs.Next()
@@ -493,7 +493,7 @@ func (f *foldRun) fold(id, rec []byte) error {
 		}
 		return nil
 	}
-	if rec == nil && f.links.Get(id) == nil {
+	if rec == nil && !f.links.exists(id) {
 		return nil // visits of a link deleted since
 	}
 	f.d.normalize()
@@ -555,6 +555,35 @@ func (f *foldRun) apply() (int64, error) {
 		}
 	}
 	return written - f.oldBytes, nil
+}
+
+// linkCursor tells whether links exist, asked in increasing id order, as
+// the fold does: it steps through the links bucket when the next id is
+// near (a leaf page already in the cache) and seeks when it is far, so
+// a fold touching most links costs a walk of the bucket, not a search
+// from the root per link.
+type linkCursor struct {
+	c   *bbolt.Cursor
+	k   []byte // the cursor's key, nil at the end
+	pos bool   // the cursor was positioned
+}
+
+// linkStepMax is how many keys exists steps over before it seeks.
+const linkStepMax = 8
+
+func (lc *linkCursor) exists(id []byte) bool {
+	if !lc.pos {
+		lc.k, _ = lc.c.Seek(id)
+		lc.pos = true
+	}
+	for i := 0; lc.k != nil && bytes.Compare(lc.k, id) < 0; i++ {
+		if i == linkStepMax {
+			lc.k, _ = lc.c.Seek(id)
+			break
+		}
+		lc.k, _ = lc.c.Next()
+	}
+	return lc.k != nil && bytes.Equal(lc.k, id)
 }
 
 // logIter walks the entries of one log record from a link on.

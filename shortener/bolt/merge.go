@@ -31,12 +31,22 @@ func (d *delta) empty() bool { return d.total == 0 && d.bots == 0 && len(d.count
 
 // normalize sorts d's counts and adds up those of the same key.
 func (d *delta) normalize() {
-	slices.SortFunc(d.counts, func(a, b keyCount) int {
-		if c := cmp.Compare(a.kind, b.kind); c != 0 {
-			return c
+	if c := d.counts; len(c) <= 12 {
+		// A link's counts of one batch or a few: an insertion sort,
+		// without the generic sort's indirect calls.
+		for i := 1; i < len(c); i++ {
+			for j := i; j > 0 && keyLess(&c[j], &c[j-1]); j-- {
+				c[j], c[j-1] = c[j-1], c[j]
+			}
 		}
-		return bytes.Compare(a.key, b.key)
-	})
+	} else {
+		slices.SortFunc(c, func(a, b keyCount) int {
+			if c := cmp.Compare(a.kind, b.kind); c != 0 {
+				return c
+			}
+			return bytes.Compare(a.key, b.key)
+		})
+	}
 	out := d.counts[:0]
 	for _, c := range d.counts {
 		if n := len(out); n > 0 && out[n-1].kind == c.kind && string(out[n-1].key) == string(c.key) {
@@ -46,6 +56,13 @@ func (d *delta) normalize() {
 		out = append(out, c)
 	}
 	d.counts = out
+}
+
+func keyLess(a, b *keyCount) bool {
+	if a.kind != b.kind {
+		return a.kind < b.kind
+	}
+	return string(a.key) < string(b.key)
 }
 
 // deltaOf returns the delta of statistics in map form.

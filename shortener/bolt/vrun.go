@@ -89,7 +89,9 @@ type kv struct{ k, v []byte }
 
 func (w *chunkWriter) add(id, rec []byte) {
 	if len(w.cur) == 0 {
-		w.cur = append(w.cur, runVersion)
+		// Each chunk has memory of its own: bbolt keeps the values
+		// put until the commit.
+		w.cur = append(make([]byte, 0, w.max+len(id)+len(rec)+2*binary.MaxVarintLen64), runVersion)
 		w.first = append([]byte(nil), id...)
 	}
 	n := len(w.cur)

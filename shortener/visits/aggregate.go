@@ -2,7 +2,6 @@ package visits
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"hash/maphash"
 	"slices"
@@ -69,6 +68,7 @@ type aggregate struct {
 	pairs   []pair
 	dict    dict
 	order   []sortKey // batch building
+	spare   []sortKey // radix sort's other half
 	counts  []shortener.KeyCount
 }
 
@@ -213,6 +213,36 @@ func idPrefix(id []byte) uint64 {
 	return binary.BigEndian.Uint64(b[:])
 }
 
+// radixSort sorts a by prefix, a byte at a time from the last (a pass is
+// skipped when every key has the same byte there), using tmp (as long as
+// a); it returns the sorted slice and the other one.
+func radixSort(a, tmp []sortKey) (sorted, spare []sortKey) {
+	if len(a) < 2 {
+		return a, tmp
+	}
+	for shift := 0; shift < 64; shift += 8 {
+		var count [256]int
+		for i := range a {
+			count[byte(a[i].prefix>>shift)]++
+		}
+		if count[byte(a[0].prefix>>shift)] == len(a) {
+			continue
+		}
+		pos := 0
+		for d, n := range count {
+			count[d] = pos
+			pos += n
+		}
+		for i := range a {
+			d := byte(a[i].prefix >> shift)
+			tmp[count[d]] = a[i]
+			count[d]++
+		}
+		a, tmp = tmp, a
+	}
+	return a, tmp
+}
+
 // build fills b with the batch, links in id order, and resets g. b's
 // slices are reused; their backing arrays, and g's, stay b's until the
 // next build.
@@ -221,12 +251,21 @@ func (g *aggregate) build(b *shortener.VisitBatch) {
 	for i := range g.entries {
 		g.order = append(g.order, sortKey{idPrefix(g.id(&g.entries[i])), int32(i)})
 	}
-	slices.SortFunc(g.order, func(x, y sortKey) int {
-		if c := cmp.Compare(x.prefix, y.prefix); c != 0 {
-			return c
+	g.spare = slices.Grow(g.spare[:0], len(g.order))[:len(g.order)]
+	g.order, g.spare = radixSort(g.order, g.spare)
+	// Ids with the same first 8 bytes: by the rest.
+	for i := 0; i < len(g.order); {
+		j := i + 1
+		for j < len(g.order) && g.order[j].prefix == g.order[i].prefix {
+			j++
 		}
-		return bytes.Compare(g.id(&g.entries[x.entry]), g.id(&g.entries[y.entry]))
-	})
+		if j-i > 1 {
+			slices.SortFunc(g.order[i:j], func(x, y sortKey) int {
+				return bytes.Compare(g.id(&g.entries[x.entry]), g.id(&g.entries[y.entry]))
+			})
+		}
+		i = j
+	}
 	ids := string(g.arena)
 	b.Keys = append(b.Keys[:0], g.dict.keys...)
 	b.Links = slices.Grow(b.Links[:0], len(g.entries))

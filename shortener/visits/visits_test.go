@@ -26,10 +26,25 @@ type store struct {
 	fail  atomic.Int32  // fail this many AddVisits calls
 	gate  chan struct{} // if set, AddVisits waits for it
 	calls atomic.Int32
+	// badBatch describes a malformed batch AddVisits was given.
+	badBatch atomic.Value
 }
 
 func (s *store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) error {
 	s.calls.Add(1)
+	// The batch contract every store relies on: links sorted by id, each
+	// once, key numbers in range.
+	for i := range batch.Links {
+		l := &batch.Links[i]
+		if i > 0 && batch.Links[i-1].ID >= l.ID {
+			s.badBatch.Store(fmt.Sprintf("links %q, %q out of order", batch.Links[i-1].ID, l.ID))
+		}
+		for _, c := range l.Counts {
+			if int(c.Key) >= len(batch.Keys) {
+				s.badBatch.Store(fmt.Sprintf("link %q counts key %d of %d", l.ID, c.Key, len(batch.Keys)))
+			}
+		}
+	}
 	if s.gate != nil {
 		<-s.gate
 	}
@@ -51,7 +66,13 @@ func newStore(t testing.TB, ids ...string) *store {
 			t.Fatal(err)
 		}
 	}
-	return &store{Store: b}
+	s := &store{Store: b}
+	t.Cleanup(func() {
+		if msg := s.badBatch.Load(); msg != nil {
+			t.Errorf("malformed batch: %s", msg)
+		}
+	})
+	return s
 }
 
 // classifier: "bot…" user agents are bots, others browsers named as sent.
@@ -477,5 +498,28 @@ func TestFlushWhileFirstVisits(t *testing.T) {
 	}
 	if total != 4000 {
 		t.Errorf("stored %d visits, want 4000", total)
+	}
+}
+
+// TestBatchOrder: a batch's links come sorted by id, ids that share their
+// first 8 bytes (the aggregate's sort key) included, each once, whatever
+// the order of the visits.
+func TestBatchOrder(t *testing.T) {
+	var ids []string
+	for i := range 300 {
+		ids = append(ids, fmt.Sprintf("%c%07d%d", 'a'+i%7, i%13, i))
+	}
+	s := newStore(t, ids...)
+	a := newAggregator(t, s, visits.Config{})
+	for i := range 3000 {
+		record(a, ids[(i*7919)%len(ids)], "", "Chrome", 1)
+	}
+	if err := a.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if got := stored(t, s, id).Total; got != 10 {
+			t.Errorf("%s: %d visits stored, want 10", id, got)
+		}
 	}
 }
