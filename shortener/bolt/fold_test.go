@@ -246,3 +246,47 @@ func TestFoldModel(t *testing.T) {
 		})
 	}
 }
+
+// TestFoldResumesAfterRestart: a fold stopped in the middle (a stop or a
+// crash between steps) is finished by the background folder of the next
+// Open, and the statistics are exact before, during and after.
+func TestFoldResumesAfterRestart(t *testing.T) {
+	m := newFoldModel(t, 99, 60)
+	for range 6 {
+		m.add()
+	}
+	for range 3 {
+		m.step()
+	}
+	var fs foldState
+	m.s.db.View(func(tx *bbolt.Tx) error { fs = readFoldState(tx); return nil })
+	if fs.target == 0 {
+		t.Fatalf("no fold in progress after a few small steps: %+v", fs)
+	}
+	m.check()
+	if err := m.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(m.path) // with the background folder
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.s = s
+	m.check()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if e := s.vlog.err.Load(); e != nil {
+			t.Fatalf("background fold: %v", *e)
+		}
+		s.db.View(func(tx *bbolt.Tx) error { fs = readFoldState(tx); return nil })
+		if fs.target == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the interrupted fold was not resumed: %+v", fs)
+		}
+	}
+	if s.vlog.folds.Load() == 0 {
+		t.Error("no fold counted")
+	}
+	m.check()
+}
