@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 )
@@ -35,8 +36,17 @@ var foldKey = []byte("visitfold")
 const (
 	foldMinBytes   = 4 << 20
 	foldMaxRecords = 512
-	// foldStepBytes bounds what one step writes (and holds in memory).
-	foldStepBytes = 1 << 20
+	// foldStepBytes bounds what one step writes (and holds in memory),
+	// about 5,000 links' statistics.
+	foldStepBytes = 256 << 10
+	// foldYieldEvery is how many links a step folds between yields to
+	// the scheduler: on a server with one core (GOMAXPROCS=1) request
+	// handlers then wait for the fold by a fraction of a millisecond,
+	// not by a whole step.
+	foldYieldEvery = 512
+	// foldIdle is how many times as long as a step the background fold
+	// pauses after it (unless the log is far behind).
+	foldIdle = 9
 )
 
 type foldState struct {
@@ -177,6 +187,13 @@ func (v *visitLog) appended(n int) {
 	}
 }
 
+// behind reports whether the log has grown well past the point where a
+// fold starts: then the fold runs without pauses until it has caught up.
+func (v *visitLog) behind() bool {
+	lb, lr := v.logBytes.Load(), v.logRecords.Load()
+	return lb >= 4*max(foldMinBytes, v.runBytes.Load()) || lr > 4*foldMaxRecords
+}
+
 // due reports whether the log should be folded.
 func (v *visitLog) due() bool {
 	lb, lr := v.logBytes.Load(), v.logRecords.Load()
@@ -224,6 +241,7 @@ func (s *Store) fold(stop chan struct{}, force bool) error {
 		if fs.target == 0 && (last == fs.folded || !force && !s.vlog.due()) {
 			return nil
 		}
+		start := time.Now()
 		done, err := s.foldStep(s.vlog.stepBytes)
 		if err != nil {
 			return fmt.Errorf("fold visit log: %w", err)
@@ -231,7 +249,22 @@ func (s *Store) fold(stop chan struct{}, force bool) error {
 		if done {
 			s.vlog.folds.Add(1)
 		}
-		runtime.Gosched() // let request handlers run between steps
+		if stop == nil || s.vlog.behind() {
+			runtime.Gosched() // let request handlers run between steps
+			continue
+		}
+		// In the background, pause foldIdle times as long as the step
+		// took: the fold then takes at most a tenth of a core, spread
+		// over the time the next log fills, instead of taking a third
+		// of a busy core for seconds (the request rate a server can
+		// take would drop by as much while it folds).
+		t := time.NewTimer(foldIdle * time.Since(start))
+		select {
+		case <-stop:
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
 	}
 }
 
@@ -456,6 +489,9 @@ func (f *foldRun) ownID(id []byte) []byte {
 // fold writes the folded record of one link: rec (its old one, nil: none)
 // plus its log entries.
 func (f *foldRun) fold(id, rec []byte) error {
+	if f.links.n++; f.links.n%foldYieldEvery == 0 {
+		runtime.Gosched()
+	}
 	var tomb uint64
 	if f.tombK != nil && bytes.Equal(f.tombK, id) {
 		if len(f.tombV) == 8 {
@@ -566,6 +602,7 @@ type linkCursor struct {
 	c   *bbolt.Cursor
 	k   []byte // the cursor's key, nil at the end
 	pos bool   // the cursor was positioned
+	n   int    // links folded (for yields)
 }
 
 // linkStepMax is how many keys exists steps over before it seeks.

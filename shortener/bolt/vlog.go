@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"runtime"
 
 	"github.com/linkgate/linkgate/shortener"
 )
@@ -34,6 +35,9 @@ const (
 	logVersion = 1
 	logHeader  = 17
 	logRestart = 16
+	// logYieldEvery is how many links appendLogRecord encodes between
+	// yields to the scheduler.
+	logYieldEvery = 4096
 )
 
 var errCorruptLog = errors.New("corrupt visit log record")
@@ -75,6 +79,9 @@ func appendLogRecord(dst []byte, b *shortener.VisitBatch, skip map[int]bool) ([]
 		}
 		if n%logRestart == 0 {
 			restarts = append(restarts, uint32(len(dst)-start))
+		}
+		if n%logYieldEvery == logYieldEvery-1 {
+			runtime.Gosched() // as addLimited does
 		}
 		n++
 		dst = binary.AppendUvarint(dst, uint64(len(l.ID)))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/maphash"
+	"runtime"
 	"slices"
 	"time"
 
@@ -270,7 +271,10 @@ func (g *aggregate) build(b *shortener.VisitBatch) {
 	b.Keys = append(b.Keys[:0], g.dict.keys...)
 	b.Links = slices.Grow(b.Links[:0], len(g.entries))
 	g.counts = slices.Grow(g.counts[:0], len(g.pairs))
-	for _, o := range g.order {
+	for i, o := range g.order {
+		if i%yieldEvery == yieldEvery-1 {
+			runtime.Gosched() // see yieldEvery
+		}
 		e := &g.entries[o.entry]
 		start := len(g.counts)
 		for p := e.head; p >= 0; p = g.pairs[p].next {
