@@ -111,7 +111,7 @@ func FuzzLogRecordRoundTrip(f *testing.F) {
 		for i := 0; i+2 < len(spec) && len(deltas) < 200; i += 3 {
 			n := int64(spec[i+2]) + 1
 			deltas = append(deltas, shortener.VisitDelta{ID: string(spec[i : i+2]),
-				Limited: limitEvery > 0 && len(deltas)%int(limitEvery+1) == 0,
+				Limited: limitEvery > 0 && len(deltas)%(int(limitEvery)+1) == 0,
 				Stats: shortener.VisitStats{Total: n, Bots: n / 2,
 					Days:      shortener.Breakdown{fmt.Sprintf("2026-03-%02d", spec[i]%28+1): n},
 					Referrers: shortener.Breakdown{string(spec[i+1:i+2]) + ".example": n}}})
