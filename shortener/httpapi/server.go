@@ -58,6 +58,7 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 		DisablePreParseMultipartForm: true,
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
+		LazyRequestTime:              true, // the handler times requests itself; visits read ctx.Time()
 		CloseOnShutdown:              true,
 		Logger:                       fasthttpLogger{logger},
 	}}
