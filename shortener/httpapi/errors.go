@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 
 	"github.com/valyala/fasthttp"
 
@@ -17,6 +18,7 @@ const (
 	codeInvalidJSON          = "invalid_json"
 	codePayloadTooLarge      = "payload_too_large"
 	codeHeaderTooLarge       = "header_too_large"
+	codeRequestTimeout       = "request_timeout"
 	codeUnsupportedMediaType = "unsupported_media_type"
 	codeBadRequest           = "bad_request"
 	codeUnauthorized         = "unauthorized"
@@ -80,15 +82,19 @@ func (h *Handler) writeDomainError(ctx *fasthttp.RequestCtx, err error) {
 }
 
 // HandleServerError answers requests the server could not read: a body
-// over the limit (413), headers over the limit (431), malformed HTTP (400).
+// over the limit (413), headers over the limit (431), a request not read
+// within the read timeout (408), malformed HTTP (400).
 // It is the fasthttp server's ErrorHandler.
 func HandleServerError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, codePayloadTooLarge, "request body larger than 8 KiB")
 	case errors.As(err, &small):
 		writeError(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, "request headers too large")
+	case errors.As(err, &netErr) && netErr.Timeout():
+		writeError(ctx, fasthttp.StatusRequestTimeout, codeRequestTimeout, "request not received within the read timeout")
 	default:
 		writeError(ctx, fasthttp.StatusBadRequest, codeBadRequest, "malformed HTTP request")
 	}

@@ -151,10 +151,7 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 // timed; beyond MaxInflight it is shed; a panic is answered 500 and never
 // escapes.
 func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
-	start := ctx.Time()
-	if start.IsZero() {
-		start = time.Now()
-	}
+	start := monotonic()
 	r, id, allow := match(ctx)
 	if !r.operational() {
 		n := h.metrics.inflight.Add(1)

@@ -82,10 +82,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// observe records one answered request.
-func (m *Metrics) observe(r route, status int, start time.Time) {
+// clockBase anchors request timing: time.Since(clockBase) reads the
+// monotonic clock only, where time.Now also reads the wall clock.
+var clockBase = time.Now()
+
+// monotonic returns the time since clockBase; requests are timed with it.
+func monotonic() time.Duration { return time.Since(clockBase) }
+
+// observe records one answered request, started at monotonic() == start.
+func (m *Metrics) observe(r route, status int, start time.Duration) {
 	rm := &m.byRoute[r]
-	rm.latency.Observe(time.Since(start).Seconds())
+	rm.latency.Observe((monotonic() - start).Seconds())
 	if status >= 0 && status < len(statusIndex) && statusIndex[status] >= 0 {
 		rm.codes[statusIndex[status]].Inc()
 		return

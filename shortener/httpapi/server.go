@@ -31,6 +31,7 @@ type ServerConfig struct {
 // as JSON errors.
 type Server struct {
 	srv *fasthttp.Server
+	cfg ServerConfig
 }
 
 // NewServer returns a Server for h.
@@ -47,17 +48,17 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 	if cfg.MaxHeaderBytes == 0 {
 		cfg.MaxHeaderBytes = 8 << 10
 	}
-	return &Server{srv: &fasthttp.Server{
-		Handler:                      h.ServeFastHTTP,
+	// No ReadTimeout, WriteTimeout, IdleTimeout here: Serve's listener
+	// enforces them (timeouts.go), without fasthttp's deadline per request.
+	return &Server{cfg: cfg, srv: &fasthttp.Server{
+		Handler:                      markHandling(h.ServeFastHTTP),
 		ErrorHandler:                 HandleServerError,
-		ReadTimeout:                  cfg.ReadTimeout,
-		WriteTimeout:                 cfg.WriteTimeout,
-		IdleTimeout:                  cfg.IdleTimeout,
 		ReadBufferSize:               cfg.MaxHeaderBytes,
 		MaxRequestBodySize:           MaxBodyBytes,
 		DisablePreParseMultipartForm: true,
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
+		LazyRequestTime:              true, // the handler times requests itself; visits read ctx.Time()
 		CloseOnShutdown:              true,
 		Logger:                       fasthttpLogger{logger},
 	}}
@@ -65,7 +66,9 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.srv.Serve(ln)
+	w := newWatchdog(s.cfg.ReadTimeout, s.cfg.WriteTimeout, s.cfg.IdleTimeout)
+	defer w.close() // the connections still open keep their timeouts
+	return s.srv.Serve(&timedListener{Listener: ln, w: w})
 }
 
 // Shutdown stops accepting connections and waits for requests in flight to
