@@ -91,7 +91,9 @@ func New(opts Options) *Gateway {
 		opts.ReadTimeout = 60 * time.Second
 	}
 	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = 75 * time.Second
+		// APISIX's keepalive_timeout. Equal to ReadTimeout, it also lets
+		// conn keep one lazy read deadline across idle and read phases.
+		opts.IdleTimeout = 60 * time.Second
 	}
 	g := &Gateway{opts: opts, log: opts.Logger, pools: newPools(), checkers: map[checkerKey]*checker{}}
 	g.ctxs.New = func() any { return &reqCtx{respHdrs: make([]respHeader, 0, 4)} }
@@ -207,9 +209,11 @@ func (g *Gateway) Serve(ln net.Listener) error {
 		DisablePreParseMultipartForm: true,
 		NoDefaultContentType:         true,
 		CloseOnShutdown:              true,
+		LazyRequestTime:              true, // RequestCtx.Time is not used: no clock read per request
 		Logger:                       fasthttpLogger{g.log},
 	}
-	return g.server.Serve(countingListener{ln, &g.accepted})
+	slack := deadlineSlack(g.opts.ReadTimeout, g.opts.IdleTimeout)
+	return g.server.Serve(countingListener{ln, &g.accepted, slack})
 }
 
 // Shutdown stops accepting, waits for requests in flight (until ctx ends)
@@ -250,7 +254,8 @@ func (g *Gateway) Stats() Stats {
 
 type countingListener struct {
 	net.Listener
-	n *atomic.Int64
+	n     *atomic.Int64
+	slack time.Duration
 }
 
 func (l countingListener) Accept() (net.Conn, error) {
@@ -259,7 +264,7 @@ func (l countingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.n.Add(1)
-	return &yieldConn{Conn: c}, nil
+	return &conn{Conn: c, slack: l.slack}, nil
 }
 
 type fasthttpLogger struct{ l *slog.Logger }

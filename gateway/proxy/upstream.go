@@ -57,6 +57,7 @@ func (p *pools) client(k clientKey) *fasthttp.HostClient {
 		return c
 	}
 	connect := k.connect
+	slack := deadlineSlack(k.read, k.send)
 	c := &fasthttp.HostClient{
 		Addr:  k.addr,
 		IsTLS: k.tls,
@@ -77,7 +78,7 @@ func (p *pools) client(k clientKey) *fasthttp.HostClient {
 			if err != nil {
 				return nil, err
 			}
-			return &yieldConn{Conn: c}, nil
+			return &conn{Conn: c, slack: slack}, nil
 		},
 	}
 	if k.tls {
