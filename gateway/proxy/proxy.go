@@ -230,6 +230,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		delete(g.checkers, k)
 	}
 	g.mu.Unlock()
+	g.pools.close()
 	return err
 }
 
@@ -503,7 +504,7 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		if rc.timed {
 			t0 = time.Now()
 		}
-		err := n.client.Do(req, &fc.Response)
+		err := n.client.do(req, &fc.Response)
 		n.active.Add(-1)
 		if rc.timed {
 			rc.log.UpstreamTime += time.Since(t0)
