@@ -448,8 +448,10 @@ func (rc *reqCtx) reply(rep gateway.Reply) {
 	rc.applyRespHeaders()
 }
 
+// Forwarded header names in fasthttp's canonical form (as its parser
+// stores client headers), so SetCanonical adds them without normalizing.
 var (
-	headerXRealIP       = []byte("X-Real-IP")
+	headerXRealIP       = []byte("X-Real-Ip")
 	headerXFF           = []byte("X-Forwarded-For")
 	headerXFProto       = []byte("X-Forwarded-Proto")
 	headerXFHost        = []byte("X-Forwarded-Host")
@@ -548,16 +550,14 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 
 // setForwardedHeaders sets what APISIX sends upstream: X-Real-IP, an
 // appended X-Forwarded-For, and X-Forwarded-Proto/Host/Port unless the
-// client sent them. One pass finds what the client sent; absent headers
-// are appended without another scan.
+// client sent them. One pass finds what the client sent; the names are
+// canonical, so setting them neither copies nor normalizes them.
 func (rc *reqCtx) setForwardedHeaders() {
 	h := &rc.fc.Request.Header
-	var hasRealIP, hasXFF, hasProto, hasHost, hasPort bool
+	var hasXFF, hasProto, hasHost, hasPort bool
 	rc.scratch = rc.scratch[:0]
 	for k, v := range h.All() {
 		switch {
-		case len(k) == len(headerXRealIP) && equalFold(k, headerXRealIP):
-			hasRealIP = true
 		case len(k) == len(headerXFF) && equalFold(k, headerXFF):
 			hasXFF = true
 			rc.scratch = append(append(rc.scratch, v...), ", "...)
@@ -569,25 +569,21 @@ func (rc *reqCtx) setForwardedHeaders() {
 			hasPort = true
 		}
 	}
-	if hasRealIP {
-		h.SetBytesKV(headerXRealIP, rc.remoteStr)
-	} else {
-		h.AddBytesKV(headerXRealIP, rc.remoteStr)
-	}
+	h.SetCanonical(headerXRealIP, rc.remoteStr)
 	if hasXFF {
 		rc.scratch = append(rc.scratch, rc.remoteStr...)
-		h.SetBytesKV(headerXFF, rc.scratch)
+		h.SetCanonical(headerXFF, rc.scratch)
 	} else {
-		h.AddBytesKV(headerXFF, rc.remoteStr)
+		h.SetCanonical(headerXFF, rc.remoteStr)
 	}
 	if !hasProto {
-		h.AddBytesKV(headerXFProto, unsafeBytes(rc.Var("scheme")))
+		h.SetCanonical(headerXFProto, unsafeBytes(rc.Var("scheme")))
 	}
 	if !hasHost {
-		h.AddBytesKV(headerXFHost, unsafeBytes(rc.host))
+		h.SetCanonical(headerXFHost, unsafeBytes(rc.host))
 	}
 	if !hasPort {
-		h.AddBytesKV(headerXFPort, unsafeBytes(rc.Var("server_port")))
+		h.SetCanonical(headerXFPort, unsafeBytes(rc.Var("server_port")))
 	}
 }
 

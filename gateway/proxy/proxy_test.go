@@ -125,7 +125,7 @@ func TestProxyBasics(t *testing.T) {
 		"routes/2": `{"uri":"/node","upstream":{"type":"roundrobin","pass_host":"node","nodes":{"` + up + `":1}}}`,
 		"routes/3": `{"uri":"/rewrite","upstream":{"type":"roundrobin","pass_host":"rewrite","upstream_host":"up.example","nodes":{"` + up + `":1}}}`,
 	})
-	code, hdr, body := get(t, w.url+"/anything/das?x=1", "X-Forwarded-For", "1.2.3.4", "Host", "gw.example:9080")
+	code, hdr, body := get(t, w.url+"/anything/das?x=1", "X-Forwarded-For", "1.2.3.4", "Host", "gw.example:9080", "X-Real-IP", "9.9.9.9")
 	if code != 200 {
 		t.Fatalf("status %d: %s", code, body)
 	}
