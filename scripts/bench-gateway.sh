@@ -6,16 +6,21 @@
 #             (1 worker, pinned to the load generator's core)
 #   gateway   linkgate gateway, GOMAXPROCS=1, pinned to core $GW_CPU
 #   baseline  nginx proxy_pass, 1 worker, upstream keepalive, same core
+#   proto     tools/gatewayproto: a bare fasthttp server + HostClient adding the
+#             same forwarded headers (no routing, plugins, retries, timeouts),
+#             GOMAXPROCS=1, same core: what the engine alone costs
+#   old       with OLD_REF=<git ref>: linkgate gateway built from that ref, same
+#             scenarios (o1, o2), for before/after figures from one run
 #   load      wrk -t2 -c16 -d${DURATION}, pinned to core $LOAD_CPU
 #
 # Scenario 1: the seed's route with no plugins. Scenario 2: limit-count
 # (count 2000000000000, time_window 60, rejected_code 503, key remote_addr)
-# + prometheus. Targets are measured round-robin (nginx, s1, s2) ROUNDS times
+# + prometheus. Targets are measured round-robin (nginx, proto, s1, s2) ROUNDS times
 # so machine noise hits all alike; the table gives medians and ranges, and
 # the ratio to nginx is the median of per-round ratios.
 #
 # Environment: ROUNDS (2), DURATION (5s), CONNS (16), GW_CPU (0), LOAD_CPU (1),
-# UPSTREAM_PORT (1980), KEEP (1 keeps the temp dir).
+# UPSTREAM_PORT (1980), OLD_REF (unset), KEEP (1 keeps the temp dir).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$LINKGATE_ROOT"
@@ -37,12 +42,22 @@ cleanup() {
 }
 trap cleanup EXIT
 
-step "build linkgate"
+step "build linkgate and tools/gatewayproto"
 go build -trimpath -o "$tmp/linkgate" ./cmd/linkgate
+go build -trimpath -o "$tmp/gatewayproto" ./tools/gatewayproto
+if [ -n "${OLD_REF:-}" ]; then
+	step "build linkgate at $OLD_REF"
+	git worktree add -q --detach "$tmp/old-src" "$OLD_REF"
+	(cd "$tmp/old-src" && go build -trimpath -o "$tmp/linkgate-old" ./cmd/linkgate)
+	git worktree remove --force "$tmp/old-src"
+fi
 
 gw_port=$(free_port)
 ng_port=$(free_port)
 prom_port=$(free_port)
+proto_port=$(free_port)
+old_port=$(free_port)
+old_prom_port=$(free_port)
 
 temps="client_body_temp_path $tmp; proxy_temp_path $tmp; fastcgi_temp_path $tmp; uwsgi_temp_path $tmp; scgi_temp_path $tmp;"
 cat >"$tmp/upstream.conf" <<CONF
@@ -103,6 +118,16 @@ GOMAXPROCS=1 taskset -c "$GW_CPU" "$tmp/linkgate" gateway --listen "127.0.0.1:$g
 	--prometheus-listen "127.0.0.1:$prom_port" --admin-key "$KEY" \
 	--config-store "bolt:$tmp/gateway.db" --log-level warn 2>"$tmp/gateway.log" & pids+=($!)
 gw_pid=$!
+GOMAXPROCS=1 taskset -c "$GW_CPU" "$tmp/gatewayproto" -addr "127.0.0.1:$proto_port" \
+	-upstream "127.0.0.1:$UPSTREAM_PORT" >/dev/null 2>"$tmp/proto.log" & pids+=($!)
+proto_pid=$!
+if [ -n "${OLD_REF:-}" ]; then
+	GOMAXPROCS=1 taskset -c "$GW_CPU" "$tmp/linkgate-old" gateway --listen "127.0.0.1:$old_port" \
+		--prometheus-listen "127.0.0.1:$old_prom_port" --admin-key "$KEY" \
+		--config-store "bolt:$tmp/gateway-old.db" --log-level warn 2>"$tmp/gateway-old.log" & pids+=($!)
+	old_pid=$!
+	wait_tcp 127.0.0.1 "$old_port" 10 || { cat "$tmp/gateway-old.log"; die "old gateway did not start"; }
+fi
 wait_tcp 127.0.0.1 "$UPSTREAM_PORT" 10 || { cat "$tmp/upstream.err"; die "upstream did not start"; }
 wait_tcp 127.0.0.1 "$ng_port" 10 || { cat "$tmp/nginx.err"; die "nginx did not start"; }
 wait_tcp 127.0.0.1 "$gw_port" 10 || { cat "$tmp/gateway.log"; die "gateway did not start"; }
@@ -115,13 +140,15 @@ if [ "$UPSTREAM_PORT" != 1980 ]; then
 	route_plain=${route_plain//1980/$UPSTREAM_PORT}
 	route_plugins=${route_plugins//1980/$UPSTREAM_PORT}
 fi
-put_route() {
-	curl -sf "http://127.0.0.1:$gw_port/apisix/admin/routes/1" -H "X-API-KEY: $KEY" -X PUT -d "$1" >/dev/null ||
+put_route() { # PORT BODY
+	curl -sf "http://127.0.0.1:$1/apisix/admin/routes/1" -H "X-API-KEY: $KEY" -X PUT -d "$2" >/dev/null ||
 		die "admin PUT failed"
 	sleep 0.2
-	[ "$(curl -s "http://127.0.0.1:$gw_port/hello")" = 1234567890 ] || die "gateway does not proxy /hello"
+	[ "$(curl -s "http://127.0.0.1:$1/hello")" = 1234567890 ] || die "gateway on :$1 does not proxy /hello"
 }
+wait_tcp 127.0.0.1 "$proto_port" 10 || { cat "$tmp/proto.log"; die "gatewayproto did not start"; }
 [ "$(curl -s "http://127.0.0.1:$ng_port/hello")" = 1234567890 ] || die "nginx baseline does not proxy /hello"
+[ "$(curl -s "http://127.0.0.1:$proto_port/hello")" = 1234567890 ] || die "gatewayproto does not proxy /hello"
 ng_worker=$(pgrep -P "$(cat "$tmp/nginx.pid")" | head -1)
 [ -n "$ng_worker" ] || die "nginx baseline worker not found"
 
@@ -154,15 +181,25 @@ step "measure: $ROUNDS rounds of wrk -t2 -c$CONNS -d$DURATION per target (holdin
 exec 9>/tmp/linkgate-bench.lock
 flock 9
 echo "target        qps   avg_ms   p99_ms non2xx cpu_us/req"
+measure() { # NAME PORT PID: warm up 1 s, then one measured run
+	taskset -c "$LOAD_CPU" wrk -t2 -c"$CONNS" -d1s "http://127.0.0.1:$2/hello" >/dev/null
+	wrk_run "$1" "http://127.0.0.1:$2/hello" "$3"
+}
 for ((r = 1; r <= ROUNDS; r++)); do
-	taskset -c "$LOAD_CPU" wrk -t2 -c"$CONNS" -d1s "http://127.0.0.1:$ng_port/hello" >/dev/null
-	wrk_run nginx "http://127.0.0.1:$ng_port/hello" "$ng_worker"
-	put_route "$route_plain"
-	taskset -c "$LOAD_CPU" wrk -t2 -c"$CONNS" -d1s "http://127.0.0.1:$gw_port/hello" >/dev/null
-	wrk_run s1 "http://127.0.0.1:$gw_port/hello" "$gw_pid"
-	put_route "$route_plugins"
-	taskset -c "$LOAD_CPU" wrk -t2 -c"$CONNS" -d1s "http://127.0.0.1:$gw_port/hello" >/dev/null
-	wrk_run s2 "http://127.0.0.1:$gw_port/hello" "$gw_pid"
+	measure nginx "$ng_port" "$ng_worker"
+	measure proto "$proto_port" "$proto_pid"
+	put_route "$gw_port" "$route_plain"
+	measure s1 "$gw_port" "$gw_pid"
+	if [ -n "${OLD_REF:-}" ]; then
+		put_route "$old_port" "$route_plain"
+		measure o1 "$old_port" "$old_pid"
+	fi
+	put_route "$gw_port" "$route_plugins"
+	measure s2 "$gw_port" "$gw_pid"
+	if [ -n "${OLD_REF:-}" ]; then
+		put_route "$old_port" "$route_plugins"
+		measure o2 "$old_port" "$old_pid"
+	fi
 done
 flock -u 9
 
@@ -182,11 +219,13 @@ def ratio(name, col, invert=False):
         return "1.00"
     rs = [(by["nginx"][i][col] / by[name][i][col]) if invert else (by[name][i][col] / by["nginx"][i][col]) for i in range(rounds)]
     return rng(rs, "{:.2f}")
-labels = {"nginx": "nginx proxy_pass (anchor)", "s1": "1: no plugins", "s2": "2: limit-count + prometheus"}
+labels = {"nginx": "nginx proxy_pass (anchor)", "proto": "bare fasthttp proxy (tools/gatewayproto)",
+          "s1": "1: no plugins", "s2": "2: limit-count + prometheus",
+          "o1": "1: no plugins, OLD_REF", "o2": "2: limit-count + prometheus, OLD_REF"}
 targets = {"s1": "≥ 1.0×", "s2": "≥ 0.9×"}
 print("| scenario | QPS median (range) | avg latency ms | p99 latency ms | QPS × nginx | CPU µs/request | QPS per core (10⁶/CPU µs) | per core × nginx | target |")
 print("|---|---|---|---|---|---|---|---|---|")
-for name in ("nginx", "s1", "s2"):
+for name in [n for n in ("nginx", "proto", "s1", "o1", "s2", "o2") if n in by]:
     r = by[name]
     cpu = [x[4] for x in r]
     print(f"| {labels[name]} | {rng([x[0] for x in r], '{:,.0f}')} | {rng([x[1] for x in r], '{:.3f}')} | "

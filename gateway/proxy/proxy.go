@@ -91,7 +91,9 @@ func New(opts Options) *Gateway {
 		opts.ReadTimeout = 60 * time.Second
 	}
 	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = 75 * time.Second
+		// APISIX's keepalive_timeout. Equal to ReadTimeout, it also lets
+		// conn keep one lazy read deadline across idle and read phases.
+		opts.IdleTimeout = 60 * time.Second
 	}
 	g := &Gateway{opts: opts, log: opts.Logger, pools: newPools(), checkers: map[checkerKey]*checker{}}
 	g.ctxs.New = func() any { return &reqCtx{respHdrs: make([]respHeader, 0, 4)} }
@@ -207,9 +209,11 @@ func (g *Gateway) Serve(ln net.Listener) error {
 		DisablePreParseMultipartForm: true,
 		NoDefaultContentType:         true,
 		CloseOnShutdown:              true,
+		LazyRequestTime:              true, // RequestCtx.Time is not used: no clock read per request
 		Logger:                       fasthttpLogger{g.log},
 	}
-	return g.server.Serve(countingListener{ln, &g.accepted})
+	slack := deadlineSlack(g.opts.ReadTimeout, g.opts.IdleTimeout)
+	return g.server.Serve(countingListener{ln, &g.accepted, slack})
 }
 
 // Shutdown stops accepting, waits for requests in flight (until ctx ends)
@@ -226,6 +230,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		delete(g.checkers, k)
 	}
 	g.mu.Unlock()
+	g.pools.close()
 	return err
 }
 
@@ -250,7 +255,8 @@ func (g *Gateway) Stats() Stats {
 
 type countingListener struct {
 	net.Listener
-	n *atomic.Int64
+	n     *atomic.Int64
+	slack time.Duration
 }
 
 func (l countingListener) Accept() (net.Conn, error) {
@@ -259,7 +265,7 @@ func (l countingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.n.Add(1)
-	return &yieldConn{Conn: c}, nil
+	return &conn{Conn: c, slack: l.slack}, nil
 }
 
 type fasthttpLogger struct{ l *slog.Logger }
@@ -442,8 +448,10 @@ func (rc *reqCtx) reply(rep gateway.Reply) {
 	rc.applyRespHeaders()
 }
 
+// Forwarded header names in fasthttp's canonical form (as its parser
+// stores client headers), so SetCanonical adds them without normalizing.
 var (
-	headerXRealIP       = []byte("X-Real-IP")
+	headerXRealIP       = []byte("X-Real-Ip")
 	headerXFF           = []byte("X-Forwarded-For")
 	headerXFProto       = []byte("X-Forwarded-Proto")
 	headerXFHost        = []byte("X-Forwarded-Host")
@@ -498,7 +506,7 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		if rc.timed {
 			t0 = time.Now()
 		}
-		err := n.client.Do(req, &fc.Response)
+		err := n.client.do(req, &fc.Response)
 		n.active.Add(-1)
 		if rc.timed {
 			rc.log.UpstreamTime += time.Since(t0)
@@ -542,16 +550,14 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 
 // setForwardedHeaders sets what APISIX sends upstream: X-Real-IP, an
 // appended X-Forwarded-For, and X-Forwarded-Proto/Host/Port unless the
-// client sent them. One pass finds what the client sent; absent headers
-// are appended without another scan.
+// client sent them. One pass finds what the client sent; the names are
+// canonical, so setting them neither copies nor normalizes them.
 func (rc *reqCtx) setForwardedHeaders() {
 	h := &rc.fc.Request.Header
-	var hasRealIP, hasXFF, hasProto, hasHost, hasPort bool
+	var hasXFF, hasProto, hasHost, hasPort bool
 	rc.scratch = rc.scratch[:0]
 	for k, v := range h.All() {
 		switch {
-		case len(k) == len(headerXRealIP) && equalFold(k, headerXRealIP):
-			hasRealIP = true
 		case len(k) == len(headerXFF) && equalFold(k, headerXFF):
 			hasXFF = true
 			rc.scratch = append(append(rc.scratch, v...), ", "...)
@@ -563,25 +569,21 @@ func (rc *reqCtx) setForwardedHeaders() {
 			hasPort = true
 		}
 	}
-	if hasRealIP {
-		h.SetBytesKV(headerXRealIP, rc.remoteStr)
-	} else {
-		h.AddBytesKV(headerXRealIP, rc.remoteStr)
-	}
+	h.SetCanonical(headerXRealIP, rc.remoteStr)
 	if hasXFF {
 		rc.scratch = append(rc.scratch, rc.remoteStr...)
-		h.SetBytesKV(headerXFF, rc.scratch)
+		h.SetCanonical(headerXFF, rc.scratch)
 	} else {
-		h.AddBytesKV(headerXFF, rc.remoteStr)
+		h.SetCanonical(headerXFF, rc.remoteStr)
 	}
 	if !hasProto {
-		h.AddBytesKV(headerXFProto, unsafeBytes(rc.Var("scheme")))
+		h.SetCanonical(headerXFProto, unsafeBytes(rc.Var("scheme")))
 	}
 	if !hasHost {
-		h.AddBytesKV(headerXFHost, unsafeBytes(rc.host))
+		h.SetCanonical(headerXFHost, unsafeBytes(rc.host))
 	}
 	if !hasPort {
-		h.AddBytesKV(headerXFPort, unsafeBytes(rc.Var("server_port")))
+		h.SetCanonical(headerXFPort, unsafeBytes(rc.Var("server_port")))
 	}
 }
 

@@ -125,7 +125,7 @@ func TestProxyBasics(t *testing.T) {
 		"routes/2": `{"uri":"/node","upstream":{"type":"roundrobin","pass_host":"node","nodes":{"` + up + `":1}}}`,
 		"routes/3": `{"uri":"/rewrite","upstream":{"type":"roundrobin","pass_host":"rewrite","upstream_host":"up.example","nodes":{"` + up + `":1}}}`,
 	})
-	code, hdr, body := get(t, w.url+"/anything/das?x=1", "X-Forwarded-For", "1.2.3.4", "Host", "gw.example:9080")
+	code, hdr, body := get(t, w.url+"/anything/das?x=1", "X-Forwarded-For", "1.2.3.4", "Host", "gw.example:9080", "X-Real-IP", "9.9.9.9")
 	if code != 200 {
 		t.Fatalf("status %d: %s", code, body)
 	}
@@ -144,6 +144,25 @@ func TestProxyBasics(t *testing.T) {
 	}
 	if _, _, body := get(t, w.url+"/rewrite"); !strings.Contains(body, "host=up.example ") {
 		t.Errorf("pass_host rewrite: %q", body)
+	}
+	// The upstream pool speaks TLS to https nodes and forwards bodies.
+	tlsUp := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "tls %s %s %s", r.Method, r.URL.RequestURI(), b)
+	}))
+	t.Cleanup(tlsUp.Close)
+	w.load(t, map[string]string{"routes/4": `{"uri":"/tls","upstream":{"type":"roundrobin","scheme":"https","nodes":{"` +
+		strings.TrimPrefix(tlsUp.URL, "https://") + `":1}}}`})
+	for range 3 {
+		resp, err := client.Post(w.url+"/tls?a=1", "text/plain", strings.NewReader("payload"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "tls POST /tls?a=1 payload" {
+			t.Errorf("https upstream: %d %q", resp.StatusCode, b)
+		}
 	}
 	code, hdr, body = get(t, w.url+"/anything")
 	if code != 404 || body != `{"error_msg":"404 Route Not Found"}`+"\n" || hdr.Get("Content-Type") != "application/json" {

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"crypto/tls"
 	"hash/crc32"
 	"net"
 	"slices"
@@ -9,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/valyala/fasthttp"
 
 	"github.com/linkgate/linkgate/gateway"
 )
@@ -23,7 +20,6 @@ const (
 	defaultIdle      = 60 * time.Second
 	defaultConnReqs  = 1000
 	maxResponseBytes = 256 << 20
-	maxConnsPerNode  = 4096
 )
 
 // clientKey identifies a connection pool: pools outlive config snapshots,
@@ -41,50 +37,33 @@ type clientKey struct {
 // node and health per (upstream, node).
 type pools struct {
 	mu      sync.Mutex
-	clients map[clientKey]*fasthttp.HostClient
+	clients map[clientKey]*nodePool
 	health  map[string]*nodeHealth // key: upstream key + " " + node addr
 	active  map[string]*atomic.Int64
 }
 
 func newPools() *pools {
-	return &pools{clients: map[clientKey]*fasthttp.HostClient{}, health: map[string]*nodeHealth{}, active: map[string]*atomic.Int64{}}
+	return &pools{clients: map[clientKey]*nodePool{}, health: map[string]*nodeHealth{}, active: map[string]*atomic.Int64{}}
 }
 
-func (p *pools) client(k clientKey) *fasthttp.HostClient {
+func (p *pools) client(k clientKey) *nodePool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.clients[k]; ok {
 		return c
 	}
-	connect := k.connect
-	c := &fasthttp.HostClient{
-		Addr:  k.addr,
-		IsTLS: k.tls,
-		// nginx's keepalive N caches idle connections without capping open
-		// ones; fasthttp has one cap for both, so it is set well above
-		// keepalive_pool.size rather than at it.
-		MaxConns:                      max(k.size, maxConnsPerNode),
-		MaxIdleConnDuration:           k.idle,
-		ReadTimeout:                   k.read,
-		WriteTimeout:                  k.send,
-		MaxResponseBodySize:           maxResponseBytes,
-		NoDefaultUserAgentHeader:      true,
-		DisableHeaderNamesNormalizing: true,
-		DisablePathNormalizing:        true,
-		MaxConnWaitTimeout:            connect,
-		DialTimeout: func(addr string, _ time.Duration) (net.Conn, error) {
-			c, err := fasthttp.DialTimeout(addr, connect)
-			if err != nil {
-				return nil, err
-			}
-			return &yieldConn{Conn: c}, nil
-		},
-	}
-	if k.tls {
-		c.TLSConfig = &tls.Config{InsecureSkipVerify: k.insecureSkipVerifyHost} //nolint:gosec // APISIX does not verify upstream certificates by default
-	}
+	c := newNodePool(k)
 	p.clients[k] = c
 	return c
+}
+
+// close closes every pool's idle connections.
+func (p *pools) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.clients {
+		c.close()
+	}
 }
 
 func (p *pools) nodeHealth(key string) *nodeHealth {
@@ -116,7 +95,7 @@ type nodeRT struct {
 	hostPort string // Host header for pass_host=node (port omitted when default)
 	weight   int
 	priority int
-	client   *fasthttp.HostClient
+	client   *nodePool
 	health   *nodeHealth
 	active   *atomic.Int64 // requests in flight (least_conn)
 }
