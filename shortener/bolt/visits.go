@@ -36,7 +36,7 @@ func (s *Store) AddVisits(ctx context.Context, batch []shortener.VisitDelta) err
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(batch[a].ID, batch[b].ID) })
-	err := s.db.Update(func(tx *bbolt.Tx) error {
+	err := s.update(func(tx *bbolt.Tx) error { // applies pending links first
 		links, visits := tx.Bucket(linksBucket), tx.Bucket(visitsBucket)
 		// Values must stay valid until the commit: they are cut from
 		// arenas, a new one when the last is full.
@@ -94,8 +94,12 @@ func (s *Store) AddVisits(ctx context.Context, batch []shortener.VisitDelta) err
 // VisitStats returns the stored statistics of a link.
 func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats, error) {
 	var st shortener.VisitStats
+	pv := s.pendingValue([]byte(id)) // created, not yet applied (looked up first, as in Get)
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		lv := tx.Bucket(linksBucket).Get([]byte(id))
+		if lv == nil {
+			lv = pv
+		}
 		if lv == nil {
 			return shortener.ErrNotFound
 		}
