@@ -53,8 +53,9 @@ type Store struct {
 	closed   bool
 	npending atomic.Int64 // len(pending), read without the lock
 
-	applyMu    sync.Mutex // serializes applies
-	applyDelay time.Duration
+	applyMu    sync.Mutex    // serializes applies
+	applyDelay time.Duration // applyDelay and maxApply when opened
+	maxApply   int
 	batch      []pendingEntry
 	applied    atomic.Uint64 // last sequence number applied to the file
 	applyErr   atomic.Pointer[error]
@@ -119,6 +120,7 @@ func Open(path string) (*Store, error) {
 		applyStop:  make(chan struct{}),
 		applyDone:  make(chan struct{}),
 		applyDelay: applyDelay,
+		maxApply:   maxApply,
 	}
 	if err := s.openLog(path); err != nil {
 		db.Close()

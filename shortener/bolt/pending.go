@@ -30,6 +30,10 @@ var (
 	applyDelay  = 100 * time.Millisecond
 	applyAtOnce = 16384 // pending links that start an apply at once
 	maxPending  = 65536 // creates wait for an apply beyond this many
+	// maxApply bounds the links the applier writes in one transaction:
+	// a transaction holds every page it dirties in memory until its
+	// commit, about 10 KiB per link of a large store.
+	maxApply = 4096
 )
 
 // pendingLink is a logged link not yet applied.
@@ -140,9 +144,15 @@ func (s *Store) pendingValue(id []byte) []byte {
 }
 
 // update runs fn in a write transaction that first applies every pending
-// link (fn nil: only that). Reads look at pending links before the file,
-// so applied links leave pending only once the commit is visible.
+// link. Reads look at pending links before the file, so applied links
+// leave pending only once the commit is visible.
 func (s *Store) update(fn func(tx *bbolt.Tx) error) error {
+	return s.apply(fn, 0)
+}
+
+// apply runs fn (nil: none) in a write transaction that first applies
+// the pending links: all of them, or the limit (> 0) oldest.
+func (s *Store) apply(fn func(tx *bbolt.Tx) error, limit int) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	s.mu.RLock()
@@ -151,6 +161,12 @@ func (s *Store) update(fn func(tx *bbolt.Tx) error) error {
 		batch = append(batch, pendingEntry{id, p})
 	}
 	s.mu.RUnlock()
+	if limit > 0 && len(batch) > limit {
+		// The applied sequence number must cover a prefix of the log.
+		slices.SortFunc(batch, func(a, b pendingEntry) int { return cmp.Compare(a.p.seq, b.p.seq) })
+		clear(batch[limit:])
+		batch = batch[:limit]
+	}
 	// Key order: neighbouring links share page writes, and bbolt
 	// splits pages best when it appends.
 	slices.SortFunc(batch, func(a, b pendingEntry) int { return strings.Compare(a.id, b.id) })
@@ -245,12 +261,15 @@ func (s *Store) applyLoop() {
 		case <-s.applyStop:
 			return
 		}
-		err := s.update(nil)
+		err := s.apply(nil, s.maxApply)
 		if err != nil {
 			err = fmt.Errorf("apply created links: %w", err)
 		}
 		s.applyErr.Store(&err)
-		if s.npending.Load() > 0 { // more arrived meanwhile (or a retry after an error)
+		switch n := s.npending.Load(); {
+		case n >= int64(s.maxApply) && err == nil: // a backlog: keep going
+			s.kickApplier(s.applyNow)
+		case n > 0: // more arrived meanwhile (or a retry after an error)
 			s.kickApplier(s.applyKick)
 		}
 	}
