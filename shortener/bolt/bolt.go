@@ -303,14 +303,19 @@ func (s *Store) Ping(ctx context.Context) error {
 			err = *e // the last background apply failed
 		}
 	}
+	if err == nil {
+		s.mu.RLock()
+		err = s.wal.failed // creates fail until a restart
+		s.mu.RUnlock()
+	}
 	if err != nil {
 		return fmt.Errorf("ping bolt store: %w: %w", shortener.ErrUnavailable, err)
 	}
 	return nil
 }
 
-// Close applies the pending links, empties the create log and closes the
-// files.
+// Close applies the pending links, so that the create log holds nothing
+// to replay, and closes the files.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -322,7 +327,7 @@ func (s *Store) Close() error {
 		var errs []error
 		if err := s.update(nil); err != nil {
 			errs = append(errs, fmt.Errorf("apply created links: %w", err))
-		} else if err := s.wal.reset(); err != nil { // nothing left to replay
+		} else if err := s.wal.reset(); err != nil {
 			errs = append(errs, err)
 		}
 		errs = append(errs, s.wal.closeFiles())

@@ -275,29 +275,37 @@ func (s *Store) applyLoop() {
 	}
 }
 
-// replay applies the log records Open found that are not applied yet,
-// in one transaction, and returns the last sequence number seen.
+// replay applies the log records Open found that are not applied yet, in
+// sequence order, in transactions of at most maxApply links, and returns
+// the last sequence number applied.
 func (s *Store) replay(recs []logRecord) (uint64, error) {
 	slices.SortFunc(recs, func(a, b logRecord) int { return cmp.Compare(a.seq, b.seq) })
 	var last uint64
-	err := s.db.Update(func(tx *bbolt.Tx) error {
-		links, meta := tx.Bucket(linksBucket), tx.Bucket(metaBucket)
-		applied := readApplied(meta)
-		last = applied
-		for _, r := range recs {
-			if r.seq <= applied {
-				continue
-			}
-			if err := links.Put([]byte(r.id), r.val); err != nil {
-				return fmt.Errorf("replay link %q: %w", r.id, err)
-			}
-			last = max(last, r.seq)
-		}
-		if last == applied {
-			return nil
-		}
-		return meta.Put(appliedKey, binary.BigEndian.AppendUint64(nil, last))
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		last = readApplied(tx.Bucket(metaBucket))
+		return nil
 	})
+	for i := 0; err == nil && i < len(recs); i += s.maxApply {
+		chunk := recs[i:min(i+s.maxApply, len(recs))]
+		err = s.db.Update(func(tx *bbolt.Tx) error {
+			links := tx.Bucket(linksBucket)
+			applied := last
+			for _, r := range chunk {
+				if r.seq <= applied {
+					continue
+				}
+				if err := links.Put([]byte(r.id), r.val); err != nil {
+					return fmt.Errorf("replay link %q: %w", r.id, err)
+				}
+				applied = r.seq
+			}
+			if applied == last {
+				return nil
+			}
+			last = applied
+			return tx.Bucket(metaBucket).Put(appliedKey, binary.BigEndian.AppendUint64(nil, applied))
+		})
+	}
 	s.snaps.retire()
 	return last, err
 }

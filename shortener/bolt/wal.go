@@ -24,7 +24,12 @@ import (
 //
 // The log is two files, path-wal.0 and path-wal.1, written alternately:
 // once the active one holds rotateSize bytes and every record of the other
-// is applied, the other is emptied and becomes the active one. Each file
+// is applied, the other becomes the active one and is written from its
+// start again. The files only grow, a MiB of zeros at a time, so that the
+// fdatasync of an append rarely has to write the file's size as well (on
+// ext4 that is a second synchronous write). Old records left after the
+// write position are all applied (a file is reused only then), and replay
+// skips every record at or below the applied sequence number. Each file
 // is a header (walMagic) followed by records:
 //
 //	uint32  length of the payload (little endian)
@@ -48,7 +53,11 @@ const (
 
 // rotateSize is the size at which the active log file is swapped for the
 // other (a variable for tests).
-var rotateSize int64 = 32 << 20
+var rotateSize int64 = 16 << 20
+
+// growStep is how much a log file grows (with zeros) when a write would
+// pass its end.
+const growStep = 1 << 20
 
 var (
 	appliedKey = []byte("walApplied") // in metaBucket: the last applied sequence number
@@ -150,7 +159,8 @@ type wal struct {
 	// Owned by the syncer goroutine (and by Open and Close while it is
 	// not running):
 	active  int       // index of the file written to
-	size    int64     // bytes in the active file
+	size    int64     // write position in the active file
+	end     int64     // the active file's size
 	lastSeq [2]uint64 // last sequence number written to each file
 	spare   []byte
 	rotate  int64 // rotateSize when opened
@@ -205,15 +215,18 @@ func openWAL(path string, mu *sync.RWMutex, applied *atomic.Uint64) (*wal, []log
 	return w, recs, nil
 }
 
-// reset empties both files (every record they held is applied), makes
-// that durable, and makes file 0 the active one.
+// reset makes file 0 the active one, written from its start, once every
+// record in the log is applied; the header of each file is made durable.
 func (w *wal) reset() error {
 	for i := range w.files {
-		if err := w.empty(i); err != nil {
+		if err := w.prepare(i); err != nil {
 			return err
 		}
 	}
-	w.active, w.size, w.lastSeq = 0, int64(len(walMagic)), [2]uint64{}
+	w.lastSeq = [2]uint64{}
+	if err := w.activate(0); err != nil {
+		return err
+	}
 	// The files may be new: make their directory entries durable too.
 	d, err := os.Open(filepath.Dir(w.paths[0]))
 	if err != nil {
@@ -226,18 +239,33 @@ func (w *wal) reset() error {
 	return nil
 }
 
-// empty truncates file i to a bare header, durably.
-func (w *wal) empty(i int) error {
+// prepare writes file i's header if it has none.
+func (w *wal) prepare(i int) error {
 	f := w.files[i]
-	if err := f.Truncate(0); err != nil {
-		return fmt.Errorf("empty create log: %w", err)
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("prepare create log: %w", err)
+	}
+	if fi.Size() >= int64(len(walMagic)) {
+		return nil // ours: readLog checked the header
 	}
 	if _, err := f.WriteAt([]byte(walMagic), 0); err != nil {
-		return fmt.Errorf("empty create log: %w", err)
+		return fmt.Errorf("prepare create log: %w", err)
 	}
 	if err := fdatasync(f); err != nil {
-		return fmt.Errorf("empty create log: %w", err)
+		return fmt.Errorf("prepare create log: %w", err)
 	}
+	return nil
+}
+
+// activate makes file i the one written to, from its start. Every record
+// it holds must be applied.
+func (w *wal) activate(i int) error {
+	fi, err := w.files[i].Stat()
+	if err != nil {
+		return err
+	}
+	w.active, w.size, w.end, w.lastSeq[i] = i, int64(len(walMagic)), fi.Size(), 0
 	return nil
 }
 
@@ -308,12 +336,18 @@ func (w *wal) flush() {
 // all applied.
 func (w *wal) write(buf []byte, last uint64) error {
 	if other := 1 - w.active; w.size >= w.rotate && w.lastSeq[other] <= w.applied.Load() {
-		if err := w.empty(other); err != nil {
+		if err := w.activate(other); err != nil {
 			return err
 		}
-		w.active, w.size, w.lastSeq[other] = other, int64(len(walMagic)), 0
 	}
 	f := w.files[w.active]
+	if need := w.size + int64(len(buf)); need > w.end {
+		grow := max(need-w.end, min(growStep, w.rotate))
+		if _, err := f.WriteAt(make([]byte, grow), w.end); err != nil {
+			return err
+		}
+		w.end += grow
+	}
 	if _, err := f.WriteAt(buf, w.size); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package bolt_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -89,7 +90,8 @@ func TestCrashReplaysLog(t *testing.T) {
 	if s.Pending() != len(links) {
 		t.Fatalf("%d links pending, want all %d (nothing applied yet)", s.Pending(), len(links))
 	}
-	checkLinks(t, s, links) // readable while pending
+	checkLinks(t, s, links)      // readable while pending
+	defer bolt.SetMaxApply(64)() // replay in several transactions
 	crashed, err := bolt.Open(crashCopy(t, path))
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +127,7 @@ func TestCrashTornTail(t *testing.T) {
 		lost   bool // the last record is gone
 	}{
 		{"cut in the payload", func(f *os.File, size int64) error { return f.Truncate(size - 5) }, true},
+		{"payload not written", func(f *os.File, size int64) error { _, err := f.WriteAt(make([]byte, 5), size-5); return err }, true},
 		{"cut in the header", func(f *os.File, size int64) error { return f.Truncate(size - int64(len(last.URL)) - 20) }, true},
 		{"checksum mismatch", func(f *os.File, size int64) error { _, err := f.WriteAt([]byte{'X'}, size-3); return err }, true},
 		{"garbage after", func(f *os.File, size int64) error {
@@ -140,8 +143,12 @@ func TestCrashTornTail(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fi, _ := f.Stat()
-			if err := tt.damage(f, fi.Size()); err != nil {
+			b, err := io.ReadAll(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			end := int64(bytes.LastIndexFunc(b, func(r rune) bool { return r != 0 }) + 1) // the files grow with zeros
+			if err := tt.damage(f, end); err != nil {
 				t.Fatal(err)
 			}
 			f.Close()
@@ -198,8 +205,7 @@ func TestCrashKeepsDeletes(t *testing.T) {
 	checkLinks(t, crashed, more)
 }
 
-// Close applies everything and empties the log; the next Open replays
-// nothing and finds every link.
+// Close applies everything; the next Open finds every link.
 func TestCloseCheckpoints(t *testing.T) {
 	defer bolt.SetApplyDelay(time.Hour)()
 	path := filepath.Join(t.TempDir(), "links.db")
@@ -210,11 +216,6 @@ func TestCloseCheckpoints(t *testing.T) {
 	links := createMany(t, s, "close", 200)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
-	}
-	for _, suffix := range []string{"-wal.0", "-wal.1"} {
-		if fi, err := os.Stat(path + suffix); err != nil || fi.Size() > 8 {
-			t.Errorf("log %s after Close: %v, %v; want a bare header", suffix, fi.Size(), err)
-		}
 	}
 	s, err = bolt.Open(path)
 	if err != nil {
