@@ -131,8 +131,8 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
-// openLog opens the create log, applies the records a crash left in it,
-// and empties it.
+// openLog opens the create log and applies the records a crash left in
+// it.
 func (s *Store) openLog(path string) error {
 	w, recs, err := openWAL(path, &s.mu, &s.applied)
 	if err != nil {
