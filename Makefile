@@ -8,7 +8,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 TAGS     := lambda.norpc
 export GOTOOLCHAIN := local
 
-.PHONY: all build test cross clean bench-generator bench-serve bench-engines bench-dynamodb bench-visits lambda lambda-bench bench-gateway
+.PHONY: all build test cross clean bench-generator bench-serve bench-creates bench-engines bench-dynamodb bench-visits lambda lambda-bench bench-gateway
 all: build
 
 build:
@@ -27,6 +27,10 @@ cross:
 ## bench-serve: redirects and creates on one core vs nginx (docs/serve-benchmarks.md).
 bench-serve:
 	scripts/bench-serve.sh
+
+## bench-creates: durable creates on one core, this tree vs BASE (default main) (docs/serve-benchmarks.md).
+bench-creates:
+	scripts/bench-creates.sh
 
 ## bench-engines: net/http vs fasthttp vs nginx on a trivial redirect.
 bench-engines:

@@ -55,7 +55,7 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 	s.vlog.encMu.Lock()
 	defer s.vlog.encMu.Unlock()
 	var size int
-	err := s.db.Update(func(tx *bbolt.Tx) error {
+	err := s.update(func(tx *bbolt.Tx) error { // applies created links first
 		skip := buried(tx, batch)
 		rec, n := appendLogRecord(s.vlog.enc[:0], batch, skip)
 		s.vlog.enc, size = rec, 0
@@ -71,7 +71,6 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 		}
 		return addLimited(tx, batch)
 	})
-	s.snaps.retire() // later reads must see the new counts
 	if err != nil {
 		return fmt.Errorf("add visits: %w: %w", shortener.ErrUnavailable, err)
 	}
@@ -171,8 +170,12 @@ func addLimited(tx *bbolt.Tx, batch *shortener.VisitBatch) error {
 func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats, error) {
 	var st shortener.VisitStats
 	key := []byte(id)
+	pv := s.pendingValue(key) // created, not yet applied (looked up first, as in Get)
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		lv := tx.Bucket(linksBucket).Get(key)
+		if lv == nil {
+			lv = pv
+		}
 		if lv == nil {
 			return shortener.ErrNotFound
 		}

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# make bench-creates: durable creates (POST /shortenURL, a unique URL per
+# request) of linkgate serve on the bolt store, this tree against a base
+# build (BASE, a git revision; default main) in the same run, rounds
+# interleaved. Results and their reading: docs/serve-benchmarks.md.
+#
+#  - STORE=1m (default): a copy of the 1,000,000-link store of make
+#    bench-serve, fresh for each server; STORE=fresh: an empty store;
+#  - each server pinned to SERVER_CPU with GOMAXPROCS=1 (SERVER_PROCS to
+#    change it, SERVER_CPUS for the taskset list), Debian wrk pinned to
+#    LOAD_CPU: -t1 -c50 -d10s, ROUNDS (3) rounds each, medians;
+#  - per round: creates/s and the server's CPU time per create (µs, from
+#    /proc: robust to other processes on a shared machine); at the end
+#    the ratio this tree / base of both medians.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/bench-lib.sh"
+cd "$LINKGATE_ROOT"
+export GOTOOLCHAIN=local
+BASE=${BASE:-main}
+STORE=${STORE:-1m}
+SERVER_PROCS=${SERVER_PROCS:-1}
+SERVER_CPUS=${SERVER_CPUS:-$SERVER_CPU}
+
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+preloaded_links "$work" 1000000
+mv "$work/linkgate" "$work/linkgate-new"
+step "build the base ($BASE)"
+mkdir "$work/base-src"
+git archive "$BASE" | tar -x -C "$work/base-src"
+(cd "$work/base-src" && go build -trimpath -o "$work/linkgate-base" ./cmd/linkgate)
+
+# start NAME starts build NAME on a fresh store and prints its PID and port.
+start() {
+	local name=$1 port dir=$work/$1
+	rm -rf "$dir" && mkdir "$dir"
+	[ "$STORE" = 1m ] && cp "$links_db" "$dir/links.db"
+	port=$(free_port)
+	GOMAXPROCS=$SERVER_PROCS taskset -c "$SERVER_CPUS" "$work/linkgate-$name" serve --addr "127.0.0.1:$port" \
+		--store "bolt:$dir/links.db" --log-level warn >"$dir/log" 2>&1 &
+	wait_tcp 127.0.0.1 "$port" 30 || die "linkgate-$name did not start: $(cat "$dir/log")"
+	echo "$! $port"
+}
+
+exec 9>"$BENCH_LOCK"
+step "waiting for $BENCH_LOCK"
+flock 9
+echo "server on CPU $SERVER_CPUS (GOMAXPROCS=$SERVER_PROCS); wrk -t1 -c$CONNS -d$DURATION on CPU $LOAD_CPU; $ROUNDS rounds; store: $STORE"
+read -r base_pid base_port <<<"$(start base)"
+pids+=("$base_pid")
+read -r new_pid new_port <<<"$(start new)"
+pids+=("$new_pid")
+
+step "creates: base ($BASE) and this tree, rounds interleaved"
+base=() new=() cpu_base=() cpu_new=()
+for ((r = 0; r < ROUNDS; r++)); do
+	read -r x c <<<"$(wrk_run "http://127.0.0.1:$base_port/shortenURL" scripts/bench/create.lua "$base_pid")"
+	base+=("$x") cpu_base+=("$c")
+	read -r x c <<<"$(wrk_run "http://127.0.0.1:$new_port/shortenURL" scripts/bench/create.lua "$new_pid")"
+	new+=("$x") cpu_new+=("$c")
+done
+# Stop both (the new build checkpoints its log on the way out) before the
+# lock is released.
+kill "$base_pid" "$new_pid"
+wait "$base_pid" "$new_pid" 2>/dev/null || true
+
+step "results"
+report "base ($BASE)" "${base[@]}"
+report "this tree" "${new[@]}"
+echo "  ratio this tree / base, medians: $(ratio "$(median "${new[@]}")" "$(median "${base[@]}")")"
+echo "server CPU per create (µs, median; range): base $(median "${cpu_base[@]}") ($(printf '%s\n' "${cpu_base[@]}" | sort -g | paste -sd' ')), this tree $(median "${cpu_new[@]}") ($(printf '%s\n' "${cpu_new[@]}" | sort -g | paste -sd' '))"
+for n in base new; do
+	if grep -qi error "$work/$n/log"; then
+		echo "linkgate-$n logged errors:" >&2
+		cat "$work/$n/log" >&2
+	fi
+done
