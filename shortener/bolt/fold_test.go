@@ -278,15 +278,13 @@ func TestFoldResumesAfterRestart(t *testing.T) {
 			t.Fatalf("background fold: %v", *e)
 		}
 		s.db.View(func(tx *bbolt.Tx) error { fs = readFoldState(tx); return nil })
-		if fs.target == 0 {
+		// The fold counter moves just after the finishing step commits.
+		if fs.target == 0 && s.vlog.folds.Load() > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the interrupted fold was not resumed: %+v", fs)
+			t.Fatalf("the interrupted fold was not resumed and counted: %+v, %d folds", fs, s.vlog.folds.Load())
 		}
-	}
-	if s.vlog.folds.Load() == 0 {
-		t.Error("no fold counted")
 	}
 	m.check()
 }
