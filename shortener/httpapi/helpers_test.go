@@ -57,14 +57,15 @@ func newHandler(t testing.TB, s setup) (*httpapi.Handler, shortener.Store) {
 	return h, store
 }
 
-func start(t *testing.T, s setup) *testServer {
+// serve serves h on a loopback port with cfg until the test ends and
+// returns its address.
+func serve(t *testing.T, h *httpapi.Handler, cfg httpapi.ServerConfig) string {
 	t.Helper()
-	h, store := newHandler(t, s)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httpapi.NewServer(slog.New(slog.DiscardHandler), h, httpapi.ServerConfig{})
+	srv := httpapi.NewServer(slog.New(slog.DiscardHandler), h, cfg)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -75,8 +76,15 @@ func start(t *testing.T, s setup) *testServer {
 		}
 		<-done
 	})
+	return ln.Addr().String()
+}
+
+func start(t *testing.T, s setup) *testServer {
+	t.Helper()
+	h, store := newHandler(t, s)
+	addr := serve(t, h, httpapi.ServerConfig{})
 	return &testServer{
-		URL: "http://" + ln.Addr().String(), Store: store, Handler: h,
+		URL: "http://" + addr, Store: store, Handler: h,
 		client: &http.Client{
 			Timeout:       10 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

@@ -3,10 +3,8 @@ package httpapi_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -26,22 +24,7 @@ var shortTimeouts = httpapi.ServerConfig{ReadTimeout: 200 * time.Millisecond, Wr
 func startServer(t *testing.T, cfg httpapi.ServerConfig) string {
 	t.Helper()
 	h, _ := newHandler(t, setup{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httpapi.NewServer(slog.New(slog.DiscardHandler), h, cfg)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-done
-	})
-	return ln.Addr().String()
+	return serve(t, h, cfg)
 }
 
 func dial(t *testing.T, addr string) net.Conn {
