@@ -22,10 +22,7 @@ STORE=${STORE:-1m}
 SERVER_PROCS=${SERVER_PROCS:-1}
 SERVER_CPUS=${SERVER_CPUS:-$SERVER_CPU}
 
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+bench_workdir # $work, $pids: killed and removed on exit
 
 preloaded_links "$work" 1000000
 mv "$work/linkgate" "$work/linkgate-new"

@@ -8,10 +8,7 @@ set -euo pipefail
 cd "$LINKGATE_ROOT"
 export GOTOOLCHAIN=local
 
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+bench_workdir # $work, $pids: killed and removed on exit
 
 go build -o "$work/enginebench" ./tools/enginebench
 

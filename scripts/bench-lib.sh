@@ -9,6 +9,14 @@ DURATION=${DURATION:-10s}
 CONNS=${CONNS:-50}
 BENCH_LOCK=${BENCH_LOCK:-/tmp/linkgate-bench.lock}
 
+# bench_workdir makes a temporary $work directory and an empty $pids list;
+# on exit every PID in $pids is killed and $work removed.
+bench_workdir() {
+	work=$(mktemp -d)
+	pids=()
+	trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+}
+
 # start_nginx_302 DIR PORT starts nginx 1 worker answering every request
 # with `return 302`, pinned to SERVER_CPU, and prints its master PID.
 start_nginx_302() {

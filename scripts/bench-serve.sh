@@ -22,10 +22,7 @@ export GOTOOLCHAIN=local
 N=${N:-1000000}
 IDS_LIMIT=${IDS_LIMIT:-0}
 
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+bench_workdir # $work, $pids: killed and removed on exit
 
 preloaded_links "$work" "$N"
 cp "$links_db" "$work/links.db"

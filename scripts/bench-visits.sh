@@ -28,10 +28,7 @@ HOT=${HOT:-10000}
 FIXED_SHARE=${FIXED_SHARE:-0.6}
 WORKLOADS=${WORKLOADS:-hot all}
 
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+bench_workdir # $work, $pids: killed and removed on exit
 
 preloaded_links "$work" "$N"
 loadgen=${LOADGEN:-$work/linkgate}

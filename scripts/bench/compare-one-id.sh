@@ -10,10 +10,7 @@ DURATION=${DURATION:-5s}
 . "$(dirname "$0")/../bench-lib.sh"
 cd "$LINKGATE_ROOT"
 export GOTOOLCHAIN=local
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+bench_workdir # $work, $pids: killed and removed on exit
 go build -o "$work/enginebench" ./tools/enginebench
 go build -trimpath -o "$work/linkgate" ./cmd/linkgate
 exec 9>"$BENCH_LOCK"
