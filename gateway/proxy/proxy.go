@@ -39,6 +39,11 @@ type Options struct {
 	ReadTimeout time.Duration
 	// IdleTimeout closes idle client keep-alive connections.
 	IdleTimeout time.Duration
+	// WriteTimeout bounds writing a response to a client, so a client
+	// that stops reading cannot hold a connection and its buffers forever
+	// (nginx's send_timeout, though fasthttp bounds the whole response,
+	// not each write).
+	WriteTimeout time.Duration
 }
 
 // Gateway serves traffic with the latest loaded configuration.
@@ -94,6 +99,9 @@ func New(opts Options) *Gateway {
 		// APISIX's keepalive_timeout. Equal to ReadTimeout, it also lets
 		// conn keep one lazy read deadline across idle and read phases.
 		opts.IdleTimeout = 60 * time.Second
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 60 * time.Second
 	}
 	g := &Gateway{opts: opts, log: opts.Logger, pools: newPools(), checkers: map[checkerKey]*checker{}}
 	g.ctxs.New = func() any { return &reqCtx{respHdrs: make([]respHeader, 0, 4)} }
@@ -206,13 +214,14 @@ func (g *Gateway) Serve(ln net.Listener) error {
 		MaxRequestBodySize:           g.opts.MaxBodySize,
 		ReadTimeout:                  g.opts.ReadTimeout,
 		IdleTimeout:                  g.opts.IdleTimeout,
+		WriteTimeout:                 g.opts.WriteTimeout,
 		DisablePreParseMultipartForm: true,
 		NoDefaultContentType:         true,
 		CloseOnShutdown:              true,
 		LazyRequestTime:              true, // RequestCtx.Time is not used: no clock read per request
 		Logger:                       fasthttpLogger{g.log},
 	}
-	slack := deadlineSlack(g.opts.ReadTimeout, g.opts.IdleTimeout)
+	slack := deadlineSlack(g.opts.ReadTimeout, g.opts.IdleTimeout, g.opts.WriteTimeout)
 	return g.server.Serve(countingListener{ln, &g.accepted, slack})
 }
 

@@ -1,7 +1,9 @@
 package proxy_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,9 +36,14 @@ type gw struct {
 
 func startGateway(t testing.TB) *gw {
 	t.Helper()
+	return startGatewayWith(t, proxy.Options{ServerHeader: "linkgate"})
+}
+
+func startGatewayWith(t testing.TB, opts proxy.Options) *gw {
+	t.Helper()
 	prom := prometheus.New()
 	reg := gateway.NewRegistry(limitcount.New(slog.New(slog.DiscardHandler)), prom, keyauth.New(), proxyrewrite.New())
-	g := proxy.New(proxy.Options{ServerHeader: "linkgate"})
+	g := proxy.New(opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -452,5 +459,34 @@ func TestLimitCountRedisDown(t *testing.T) {
 	}
 	if code, _, _ := get(t, w.url+"/rtrue"); code != 200 {
 		t.Errorf("redis down with allow_degradation: %d", code)
+	}
+}
+
+// A client that stops reading its response loses the connection after
+// WriteTimeout instead of holding it and its buffers forever.
+func TestWriteTimeoutClosesStalledClient(t *testing.T) {
+	const size = 48 << 20 // far more than loopback socket buffers hold
+	body := bytes.Repeat([]byte("x"), size)
+	up := upstream(t, "big", func(w http.ResponseWriter, r *http.Request) { w.Write(body) })
+	w := startGatewayWith(t, proxy.Options{WriteTimeout: 300 * time.Millisecond})
+	w.load(t, map[string]string{"routes/1": `{"uri":"/big","upstream":{"type":"roundrobin","nodes":{"` + up + `":1}}}`})
+
+	c, err := net.Dial("tcp", strings.TrimPrefix(w.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // read nothing while the gateway writes
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := io.Copy(io.Discard, c)
+	if err == nil && n >= size {
+		t.Fatalf("read %d bytes and a clean end: the whole response arrived, want the connection cut", n)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("after %d bytes the connection is still open: %v", n, err)
 	}
 }
