@@ -141,17 +141,10 @@ func (s *Service) Resolve(ctx context.Context, id string) (Link, error) {
 
 // AppendResolve is Resolve for the redirect hot path: it appends the URL of
 // the link under id to dst and returns the extended buffer, without
-// allocating when the store implements URLAppender. Errors are Resolve's.
-// id is not retained.
-func (s *Service) AppendResolve(ctx context.Context, dst, id []byte) ([]byte, error) {
-	dst, _, err := s.AppendResolveLink(ctx, dst, id)
-	return dst, err
-}
-
-// AppendResolveLink is AppendResolve that also returns the link's fields
-// other than ID and URL (a redirect records a visit of a link with a
-// visit limit as such).
-func (s *Service) AppendResolveLink(ctx context.Context, dst, id []byte) ([]byte, Link, error) {
+// allocating when the store implements URLAppender, and the link's fields
+// other than ID and URL (a redirect records a visit of a link with a visit
+// limit as such). Errors are Resolve's. id is not retained.
+func (s *Service) AppendResolve(ctx context.Context, dst, id []byte) ([]byte, Link, error) {
 	if !ValidID(id) {
 		return dst, Link{}, ErrNotFound
 	}

@@ -125,7 +125,7 @@ func TestSeedItemsResolve(t *testing.T) {
 		if !storetest.Equal(l, want) {
 			t.Errorf("Resolve(%q) = %+v, want %+v", it.ID, l, want)
 		}
-		got, err := svc.AppendResolve(ctx, []byte("x"), []byte(it.ID))
+		got, _, err := svc.AppendResolve(ctx, []byte("x"), []byte(it.ID))
 		if err != nil || string(got) != "x"+it.OriginalURL {
 			t.Errorf("AppendResolve(%q) = %q, %v", it.ID, got, err)
 		}

@@ -29,7 +29,7 @@ var locations = sync.Pool{New: func() any {
 
 func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte) {
 	buf := locations.Get().(*[]byte)
-	loc, l, err := h.svc.AppendResolveLink(context.Background(), (*buf)[:0], id)
+	loc, l, err := h.svc.AppendResolve(context.Background(), (*buf)[:0], id)
 	if err == nil {
 		ctx.Response.Header.SetCanonical(headerLocation, loc)
 		ctx.Response.Header.SetCanonical(headerCacheControl, h.cacheControl)

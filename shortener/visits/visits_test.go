@@ -305,7 +305,7 @@ func TestServiceLimitUsesLiveCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if _, err := svc.AppendResolve(ctx, nil, []byte(l.ID)); err != nil {
+		if _, _, err := svc.AppendResolve(ctx, nil, []byte(l.ID)); err != nil {
 			t.Fatalf("visit %d: %v", i+1, err)
 		}
 		a.Record([]byte(l.ID), nil, []byte("Chrome"), nil, day, true)
@@ -313,7 +313,7 @@ func TestServiceLimitUsesLiveCount(t *testing.T) {
 			a.Flush(ctx) // part stored, part pending
 		}
 	}
-	if _, err := svc.AppendResolve(ctx, nil, []byte(l.ID)); !errors.Is(err, shortener.ErrExpired) {
+	if _, _, err := svc.AppendResolve(ctx, nil, []byte(l.ID)); !errors.Is(err, shortener.ErrExpired) {
 		t.Errorf("fourth visit: %v, want ErrExpired", err)
 	}
 	if _, err := svc.Resolve(ctx, l.ID); !errors.Is(err, shortener.ErrExpired) {
