@@ -13,7 +13,7 @@
 #    every preloaded id once per pass, the worst case for aggregation (each
 #    request a link not yet pending, every flush touching up to ~100k links);
 #  - (a) saturation: Debian wrk -t1 -c$CONNS, req/s, ratio on/off, and the
-#    server's CPU time per request (bench-lib.sh wrk_run; robust to noise);
+#    server's CPU time per request (tools/benchcmp, from /proc; robust to noise);
 #  - (b) fixed rate: FIXED_SHARE (0.6) of the visits-off saturation rate,
 #    sent by `linkgate bench -R` (constant rate, latency from each
 #    request's intended send time), p99 and ratio on/off. It needs a
