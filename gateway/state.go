@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -143,13 +144,21 @@ type ConsumerEntry struct {
 	// Chain holds the consumer's plugins other than authentication; they
 	// override the route's plugins of the same name.
 	Chain Chain
+	// auth: plugin name → what its AuthPreparer made of the consumer's conf.
+	auth map[string]any
 }
+
+// AuthData is what an auth plugin's AuthPreparer made of this consumer's
+// configuration of it, or nil.
+func (c *ConsumerEntry) AuthData(plugin string) any { return c.auth[plugin] }
 
 // Compiled is a configuration ready to serve. It is immutable once built.
 type Compiled struct {
 	Routes   []*RouteEntry
 	Global   Chain
 	Revision int64
+	// Upstreams by id, for plugins that choose one (traffic-split).
+	Upstreams map[string]*Upstream
 	// credentials: plugin name → credential → consumer.
 	credentials map[string]map[string]*ConsumerEntry
 }
@@ -163,7 +172,7 @@ func (c *Compiled) LookupConsumer(plugin, credential string) *ConsumerEntry {
 // references cannot be resolved or whose plugins fail to build is left out
 // and reported; the rest is served.
 func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
-	out := &Compiled{Revision: cfg.Revision, credentials: map[string]map[string]*ConsumerEntry{}}
+	out := &Compiled{Revision: cfg.Revision, Upstreams: maps.Clone(cfg.Upstreams), credentials: map[string]map[string]*ConsumerEntry{}}
 	var errs []error
 	for _, id := range sortedKeys(cfg.GlobalRules) {
 		ch, err := reg.Build(cfg.GlobalRules[id].Plugins, Scope{KindGlobalRule, id})
@@ -188,6 +197,17 @@ func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
 				if err != nil {
 					errs = append(errs, fmt.Errorf("consumers/%s: %w", name, err))
 					continue
+				}
+				if p, ok := f.(AuthPreparer); ok {
+					data, err := p.PrepareConsumer(conf)
+					if err != nil {
+						errs = append(errs, fmt.Errorf("consumers/%s: %w", name, err))
+						continue
+					}
+					if ce.auth == nil {
+						ce.auth = map[string]any{}
+					}
+					ce.auth[pname] = data
 				}
 				if out.credentials[pname] == nil {
 					out.credentials[pname] = map[string]*ConsumerEntry{}
