@@ -234,13 +234,21 @@ type ConsumerEntry struct {
 	// Chain holds the consumer's plugins other than authentication; they
 	// override the route's plugins of the same name.
 	Chain Chain
+	// auth: plugin name → what its AuthPreparer made of the consumer's conf.
+	auth map[string]any
 }
+
+// AuthData is what an auth plugin's AuthPreparer made of this consumer's
+// configuration of it, or nil.
+func (c *ConsumerEntry) AuthData(plugin string) any { return c.auth[plugin] }
 
 // Compiled is a configuration ready to serve. It is immutable once built.
 type Compiled struct {
 	Routes   []*RouteEntry
 	Global   Chain
 	Revision int64
+	// Upstreams by id, for plugins that choose one (traffic-split).
+	Upstreams map[string]*Upstream
 	// credentials: plugin name → credential → consumer.
 	credentials map[string]map[string]*ConsumerEntry
 }
@@ -256,7 +264,7 @@ func (c *Compiled) LookupConsumer(plugin, credential string) *ConsumerEntry {
 // served. Compile never panics: a resource whose compilation panics is
 // left out with SkipPanic.
 func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
-	out := &Compiled{Revision: cfg.Revision, credentials: map[string]map[string]*ConsumerEntry{}}
+	out := &Compiled{Revision: cfg.Revision, Upstreams: maps.Clone(cfg.Upstreams), credentials: map[string]map[string]*ConsumerEntry{}}
 	var errs []error
 	skip := func(key string, err error) { errs = append(errs, skipErr(key, err)) }
 	for _, id := range sortedKeys(cfg.GlobalRules) {
@@ -339,6 +347,16 @@ func compileConsumer(reg *Registry, name string, cons *Consumer) (ce *ConsumerEn
 			cred, err := a.Credential(conf)
 			if err != nil {
 				return nil, nil, &buildError{SkipPluginError, fmt.Errorf("plugin %s: %w", pname, err)}
+			}
+			if p, ok := f.(AuthPreparer); ok {
+				data, err := p.PrepareConsumer(conf)
+				if err != nil {
+					return nil, nil, &buildError{SkipPluginError, fmt.Errorf("plugin %s: %w", pname, err)}
+				}
+				if ce.auth == nil {
+					ce.auth = map[string]any{}
+				}
+				ce.auth[pname] = data
 			}
 			creds[pname] = cred
 			continue

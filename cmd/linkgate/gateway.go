@@ -20,6 +20,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/plugin/limitcount"
 	"github.com/linkgate/linkgate/gateway/plugin/prometheus"
 	"github.com/linkgate/linkgate/gateway/plugin/proxyrewrite"
+	"github.com/linkgate/linkgate/gateway/plugin/redis"
 	"github.com/linkgate/linkgate/gateway/proxy"
 	"github.com/linkgate/linkgate/internal/cli"
 )
@@ -87,8 +88,10 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	defer store.Close()
 
 	metrics := prometheus.New()
+	redisPool := redis.NewPool()
+	defer redisPool.Close()
 	reg := gateway.NewRegistry(
-		limitcount.New(logger),
+		limitcount.New(logger, redisPool),
 		metrics,
 		keyauth.New(),
 		proxyrewrite.New(),
