@@ -38,6 +38,10 @@ type Schema struct {
 
 	AnyOf []*Schema
 	OneOf []*Schema
+	// If, Then, Else: when v matches If, it must match Then, else Else.
+	If, Then, Else *Schema
+
+	MinProperties int
 
 	Default any
 }
@@ -154,6 +158,15 @@ func (s *Schema) Validate(v any) error {
 			return err
 		}
 	}
+	if s.If != nil {
+		if s.If.check(v) == nil {
+			if s.Then != nil && s.Then.Validate(v) != nil {
+				return fmt.Errorf("then clause did not match")
+			}
+		} else if s.Else != nil && s.Else.Validate(v) != nil {
+			return fmt.Errorf("else clause did not match")
+		}
+	}
 	return nil
 }
 
@@ -200,6 +213,9 @@ func (s *Schema) checkObject(m map[string]any) error {
 				return fmt.Errorf("property %q validation failed: %w", k, err)
 			}
 		}
+	}
+	if s.MinProperties > 0 && len(m) < s.MinProperties {
+		return fmt.Errorf("expect object to have at least %d properties", s.MinProperties)
 	}
 	return nil
 }
@@ -255,6 +271,12 @@ func inEnum(enum []any, v any) bool {
 		case bool:
 			if b, ok := v.(bool); ok && b == ev {
 				return true
+			}
+		case float64:
+			if n, ok := v.(json.Number); ok {
+				if f, err := n.Float64(); err == nil && f == ev {
+					return true
+				}
 			}
 		}
 	}
