@@ -230,3 +230,27 @@ func BenchmarkCreateParallel(b *testing.B) {
 		}
 	})
 }
+
+// Visits flushed after their link was deleted and another created under
+// the id (the aggregator had them pending) do not count for the new link.
+func TestVisitsOfAnEarlierLinkDropped(t *testing.T) {
+	s, _ := pebbletest.Open(t)
+	ctx := context.Background()
+	old := shortener.Link{ID: "reborn0001", URL: "https://old.example/", CreatedAt: time.Unix(1700000000, 0).UTC()}
+	if err := s.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, shortener.Link{ID: old.ID, URL: "https://new.example/", CreatedAt: time.Unix(1700000100, 0).UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	batch := shortener.NewVisitBatch(shortener.VisitDelta{ID: old.ID, CreatedAt: old.CreatedAt.Unix(), Stats: shortener.VisitStats{Total: 4}})
+	if err := s.AddVisits(ctx, batch); err != nil || !batch.Links[0].Applied {
+		t.Fatalf("AddVisits: %v (applied %v)", err, batch.Links[0].Applied)
+	}
+	if st, err := s.VisitStats(ctx, old.ID); err != nil || st.Total != 0 {
+		t.Fatalf("the new link has %+v (%v); want no visits", st, err)
+	}
+}

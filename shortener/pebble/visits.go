@@ -18,8 +18,9 @@ import (
 const yieldEvery = 512
 
 // AddVisits adds a batch in one synced pebble batch: one Merge of a
-// statistics record per link that exists (visits of links deleted
-// meanwhile are dropped).
+// statistics record per link that exists. Visits of links deleted
+// meanwhile are dropped, and so are those of an earlier link under the
+// same id (their CreatedAt differs from the link's).
 func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("add visits: %w", err)
@@ -38,11 +39,13 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 			runtime.Gosched()
 		}
 		id := batch.Links[i].ID
-		switch found, err := s.exists(id); {
+		switch created, found, err := s.createdAt(id); {
 		case err != nil:
 			return unavailable("add visits", err)
 		case !found:
 			continue // deleted meanwhile
+		case batch.Links[i].CreatedAt != 0 && created != 0 && created != batch.Links[i].CreatedAt:
+			continue // visits of an earlier link under the id, deleted meanwhile
 		}
 		d.Reset()
 		d.AddBatch(batch, i)
@@ -154,3 +157,24 @@ func (m *statsMerger) Finish(includesBase bool) ([]byte, io.Closer, error) {
 
 // String is for pebble's debugging output.
 func (m *statsMerger) String() string { return fmt.Sprintf("stats(%d bytes)", len(m.acc)) }
+
+// createdAt returns the CreatedAt (Unix seconds, 0: none) of the link
+// under id, found=false if there is none.
+func (s *Store) createdAt(id string) (created int64, found bool, err error) {
+	kb := s.keys.Get().(*[]byte)
+	defer s.keys.Put(kb)
+	*kb = appendKey((*kb)[:0], kindLink, id)
+	v, closer, found, err := s.get(*kb)
+	if !found || err != nil {
+		return 0, found, err
+	}
+	defer closer.Close()
+	l, _, err := decodeMeta(v)
+	if err != nil {
+		return 0, true, err
+	}
+	if !l.CreatedAt.IsZero() {
+		created = l.CreatedAt.Unix()
+	}
+	return created, true, nil
+}
