@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
@@ -66,7 +67,7 @@ type Ctx interface {
 	// SetConsumer records the consumer an auth plugin identified.
 	SetConsumer(c *ConsumerEntry)
 	// Expand replaces each $name and ${name} in tmpl with the variable's
-	// value ("\$name" is a literal "$name"), as APISIX's core.utils.resolve_var.
+	// value, as APISIX's core.utils.resolve_var (ExpandVars).
 	Expand(tmpl string) string
 	// LookupConsumer finds the consumer whose plugin configuration carries
 	// credential (key-auth's key), or nil.
@@ -81,6 +82,17 @@ type Reply struct {
 	Status      int
 	Body        []byte
 	ContentType string
+}
+
+// JSONReply is a Reply whose body is {key: msg}, as APISIX's
+// core.response.exit(status, {key = msg}) writes it. Plugins build theirs
+// once per instance.
+func JSONReply(status int, key, msg string) Reply {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{key: msg})
+	return Reply{Status: status, Body: b.Bytes()}
 }
 
 // Plugin phases, in the order the engine runs them. An instance implements

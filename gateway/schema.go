@@ -228,6 +228,9 @@ func checkType(want string, v any) error {
 	case want == "number" && got == "integer":
 		return nil
 	}
+	if got == "integer" {
+		got = "number" // Lua's type names, as APISIX's validator reports them
+	}
 	return fmt.Errorf("wrong type: expected %s, got %s", want, got)
 }
 

@@ -1,0 +1,51 @@
+package plugintest
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/linkgate/linkgate/gateway"
+)
+
+// Check validates conf as the admin API does for a route (consumer: as a
+// consumer's) and returns APISIX's message, or "" when it is valid.
+func Check(tb testing.TB, f gateway.Factory, conf string, consumer bool) string {
+	tb.Helper()
+	_, err := checked(tb, f, conf, consumer)
+	if err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+func checked(tb testing.TB, f gateway.Factory, conf string, consumer bool) (json.RawMessage, error) {
+	tb.Helper()
+	v, err := gateway.DecodeJSON([]byte(conf))
+	if err != nil {
+		tb.Fatalf("%s: %v", conf, err)
+	}
+	plugins := map[string]any{f.Name(): v}
+	if err := gateway.NewRegistry(f).Check(plugins, consumer); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(plugins[f.Name()])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return raw, nil
+}
+
+// New validates conf (filling defaults in, as stored) and builds an
+// instance for routes/1.
+func New(tb testing.TB, f gateway.Factory, conf string) any {
+	tb.Helper()
+	raw, err := checked(tb, f, conf, false)
+	if err != nil {
+		tb.Fatalf("%s: %v", conf, err)
+	}
+	in, err := f.New(raw, gateway.Scope{Kind: gateway.KindRoute, ID: "1"})
+	if err != nil {
+		tb.Fatalf("%s: %v", conf, err)
+	}
+	return in
+}
