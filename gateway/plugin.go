@@ -209,6 +209,19 @@ type AuthPreparer interface {
 	PrepareConsumer(conf json.RawMessage) (any, error)
 }
 
+// API is an HTTP endpoint a plugin offers (jwt-auth's
+// /apisix/plugin/jwt/sign). As in APISIX, it is served only where a route
+// with the public-api plugin exposes it.
+type API struct {
+	Method, Path string
+	Serve        func(c Ctx) Reply
+}
+
+// APIProvider is implemented by factories that offer APIs.
+type APIProvider interface {
+	APIs() []API
+}
+
 // Registry is the explicit set of plugins a gateway offers.
 type Registry struct {
 	byName map[string]Factory

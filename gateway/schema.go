@@ -42,6 +42,9 @@ type Schema struct {
 	If, Then, Else *Schema
 
 	MinProperties int
+	// Dependencies: when the named property is present, the object must
+	// also match its schema.
+	Dependencies map[string]*Schema
 
 	Default any
 }
@@ -211,6 +214,13 @@ func (s *Schema) checkObject(m map[string]any) error {
 		for _, k := range sortedKeys(m) {
 			if err := s.Values.Validate(m[k]); err != nil {
 				return fmt.Errorf("property %q validation failed: %w", k, err)
+			}
+		}
+	}
+	for _, k := range sortedKeys(s.Dependencies) {
+		if _, ok := m[k]; ok {
+			if err := s.Dependencies[k].Validate(m); err != nil {
+				return fmt.Errorf("failed to validate dependent schema for %q: %w", k, err)
 			}
 		}
 	}

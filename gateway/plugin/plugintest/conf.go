@@ -2,6 +2,7 @@ package plugintest
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/linkgate/linkgate/gateway"
@@ -48,4 +49,24 @@ func New(tb testing.TB, f gateway.Factory, conf string) any {
 		tb.Fatalf("%s: %v", conf, err)
 	}
 	return in
+}
+
+// Compile validates and compiles resources ("consumers/jack" → JSON) with
+// the real pipeline, for a Ctx's consumer lookups.
+func Compile(tb testing.TB, reg *gateway.Registry, res map[string]string) *gateway.Compiled {
+	tb.Helper()
+	cfg := gateway.NewConfig()
+	var u gateway.Update
+	for key, v := range res {
+		kind, id, _ := strings.Cut(key, "/")
+		u.Entries = append(u.Entries, gateway.Entry{Kind: gateway.Kind(kind), ID: id, Value: []byte(v)})
+	}
+	if errs := cfg.Apply(u, reg); len(errs) > 0 {
+		tb.Fatalf("apply: %v", errs)
+	}
+	c, errs := gateway.Compile(cfg, reg)
+	if len(errs) > 0 {
+		tb.Fatalf("compile: %v", errs)
+	}
+	return c
 }

@@ -28,9 +28,9 @@ type Ctx struct {
 	RespHeaders     []Header // the response's; Add appends, Set replaces
 	StatusCode      int
 	User            *gateway.ConsumerEntry
-	// Credentials: plugin → credential → consumer, for LookupConsumer.
-	Credentials map[string]map[string]*gateway.ConsumerEntry
-	Upstream    *gateway.UpstreamRef
+	// Compiled answers LookupConsumer (see Compile).
+	Compiled *gateway.Compiled
+	Upstream *gateway.UpstreamRef
 
 	values    []value
 	arena     []byte
@@ -187,7 +187,10 @@ func (c *Ctx) SetRemoteAddr(addr netip.Addr, port int) {
 }
 
 func (c *Ctx) LookupConsumer(plugin, credential string) *gateway.ConsumerEntry {
-	return c.Credentials[plugin][credential]
+	if c.Compiled == nil {
+		return nil
+	}
+	return c.Compiled.LookupConsumer(plugin, credential)
 }
 
 // Expand replaces $name and ${name} as the engine does.
