@@ -70,3 +70,28 @@ func Compile(tb testing.TB, reg *gateway.Registry, res map[string]string) *gatew
 	}
 	return c
 }
+
+// FuzzConf checks that any configuration the schema accepts builds an
+// instance, and that neither panics on any input.
+func FuzzConf(f *testing.F, factory gateway.Factory, seeds ...string) {
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, conf string) {
+		v, err := gateway.DecodeJSON([]byte(conf))
+		if err != nil {
+			return
+		}
+		plugins := map[string]any{factory.Name(): v}
+		if gateway.NewRegistry(factory).Check(plugins, false) != nil {
+			return
+		}
+		raw, err := json.Marshal(plugins[factory.Name()])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := factory.New(raw, gateway.Scope{Kind: gateway.KindRoute, ID: "1"}); err != nil {
+			t.Fatalf("%s passed the checks but does not build: %v", conf, err)
+		}
+	})
+}
