@@ -239,9 +239,8 @@ func (rc *reqCtx) SetUpstreamHeader(name, value string) {
 
 func (rc *reqCtx) SetResponseHeader(name, value string) {
 	if rc.responding {
-		if value == "" {
-			rc.fc.Response.Header.Del(name)
-		} else {
+		rc.delRespHeader(name)
+		if value != "" {
 			rc.fc.Response.Header.Set(name, value)
 		}
 		return
@@ -255,6 +254,7 @@ func (rc *reqCtx) SetResponseHeader(name, value string) {
 
 func (rc *reqCtx) SetResponseHeaderInt(name string, v int64) {
 	if rc.responding {
+		rc.delRespHeader(name)
 		rc.scratch = strconv.AppendInt(rc.scratch[:0], v, 10)
 		rc.fc.Response.Header.SetBytesV(name, rc.scratch)
 		return
@@ -316,7 +316,47 @@ func (rc *reqCtx) ResponseHeader(name string) string {
 		}
 		return ""
 	}
-	return b2s(rc.fc.Response.Header.Peek(name))
+	if len(name) == len(headerContentLength) && equalFold(unsafeBytes(name), headerContentLength) {
+		// The body is whole: what will be sent is its length.
+		if b := rc.fc.Response.Body(); len(b) > 0 {
+			return rc.appendVar(strconv.AppendInt(rc.scratch[:0], int64(len(b)), 10))
+		}
+	}
+	for k, v := range rc.fc.Response.Header.All() {
+		if len(k) == len(name) && equalFold(k, unsafeBytes(name)) {
+			return b2s(v)
+		}
+	}
+	return ""
+}
+
+var (
+	headerContentType   = []byte("Content-Type")
+	headerContentLength = []byte("Content-Length")
+)
+
+// delRespHeader removes a response header whatever the case of its name:
+// upstream headers keep the spelling the upstream sent (the pool does not
+// normalize them), and HTTP header names are case-insensitive.
+func (rc *reqCtx) delRespHeader(name string) {
+	h := &rc.fc.Response.Header
+	if len(name) == len(headerContentType) && equalFold(unsafeBytes(name), headerContentType) {
+		h.DelBytes(headerContentType) // kept apart by fasthttp, whatever the spelling
+		return
+	}
+	for range 16 { // bounded, should a header refuse to go
+		found := false
+		for k := range h.All() {
+			if len(k) == len(name) && equalFold(k, unsafeBytes(name)) {
+				rc.scratch, found = append(rc.scratch[:0], k...), true
+				break
+			}
+		}
+		if !found {
+			return
+		}
+		h.DelBytes(rc.scratch)
+	}
 }
 
 func (rc *reqCtx) Status() int            { return rc.fc.Response.StatusCode() }
