@@ -1,7 +1,8 @@
 # linkgate — see README.md. `make test` is the test command CI runs.
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -s -w -X main.version=$(VERSION)
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD -- 2>/dev/null || echo +dirty)
+LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # lambda.norpc drops aws-lambda-go's RPC mode (the retired go1.x runtime): it
 # links net/rpc's html/template debug page, which disables dead-code
 # elimination of methods and costs the binary about 7 MB.

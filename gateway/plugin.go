@@ -253,7 +253,7 @@ func (r *Registry) Check(plugins map[string]any, consumer bool) error {
 	for _, name := range sortedKeys(plugins) {
 		f, ok := r.byName[name]
 		if !ok {
-			return invalidf("unknown plugin [%s]", name)
+			return &ValidationError{Msg: fmt.Sprintf("unknown plugin [%s]", name), Reason: SkipUnknownPlugin}
 		}
 		conf, ok := plugins[name].(map[string]any)
 		if !ok {
@@ -309,7 +309,7 @@ func (r *Registry) Build(plugins Plugins, scope Scope) (Chain, error) {
 	for _, name := range sortedKeys(plugins) {
 		f, ok := r.byName[name]
 		if !ok {
-			return nil, fmt.Errorf("%s: unknown plugin [%s]", scope, name)
+			return nil, &buildError{SkipUnknownPlugin, fmt.Errorf("%s: unknown plugin [%s]", scope, name)}
 		}
 		raw := plugins[name]
 		var meta struct {
@@ -321,7 +321,7 @@ func (r *Registry) Build(plugins Plugins, scope Scope) (Chain, error) {
 		}
 		impl, err := f.New(raw, scope)
 		if err != nil {
-			return nil, fmt.Errorf("%s: plugin %s: %w", scope, name, err)
+			return nil, &buildError{SkipPluginError, fmt.Errorf("%s: plugin %s: %w", scope, name, err)}
 		}
 		c = append(c, Instance{Name: name, Priority: f.Priority(), Impl: impl})
 	}

@@ -153,26 +153,19 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	// Config pipeline: store updates → validate → compile → atomic swap.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	reloader := gateway.NewReloader(reg, logger, func(c *gateway.Compiled) {
+		gw.Load(c)
+		metrics.SetModifyIndex(c.Revision)
+		logger.Debug("config loaded", "revision", c.Revision, "routes", len(c.Routes))
+	})
+	metrics.Register(reloadCollector{reloader})
 	loaded := make(chan struct{})
 	var once sync.Once
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		cfg := gateway.NewConfig()
-		err := store.Watch(ctx, func(u gateway.Update) {
-			for _, err := range cfg.Apply(u, reg) {
-				logger.Warn("config entry skipped", "err", err)
-			}
-			compiled, errs := gateway.Compile(cfg, reg)
-			for _, err := range errs {
-				logger.Warn("route skipped", "err", err)
-			}
-			gw.Load(compiled)
-			metrics.SetModifyIndex(compiled.Revision)
-			logger.Debug("config loaded", "revision", compiled.Revision, "routes", len(compiled.Routes))
-			once.Do(func() { close(loaded) })
-		})
+		err := reloader.Run(ctx, store, func() { once.Do(func() { close(loaded) }) })
 		if err != nil && ctx.Err() == nil {
 			logger.Error("config store watch ended", "err", err)
 		}

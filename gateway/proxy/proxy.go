@@ -20,7 +20,6 @@ import (
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/linkgate/linkgate/gateway"
 	"github.com/linkgate/linkgate/gateway/router"
@@ -117,7 +116,7 @@ func New(opts Options) *Gateway {
 	g := &Gateway{opts: opts, log: opts.Logger, pools: newPools(), checkers: map[checkerKey]*checker{}}
 	g.ctxs.New = func() any { return &reqCtx{respHdrs: make([]respHeader, 0, 4)} }
 	if opts.Admin != nil {
-		g.admin = fasthttpadaptor.NewFastHTTPHandler(opts.Admin)
+		g.admin = adminHandler(opts.Admin)
 	}
 	g.snap.Store(g.build(&gateway.Compiled{}))
 	return g
