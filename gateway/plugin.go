@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"net/netip"
@@ -287,10 +288,21 @@ func (r *Registry) Check(plugins map[string]any, consumer bool) error {
 			conf["_meta"] = meta
 		}
 		if err != nil {
+			var ve *ValidationError
+			if errors.As(err, &ve) && ve.Reason == SkipUnsupported {
+				return unsupportedf("failed to check the configuration of plugin %s err: %v", name, err)
+			}
 			return invalidf("failed to check the configuration of plugin %s err: %v", name, err)
 		}
 	}
 	return nil
+}
+
+// Unsupported is a plugin's configuration error for a feature linkgate
+// does not have: the admin API rejects it as any invalid configuration, a
+// stored resource using it is skipped as SkipUnsupported.
+func Unsupported(format string, args ...any) error {
+	return &ValidationError{Msg: fmt.Sprintf(format, args...), Reason: SkipUnsupported}
 }
 
 // Instance is one configured plugin in a chain.

@@ -66,7 +66,7 @@ func (*Factory) CheckConf(c map[string]any) error {
 		}
 	}
 	if _, ok := c["allow_origins_by_metadata"]; ok {
-		return fmt.Errorf("allow_origins_by_metadata is not supported by linkgate (no plugin metadata)")
+		return gateway.Unsupported("allow_origins_by_metadata is not supported by linkgate (no plugin metadata)")
 	}
 	return nil
 }

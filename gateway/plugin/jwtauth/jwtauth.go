@@ -90,7 +90,7 @@ func (*Factory) ConsumerSchema() *gateway.Schema { return consumerSchema }
 // checks what the schema cannot, with APISIX's messages.
 func (*Factory) CheckConsumerConf(c map[string]any) error {
 	if _, ok := c["vault"]; ok {
-		return errors.New("vault is not supported by linkgate")
+		return gateway.Unsupported("vault is not supported by linkgate")
 	}
 	alg, _ := c["algorithm"].(string)
 	secret, hasSecret := c["secret"].(string)

@@ -48,7 +48,7 @@ func (*Factory) CheckConf(c map[string]any) error {
 		}
 	}
 	if _, ok := c["scheme"]; ok {
-		return fmt.Errorf("scheme rewriting is not supported by linkgate; set the upstream's scheme")
+		return gateway.Unsupported("scheme rewriting is not supported by linkgate; set the upstream's scheme")
 	}
 	return nil
 }
