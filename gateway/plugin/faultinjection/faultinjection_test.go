@@ -81,10 +81,6 @@ func TestSchema(t *testing.T) {
 	}
 }
 
-func FuzzConf(f *testing.F) {
-	plugintest.FuzzConf(f, New(), `{"abort":{"http_status":403,"vars":[[["arg_name","==","jack"]]]},"delay":{"duration":0}}`)
-}
-
 func BenchmarkRewrite(b *testing.B) {
 	f, _ := fake()
 	f.sleep = func(time.Duration) {}

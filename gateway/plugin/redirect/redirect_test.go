@@ -68,40 +68,6 @@ func TestSchema(t *testing.T) {
 	}
 }
 
-func FuzzTemplate(f *testing.F) {
-	for _, s := range []string{"$uri/x", "\\$uri", "${a}b$", "\\\\", "$$"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, tmpl string) {
-		// Text segments are pieces of the template, in order; variables are words.
-		rest := tmpl
-		for _, s := range ParseTemplate(tmpl) {
-			if s.isVar {
-				for _, c := range s.text {
-					if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
-						t.Fatalf("%q: variable %q", tmpl, s.text)
-					}
-				}
-				continue
-			}
-			i := indexOf(rest, s.text)
-			if i < 0 {
-				t.Fatalf("%q: text %q out of order", tmpl, s.text)
-			}
-			rest = rest[i+len(s.text):]
-		}
-	})
-}
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
-}
-
 func BenchmarkRedirect(b *testing.B) {
 	for name, conf := range map[string]string{
 		"static":        `{"uri":"/test/add"}`,
