@@ -26,7 +26,7 @@ func TestSchemaConditionalKeywords(t *testing.T) {
 		{doc: `{"version":1.0}`},
 		{doc: `{"version":1.1}`},
 		{doc: `{"version":2}`, err: "*"}, // any error: the enum wording is the resource schemas' business
-		{doc: `{}`}, // the default fills policy in
+		{doc: `{}`},                      // the default fills policy in
 	} {
 		v, err := DecodeJSON([]byte(tc.doc))
 		if err != nil {
