@@ -86,10 +86,7 @@ type Watchdog struct {
 }
 
 // New returns a watchdog that looks at its connections every tick.
-func New(tick time.Duration) *Watchdog {
-	w := newWatchdog(tick, nil)
-	return w
-}
+func New(tick time.Duration) *Watchdog { return newWatchdog(tick, nil) }
 
 func newWatchdog(tick time.Duration, now func() int64) *Watchdog {
 	w := &Watchdog{tick: max(tick, time.Millisecond), start: time.Now(), now: now, conns: map[*Conn]struct{}{}}
@@ -100,9 +97,6 @@ func newWatchdog(tick time.Duration, now func() int64) *Watchdog {
 	}
 	return w
 }
-
-// Tick is the watchdog's period.
-func (w *Watchdog) Tick() time.Duration { return w.tick }
 
 // after is the deadline of a timeout d starting now. It reads the
 // monotonic clock (a few ns, no timer): the coarse clock may lag by more

@@ -204,7 +204,7 @@ func TestOverdueBetweenCalls(t *testing.T) {
 // (so trickled bytes cannot stretch it), Write over a whole answer.
 func TestLimits(t *testing.T) {
 	limits := &Limits{Read: 100 * time.Millisecond, Write: 200 * time.Millisecond, Idle: 300 * time.Millisecond}
-	clk, w, c, far := setup(t, limits)
+	clk, w, c, _ := setup(t, limits)
 
 	// A new connection: Read from accept, even before the first byte.
 	if got := c.rd.Load(); got != int64(limits.Read) {
@@ -219,7 +219,7 @@ func TestLimits(t *testing.T) {
 	expectTimeout(t, done, "no request within Read of accept")
 
 	// Another connection: a request trickles in, byte by byte.
-	clk, w, c, far = setup(t, limits)
+	clk, w, c, far := setup(t, limits)
 	buf := make([]byte, 1)
 	for range 3 {
 		go far.Write([]byte("G"))
