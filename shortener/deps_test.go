@@ -15,6 +15,7 @@ func TestDependencyDirection(t *testing.T) {
 	}{
 		{"github.com/linkgate/linkgate/shortener", nil},
 		{"github.com/linkgate/linkgate/shortener/bolt", []string{"github.com/linkgate/linkgate/shortener", "go.etcd.io/bbolt", "golang.org/x/sys"}},
+		{"github.com/linkgate/linkgate/shortener/internal/statsrec", []string{"github.com/linkgate/linkgate/shortener"}},
 	}
 	// The HTTP API knows the domain, never a store adapter.
 	out, err := exec.Command("go", "list", "-deps", "github.com/linkgate/linkgate/shortener/httpapi").CombinedOutput()
