@@ -23,16 +23,33 @@ type Summary struct {
 	RequestsPerSec  float64 `json:"requests_per_sec"`
 	BytesPerSec     float64 `json:"bytes_per_sec"`
 
-	Latency     LatencySummary `json:"latency"`
-	Uncorrected LatencySummary `json:"uncorrected_latency"`
-	ThreadRate  RateSummary    `json:"thread_requests_per_sec"`
-	Errors      Errors         `json:"errors"`
-	ErrorsTotal int64          `json:"errors_total"`
-	InFlightEnd int64          `json:"in_flight_at_end"`
-	UnsentAtEnd int64          `json:"unsent_at_end"`
-	Generator   GeneratorCheck `json:"generator"`
-	TLS         *TLSSummary    `json:"tls,omitempty"`
-	Warnings    []string       `json:"warnings"`
+	Latency     LatencySummary     `json:"latency"`
+	Uncorrected LatencySummary     `json:"uncorrected_latency"`
+	ThreadRate  RateSummary        `json:"thread_requests_per_sec"`
+	Errors      Errors             `json:"errors"`
+	ErrorsTotal int64              `json:"errors_total"`
+	InFlightEnd int64              `json:"in_flight_at_end"`
+	UnsentAtEnd int64              `json:"unsent_at_end"`
+	Generator   GeneratorCheck     `json:"generator"`
+	TLS         *TLSSummary        `json:"tls,omitempty"`
+	Thresholds  []ThresholdVerdict `json:"thresholds,omitempty"`
+	Warnings    []string           `json:"warnings"`
+}
+
+// ThresholdVerdict is a checked --threshold: its text, the value found (µs
+// for latencies, a share or a count for errors, req/s for rps) and
+// whether it held.
+type ThresholdVerdict struct {
+	Threshold string  `json:"threshold"`
+	Value     float64 `json:"value"`
+	Pass      bool    `json:"pass"`
+}
+
+// WithVerdicts adds checked thresholds to a summary.
+func (s *Summary) WithVerdicts(vs []Verdict) {
+	for _, v := range vs {
+		s.Thresholds = append(s.Thresholds, ThresholdVerdict{Threshold: v.Threshold.String(), Value: v.Got, Pass: v.Pass})
+	}
 }
 
 // TLSSummary describes the TLS side of an https run: the version and ALPN
@@ -137,7 +154,12 @@ func summarizeLatency(h *hdrhistogram.Histogram, spectrum bool) LatencySummary {
 
 // WriteJSON writes the Summary of r, with the percentile spectrum, indented.
 func WriteJSON(w io.Writer, r *Result) error {
+	return WriteSummary(w, r.Summarize(true))
+}
+
+// WriteSummary writes s indented.
+func WriteSummary(w io.Writer, s Summary) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r.Summarize(true))
+	return enc.Encode(s)
 }

@@ -102,6 +102,7 @@ type benchOptions struct {
 	jsonPath    string
 	hgrmPath    string
 	progress    bool
+	thresholds  thresholdFlag
 }
 
 // splitScriptArgs separates the arguments after the first "--", which go
@@ -207,6 +208,7 @@ func parseBench(args []string, env cli.Env) (*benchOptions, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "write every figure as JSON to `file` (- for stdout)")
 	fs.StringVar(&o.hgrmPath, "hgrm", "", "write the corrected percentile spectrum to `file` for the HdrHistogram plotter")
 	fs.BoolVar(&o.progress, "progress", false, "print a progress line on stderr even when it is not a terminal")
+	fs.Var(&o.thresholds, "threshold", "fail the run (exit 1) unless `METRIC<VALUE` holds: p99.9<70ms, max<1s, errors<0.1%, errors<10, rps>900 (repeatable)")
 
 	flagArgs, scriptArgs := splitScriptArgs(args)
 	pos, err := parseInterspersed(fs, flagArgs, env.Getenv)
@@ -325,8 +327,17 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 			return err
 		}
 	}
+	verdicts := res.Check(o.thresholds)
+	if len(verdicts) > 0 {
+		fmt.Fprintln(out, "Thresholds:")
+		for _, v := range verdicts {
+			fmt.Fprintf(out, "  %s\n", v.Describe())
+		}
+	}
 	if o.jsonPath != "" {
-		if err := writeFileOrStdout(o.jsonPath, env.Stdout, func(w io.Writer) error { return bench.WriteJSON(w, res) }); err != nil {
+		s := res.Summarize(true)
+		s.WithVerdicts(verdicts)
+		if err := writeFileOrStdout(o.jsonPath, env.Stdout, func(w io.Writer) error { return bench.WriteSummary(w, s) }); err != nil {
 			return err
 		}
 	}
@@ -335,7 +346,21 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 			return err
 		}
 	}
-	return nil
+	return brokenThresholds(verdicts)
+}
+
+// brokenThresholds is the run's failure when a threshold did not hold.
+func brokenThresholds(vs []bench.Verdict) error {
+	var broken []string
+	for _, v := range vs {
+		if !v.Pass {
+			broken = append(broken, v.Describe())
+		}
+	}
+	if len(broken) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d thresholds broken: %s", len(broken), len(vs), strings.Join(broken, "; "))
 }
 
 // writeFileOrStdout writes to path, or to stdout when path is "-".

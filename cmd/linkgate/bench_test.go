@@ -47,6 +47,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"https missing CA file", []string{"bench", "--ca", filepath.Join(dir, "none.pem"), "https://127.0.0.1:1/"}, "--ca"},
 		{"https cert without key", []string{"bench", "--cert", bad, "https://127.0.0.1:1/"}, "go together"},
 		{"not a url", []string{"bench", "localhost"}, "invalid URL"},
+		{"bad threshold", []string{"bench", "--threshold", "p99<fast", u}, "-threshold"},
+		{"unknown threshold metric", []string{"bench", "--threshold", "latency<1ms", u}, "unknown metric"},
 		{"unknown flag", []string{"bench", "--nope", u}, "not defined"},
 		{"scenario", []string{"bench", "--scenario", "delete", u}, "unknown scenario"},
 		{"script and scenario", []string{"bench", "-s", bad, "--scenario", "shorten", u}, "mutually exclusive"},
@@ -186,6 +188,33 @@ func TestBenchHTTPS(t *testing.T) {
 	}
 	if _, errOut, code = runCLI(t, nil, "bench", "-t1", "-c1", "-d1s", "-k", srv.URL+"/"); code != 0 {
 		t.Errorf("--insecure: exit %d: %s", code, errOut)
+	}
+}
+
+func TestBenchThresholds(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	defer srv.Close()
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	out, errOut, code := runCLI(t, nil, "bench", "-t1", "-c2", "-d1s", "-R100", "--threshold", "p99<1s", "--threshold", "errors<0.1%",
+		"--json", jsonPath, srv.URL+"/")
+	if code != 0 || !strings.Contains(out, "Thresholds:\n  p99<1s: ") || !strings.Contains(out, "errors<0.1%: 0% ok") {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	var s struct {
+		Thresholds []struct {
+			Threshold string
+			Pass      bool
+		}
+	}
+	data, _ := os.ReadFile(jsonPath)
+	if err := json.Unmarshal(data, &s); err != nil || len(s.Thresholds) != 2 || !s.Thresholds[0].Pass {
+		t.Errorf("json thresholds %+v (%v)", s.Thresholds, err)
+	}
+	var stdout strings.Builder
+	err := run(context.Background(), []string{"bench", "-t1", "-c2", "-d1s", "-R100", "--threshold", "rps>1M", "--threshold", "p99<1s", srv.URL + "/"},
+		func(string) string { return "" }, strings.NewReader(""), &stdout, discard{})
+	if cli.ExitCode(err) != 1 || !strings.Contains(err.Error(), "1 of 2 thresholds broken: rps>1M") || !strings.Contains(stdout.String(), "rps>1M: ") {
+		t.Errorf("broken threshold: exit %d, %v\n%s", cli.ExitCode(err), err, stdout.String())
 	}
 }
 
