@@ -192,6 +192,9 @@ type Result struct {
 	// TLS holds what https runs add: handshakes and their times.
 	TLS *TLSResult
 
+	// Series is the measured window second by second.
+	Series []Second
+
 	// Calibration is each thread's mean latency during the warm-up.
 	Calibration []time.Duration
 }

@@ -195,6 +195,7 @@ func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, tcfg *tls.Co
 	}
 	res.Elapsed = max(stopped-warm, 0)
 	merge(res, recs, tcfg != nil)
+	res.Series = fillSeries(res.Series, int((res.Elapsed+time.Second-1)/time.Second))
 	return res, nil
 }
 
@@ -368,6 +369,9 @@ func (w *worker) tick(now time.Duration) bool {
 			w.rec.calibration.Store(w.rec.warmSum / w.rec.warmCount)
 		}
 		w.rec.calibrated.Store(true)
+	}
+	if s := int((now - w.warm) / time.Second); now >= w.warm && s != w.rec.secIdx {
+		w.rec.nextSecond(s)
 	}
 	if now >= w.nextSample {
 		elapsed := SampleInterval + (now - w.nextSample)
@@ -668,7 +672,7 @@ func (w *worker) complete(c *conn, now time.Duration) bool {
 		return false // past the end: finish() records it as in flight
 	}
 	if c.planned >= w.warm {
-		w.rec.latencies(now-c.planned, now-c.sent)
+		w.rec.latencies(now-c.planned, now-c.sent, now-w.warm)
 	} else if w.rate > 0 {
 		w.rec.warmSum += int64(now - c.planned)
 		w.rec.warmCount++
@@ -709,7 +713,7 @@ func (w *worker) complete(c *conn, now time.Duration) bool {
 // latency it has reached, counted, and the connection starts over.
 func (w *worker) timeout(c *conn, now time.Duration) {
 	if c.planned >= w.warm {
-		w.rec.latencies(now-c.planned, now-c.sent)
+		w.rec.latencies(now-c.planned, now-c.sent, now-w.warm)
 	}
 	if now >= w.warm {
 		w.rec.errs.Timeout++
@@ -757,7 +761,7 @@ func (w *worker) finish() {
 	for _, c := range w.conns {
 		inFlight := c.state == csWriting || c.state == csReading
 		if inFlight && c.planned >= w.warm {
-			w.rec.latencies(end-c.planned, end-c.sent)
+			w.rec.latencies(end-c.planned, end-c.sent, end-w.warm)
 			w.rec.inFlight++
 		}
 		if w.rate > 0 {
@@ -771,7 +775,7 @@ func (w *worker) finish() {
 					break
 				}
 				if p >= w.warm {
-					_ = w.rec.latency.RecordValue(micros(end - p))
+					w.rec.corrected(end-p, end-w.warm)
 					w.rec.unsent++
 				}
 			}

@@ -33,7 +33,11 @@ type Summary struct {
 	Generator   GeneratorCheck     `json:"generator"`
 	TLS         *TLSSummary        `json:"tls,omitempty"`
 	Thresholds  []ThresholdVerdict `json:"thresholds,omitempty"`
-	Warnings    []string           `json:"warnings"`
+	// Series is the measured window second by second; Histograms are the
+	// run's histograms encoded, for linkgate bench merge.
+	Series     []SecondSummary `json:"series"`
+	Histograms *Histograms     `json:"histograms,omitempty"`
+	Warnings   []string        `json:"warnings"`
 }
 
 // ThresholdVerdict is a checked --threshold: its text, the value found (µs
@@ -123,6 +127,8 @@ func (r *Result) Summarize(spectrum bool) Summary {
 	if r.Elapsed > 0 {
 		s.BytesPerSec = float64(r.Bytes) / r.Elapsed.Seconds()
 	}
+	s.Series = summarizeSeries(r.Series)
+	s.Histograms, _ = r.encodeHistograms()
 	s.Generator.Limited, s.Generator.Reasons = r.GeneratorLimited()
 	s.Generator.SendLag = summarizeLatency(r.SendLag, false)
 	s.Generator.ConnectionsNeeded = r.ConnectionsNeeded()

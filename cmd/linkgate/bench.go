@@ -18,7 +18,7 @@ import (
 	"github.com/linkgate/linkgate/internal/cli"
 )
 
-const benchSynopsis = "linkgate bench [flags] URL [-- script args]\n       linkgate bench capacity --slo p99.9=70ms [flags] URL"
+const benchSynopsis = "linkgate bench [flags] URL [-- script args]\n       linkgate bench capacity --slo p99.9=70ms [flags] URL\n       linkgate bench merge [flags] RESULT.json…"
 
 const benchDescription = `A wrk2-compatible load generator. With -R it sends a constant total rate,
 each connection on its own evenly phased schedule, and measures latency from
@@ -27,7 +27,8 @@ the uncorrected figures). Without -R it runs closed-loop at maximum
 throughput, like wrk. Flags may come before or after the URL; arguments after
 -- go to the Lua script's init(args).
 
-'linkgate bench capacity --help' describes the capacity search.`
+'linkgate bench capacity --help' describes the capacity search, 'linkgate bench
+merge --help' how results of several generators are merged.`
 
 // targetOptions are the flags that say what to send, shared by bench and
 // bench capacity.
@@ -103,6 +104,7 @@ type benchOptions struct {
 	hgrmPath    string
 	progress    bool
 	thresholds  thresholdFlag
+	startAt     string
 }
 
 // splitScriptArgs separates the arguments after the first "--", which go
@@ -208,6 +210,7 @@ func parseBench(args []string, env cli.Env) (*benchOptions, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "write every figure as JSON to `file` (- for stdout)")
 	fs.StringVar(&o.hgrmPath, "hgrm", "", "write the corrected percentile spectrum to `file` for the HdrHistogram plotter")
 	fs.BoolVar(&o.progress, "progress", false, "print a progress line on stderr even when it is not a terminal")
+	fs.StringVar(&o.startAt, "start-at", "", "start at this RFC 3339 `time` (several generators together; see bench merge)")
 	fs.Var(&o.thresholds, "threshold", "fail the run (exit 1) unless `METRIC<VALUE` holds: p99.9<70ms, max<1s, errors<0.1%, errors<10, rps>900 (repeatable)")
 
 	flagArgs, scriptArgs := splitScriptArgs(args)
@@ -231,6 +234,9 @@ func parseBench(args []string, env cli.Env) (*benchOptions, error) {
 	}
 	if o.target.timeout <= 0 {
 		return nil, cli.Usagef("--timeout must be positive")
+	}
+	if _, err := time.Parse(time.RFC3339Nano, o.startAt); o.startAt != "" && err != nil {
+		return nil, cli.Usagef("--start-at %q: want an RFC 3339 time such as 2026-12-01T12:00:00Z", o.startAt)
 	}
 	return o, o.target.validate()
 }
@@ -289,6 +295,9 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 	if len(args) > 0 && args[0] == "capacity" {
 		return runCapacity(ctx, args[1:], env)
 	}
+	if len(args) > 0 && args[0] == "merge" {
+		return runMerge(ctx, args[1:], env)
+	}
 	o, err := parseBench(args, env)
 	if err != nil {
 		return err
@@ -298,6 +307,11 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 		return err
 	}
 	defer src.close()
+	if o.startAt != "" {
+		if err := waitUntil(ctx, o.startAt, time.Now, env.Stderr); err != nil {
+			return err
+		}
+	}
 
 	out := &lockedWriter{w: env.Stdout}
 	if err := bench.WriteHeader(out, o.url.String(), time.Duration(o.duration), int(o.target.threads), int(o.connections)); err != nil {
@@ -327,22 +341,29 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 			return err
 		}
 	}
-	verdicts := res.Check(o.thresholds)
+	return finishRun(env, res, o.thresholds, o.jsonPath, o.hgrmPath)
+}
+
+// finishRun checks the thresholds on a finished (or merged) result, lists
+// them after the report, writes the JSON and .hgrm files asked for, and
+// returns the failure of a broken threshold.
+func finishRun(env cli.Env, res *bench.Result, thresholds []bench.Threshold, jsonPath, hgrmPath string) error {
+	verdicts := res.Check(thresholds)
 	if len(verdicts) > 0 {
-		fmt.Fprintln(out, "Thresholds:")
+		fmt.Fprintln(env.Stdout, "Thresholds:")
 		for _, v := range verdicts {
-			fmt.Fprintf(out, "  %s\n", v.Describe())
+			fmt.Fprintf(env.Stdout, "  %s\n", v.Describe())
 		}
 	}
-	if o.jsonPath != "" {
+	if jsonPath != "" {
 		s := res.Summarize(true)
 		s.WithVerdicts(verdicts)
-		if err := writeFileOrStdout(o.jsonPath, env.Stdout, func(w io.Writer) error { return bench.WriteSummary(w, s) }); err != nil {
+		if err := writeFileOrStdout(jsonPath, env.Stdout, func(w io.Writer) error { return bench.WriteSummary(w, s) }); err != nil {
 			return err
 		}
 	}
-	if o.hgrmPath != "" {
-		if err := writeFileOrStdout(o.hgrmPath, env.Stdout, func(w io.Writer) error { return bench.WriteSpectrum(w, res.Latency) }); err != nil {
+	if hgrmPath != "" {
+		if err := writeFileOrStdout(hgrmPath, env.Stdout, func(w io.Writer) error { return bench.WriteSpectrum(w, res.Latency) }); err != nil {
 			return err
 		}
 	}

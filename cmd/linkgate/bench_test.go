@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/linkgate/linkgate/internal/cli"
 )
@@ -47,6 +48,10 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"https missing CA file", []string{"bench", "--ca", filepath.Join(dir, "none.pem"), "https://127.0.0.1:1/"}, "--ca"},
 		{"https cert without key", []string{"bench", "--cert", bad, "https://127.0.0.1:1/"}, "go together"},
 		{"not a url", []string{"bench", "localhost"}, "invalid URL"},
+		{"bad start-at", []string{"bench", "--start-at", "noon", u}, "RFC 3339"},
+		{"start-at past", []string{"bench", "--start-at", "2001-01-01T00:00:00Z", u}, "in the past"},
+		{"merge nothing", []string{"bench", "merge"}, "at least one result"},
+		{"merge not json", []string{"bench", "merge", bad}, "not a linkgate bench --json result"},
 		{"bad threshold", []string{"bench", "--threshold", "p99<fast", u}, "-threshold"},
 		{"unknown threshold metric", []string{"bench", "--threshold", "latency<1ms", u}, "unknown metric"},
 		{"unknown flag", []string{"bench", "--nope", u}, "not defined"},
@@ -215,6 +220,43 @@ func TestBenchThresholds(t *testing.T) {
 		func(string) string { return "" }, strings.NewReader(""), &stdout, discard{})
 	if cli.ExitCode(err) != 1 || !strings.Contains(err.Error(), "1 of 2 thresholds broken: rps>1M") || !strings.Contains(stdout.String(), "rps>1M: ") {
 		t.Errorf("broken threshold: exit %d, %v\n%s", cli.ExitCode(err), err, stdout.String())
+	}
+}
+
+func TestBenchMerge(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	defer srv.Close()
+	dir := t.TempDir()
+	start := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, codes[i] = runCLI(t, nil, "bench", "-t1", "-c2", "-d1s", "-R100", "--start-at", start,
+				"--json", filepath.Join(dir, fmt.Sprintf("%d.json", i)), srv.URL+"/")
+		}()
+	}
+	wg.Wait()
+	if codes[0] != 0 || codes[1] != 0 {
+		t.Fatalf("generators exited %v", codes)
+	}
+	merged := filepath.Join(dir, "merged.json")
+	out, errOut, code := runCLI(t, nil, "bench", "merge", "-L", "--json", merged, "--threshold", "rps>150",
+		filepath.Join(dir, "0.json"), filepath.Join(dir, "1.json"))
+	if code != 0 || !strings.Contains(out, "merged from 2 results") || !strings.Contains(out, "2 threads and 4 connections") ||
+		!strings.Contains(out, "Latency Distribution") || !strings.Contains(out, "rps>150: ") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	var s struct {
+		Requests      int64
+		RequestedRate float64 `json:"requested_rate"`
+		Series        []struct{ Requests int64 }
+	}
+	data, _ := os.ReadFile(merged)
+	if err := json.Unmarshal(data, &s); err != nil || s.Requests < 190 || s.RequestedRate != 200 || len(s.Series) == 0 {
+		t.Errorf("merged json %+v (%v)", s, err)
 	}
 }
 
