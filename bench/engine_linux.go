@@ -78,7 +78,8 @@ type worker struct {
 	t0    time.Duration // schedule start
 	warm  time.Duration // end of the warm-up: the measured window starts here
 	end   time.Duration // end of the run
-	rate  float64       // total requests per second of the run (0: closed loop)
+	rate  float64       // total requests per second of the run (0: closed loop; the mean for stages)
+	pace  pacer         // the open model's schedule, when rate > 0
 	total int64         // connections in the whole run, all threads
 
 	conns  []*conn
@@ -119,8 +120,15 @@ func (w *worker) now() time.Duration { return time.Since(w.base) }
 // plan is the planned send time of request seq on connection g: the
 // connections' schedules interleave so that, together, sends are evenly
 // spaced 1/rate apart.
+//
+// The pacer gives the time of the k-th request of the run; past the end
+// of its schedule a request is planned after the end of the run (never).
 func (w *worker) plan(g, seq int64) time.Duration {
-	return w.t0 + time.Duration((float64(g)+float64(seq)*float64(w.total))*1e9/w.rate)
+	at, ok := w.pace.at(g + seq*w.total)
+	if !ok {
+		return w.end + time.Hour
+	}
+	return w.t0 + at
 }
 
 func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, tcfg *tls.Config, reqs []Requester) (*Result, error) {
@@ -141,7 +149,7 @@ func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, tcfg *tls.Co
 		sa, fam := sockaddr(addr)
 		w := &worker{
 			id: i, cfg: c, sa: sa, fam: fam, base: base, t0: t0, warm: warm, end: end,
-			rate: c.Rate, total: int64(c.Connections), requester: reqs[i],
+			rate: c.Rate, pace: c.pacer(), total: int64(c.Connections), requester: reqs[i],
 			rec: newRecorder(c.Duration), progress: c.Progress != nil, done: ctx.Done(),
 			epfd: -1, tfd: -1, efd: -1, tls: tcfg, addr: addr.String(),
 		}

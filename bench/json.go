@@ -10,18 +10,19 @@ import (
 // Summary is the machine-readable form of a Result (linkgate bench --json).
 // Latencies are in milliseconds.
 type Summary struct {
-	URL             string  `json:"url"`
-	Mode            string  `json:"mode"` // "constant-rate" or "closed-loop"
-	Threads         int     `json:"threads"`
-	Connections     int     `json:"connections"`
-	RequestedRate   float64 `json:"requested_rate,omitempty"`
-	WarmupSeconds   float64 `json:"warmup_seconds"`
-	DurationSeconds float64 `json:"duration_seconds"`
-	ElapsedSeconds  float64 `json:"elapsed_seconds"`
-	Requests        int64   `json:"requests"`
-	Bytes           int64   `json:"bytes"`
-	RequestsPerSec  float64 `json:"requests_per_sec"`
-	BytesPerSec     float64 `json:"bytes_per_sec"`
+	URL             string         `json:"url"`
+	Mode            string         `json:"mode"` // "constant-rate", "stages" or "closed-loop"
+	Stages          []StageSummary `json:"stages,omitempty"`
+	Threads         int            `json:"threads"`
+	Connections     int            `json:"connections"`
+	RequestedRate   float64        `json:"requested_rate,omitempty"`
+	WarmupSeconds   float64        `json:"warmup_seconds"`
+	DurationSeconds float64        `json:"duration_seconds"`
+	ElapsedSeconds  float64        `json:"elapsed_seconds"`
+	Requests        int64          `json:"requests"`
+	Bytes           int64          `json:"bytes"`
+	RequestsPerSec  float64        `json:"requests_per_sec"`
+	BytesPerSec     float64        `json:"bytes_per_sec"`
 
 	Latency     LatencySummary     `json:"latency"`
 	Uncorrected LatencySummary     `json:"uncorrected_latency"`
@@ -38,6 +39,12 @@ type Summary struct {
 	Series     []SecondSummary `json:"series"`
 	Histograms *Histograms     `json:"histograms,omitempty"`
 	Warnings   []string        `json:"warnings"`
+}
+
+// StageSummary is one stage of a --stages ramp.
+type StageSummary struct {
+	DurationSeconds float64 `json:"duration_seconds"`
+	Target          float64 `json:"target_rate"`
 }
 
 // ThresholdVerdict is a checked --threshold: its text, the value found (µs
@@ -119,6 +126,12 @@ func (r *Result) Summarize(spectrum bool) Summary {
 	}
 	if r.Rate > 0 {
 		s.Mode = "constant-rate"
+	}
+	if len(r.Stages) > 0 {
+		s.Mode = "stages"
+		for _, st := range r.Stages {
+			s.Stages = append(s.Stages, StageSummary{DurationSeconds: st.Duration.Seconds(), Target: st.Target})
+		}
 	}
 	if t := r.TLS; t != nil {
 		s.TLS = &TLSSummary{Version: t.Version, ALPN: t.ALPN, Handshakes: t.Handshake.TotalCount(), Resumed: t.Resumed,

@@ -105,6 +105,7 @@ type benchOptions struct {
 	progress    bool
 	thresholds  thresholdFlag
 	startAt     string
+	stages      []bench.Stage
 }
 
 // splitScriptArgs separates the arguments after the first "--", which go
@@ -210,6 +211,11 @@ func parseBench(args []string, env cli.Env) (*benchOptions, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "write every figure as JSON to `file` (- for stdout)")
 	fs.StringVar(&o.hgrmPath, "hgrm", "", "write the corrected percentile spectrum to `file` for the HdrHistogram plotter")
 	fs.BoolVar(&o.progress, "progress", false, "print a progress line on stderr even when it is not a terminal")
+	fs.Func("stages", "open-model ramp `DURATION:RATE,…`, e.g. 30s:1000,1m:5000,30s:0 (instead of -R and -d)", func(v string) error {
+		st, err := bench.ParseStages(v)
+		o.stages = st
+		return err
+	})
 	fs.StringVar(&o.startAt, "start-at", "", "start at this RFC 3339 `time` (several generators together; see bench merge)")
 	fs.Var(&o.thresholds, "threshold", "fail the run (exit 1) unless `METRIC<VALUE` holds: p99.9<70ms, max<1s, errors<0.1%, errors<10, rps>900 (repeatable)")
 
@@ -231,6 +237,19 @@ func parseBench(args []string, env cli.Env) (*benchOptions, error) {
 	}
 	if o.duration <= 0 {
 		return nil, cli.Usagef("duration must be positive")
+	}
+	if len(o.stages) > 0 {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		switch {
+		case set["R"] || set["rate"]:
+			return nil, cli.Usagef("--stages and -R are mutually exclusive: the stages give the rate")
+		case set["d"] || set["duration"]:
+			return nil, cli.Usagef("--stages and -d are mutually exclusive: the stages give the duration")
+		case o.warmup > 0:
+			return nil, cli.Usagef("--stages and --warmup are mutually exclusive: make the first stage the warm-up")
+		}
+		o.duration = durationFlag(bench.StagesDuration(o.stages))
 	}
 	if o.target.timeout <= 0 {
 		return nil, cli.Usagef("--timeout must be positive")
@@ -320,7 +339,7 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 	cfg := bench.Config{
 		URL: o.url, Threads: int(o.target.threads), Connections: int(o.connections),
 		Duration: time.Duration(o.duration), Warmup: time.Duration(o.warmup), Timeout: time.Duration(o.target.timeout),
-		Rate: float64(o.rate), NewRequester: src.newRequester, TLS: src.tls,
+		Rate: float64(o.rate), Stages: o.stages, NewRequester: src.newRequester, TLS: src.tls,
 		OnCalibrated: func(_ int, mean time.Duration) { _ = bench.WriteCalibration(out, mean) },
 	}
 	var prog *progressLine

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/linkgate/linkgate/internal/cli"
+	"github.com/linkgate/linkgate/internal/testdep"
 )
 
 func TestBenchUsageErrors(t *testing.T) {
@@ -52,6 +53,9 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"start-at past", []string{"bench", "--start-at", "2001-01-01T00:00:00Z", u}, "in the past"},
 		{"merge nothing", []string{"bench", "merge"}, "at least one result"},
 		{"merge not json", []string{"bench", "merge", bad}, "not a linkgate bench --json result"},
+		{"bad stages", []string{"bench", "--stages", "30s", u}, "-stages"},
+		{"stages and rate", []string{"bench", "--stages", "1s:10", "-R", "5", u}, "mutually exclusive"},
+		{"stages and duration", []string{"bench", "--stages", "1s:10", "-d", "5s", u}, "mutually exclusive"},
 		{"bad threshold", []string{"bench", "--threshold", "p99<fast", u}, "-threshold"},
 		{"unknown threshold metric", []string{"bench", "--threshold", "latency<1ms", u}, "unknown metric"},
 		{"unknown flag", []string{"bench", "--nope", u}, "not defined"},
@@ -257,6 +261,37 @@ func TestBenchMerge(t *testing.T) {
 	data, _ := os.ReadFile(merged)
 	if err := json.Unmarshal(data, &s); err != nil || s.Requests < 190 || s.RequestedRate != 200 || len(s.Series) == 0 {
 		t.Errorf("merged json %+v (%v)", s, err)
+	}
+}
+
+func TestBenchStages(t *testing.T) {
+	if testdep.Race {
+		t.Skip("timing test")
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	defer srv.Close()
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	// A jump to 300 req/s held for a second, then down to 100 over the next:
+	// 300 + 200 requests, 300 in the first second and 200 in the second.
+	out, errOut, code := runCLI(t, nil, "bench", "-t1", "-c16", "--stages", "0s:300,1s:300,1s:100", "--json", jsonPath, srv.URL+"/")
+	if code != 0 || !strings.Contains(out, "Running 2s test") {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	var s struct {
+		Mode     string
+		Requests int64
+		Series   []struct{ Requests int64 }
+		Stages   []struct {
+			Target float64 `json:"target_rate"`
+		}
+	}
+	data, _ := os.ReadFile(jsonPath)
+	if err := json.Unmarshal(data, &s); err != nil || s.Mode != "stages" || len(s.Stages) != 3 || len(s.Series) != 2 {
+		t.Fatalf("json %+v (%v)", s, err)
+	}
+	if s.Requests < 490 || s.Requests > 500 || s.Series[0].Requests < 285 || s.Series[0].Requests > 305 ||
+		s.Series[1].Requests < 190 || s.Series[1].Requests > 210 {
+		t.Errorf("%d requests, per second %+v; want 500: 300 then 200", s.Requests, s.Series)
 	}
 }
 
