@@ -81,7 +81,7 @@ type Config struct {
 	// per thread, before the run, from the goroutine that runs Run.
 	NewRequester func(thread int) (Requester, error)
 
-	// Progress, when set, is called about every 500 ms from a separate
+	// Progress, when set, is called once a second from a separate
 	// goroutine with the figures so far.
 	Progress func(Progress)
 	// OnCalibrated, when set, is called once per thread at the end of the
@@ -95,8 +95,8 @@ type Progress struct {
 	Elapsed, Total time.Duration // since the start of the measured window; its length
 	Warmup         bool          // still warming up
 	Requests       int64
-	Rate           float64 // achieved, over the measured window so far
-	P99            time.Duration
+	Rate           float64       // achieved, over the measured window so far
+	P99            time.Duration // of the last second
 	Errors         int64
 }
 

@@ -150,7 +150,7 @@ func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, tcfg *tls.Co
 		w := &worker{
 			id: i, cfg: c, sa: sa, fam: fam, base: base, t0: t0, warm: warm, end: end,
 			rate: c.Rate, pace: c.pacer(), total: int64(c.Connections), requester: reqs[i],
-			rec: newRecorder(c.Duration), progress: c.Progress != nil, done: ctx.Done(),
+			rec: newRecorder(c.Duration, c.Progress != nil), progress: c.Progress != nil, done: ctx.Done(),
 			epfd: -1, tfd: -1, efd: -1, tls: tcfg, addr: addr.String(),
 		}
 		w.ctx, w.cancel = context.WithCancel(ctx)
@@ -386,7 +386,7 @@ func (w *worker) tick(now time.Duration) bool {
 		w.rec.samples = append(w.rec.samples, float64(w.rec.requests-w.sampleReqs)/elapsed.Seconds())
 		w.sampleReqs = w.rec.requests
 		w.nextSample = now + SampleInterval
-		w.rec.publish(w.progress)
+		w.rec.publish()
 	}
 	return false
 }
@@ -790,7 +790,7 @@ func (w *worker) finish() {
 		}
 		w.closeConn(c)
 	}
-	w.rec.publish(w.progress)
+	w.rec.publish()
 }
 
 // The timer heap orders connections by due time.

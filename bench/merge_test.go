@@ -72,21 +72,33 @@ func TestMergeTwoGeneratorsAtHalfRate(t *testing.T) {
 		t.Skip("timing test; the race detector slows the target")
 	}
 	u := serve(t, func(w http.ResponseWriter, r *http.Request) { time.Sleep(2 * time.Millisecond) })
-	const rate, d = 400, 2 * time.Second
-	one := run(t, config(u, 1, 8, d, rate))
-	var halves [2]*bench.Result
-	var wg sync.WaitGroup
-	for i := range halves {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			halves[i] = run(t, config(u, 1, 4, d, rate/2))
-		}()
-	}
-	wg.Wait()
-	m, err := bench.Merge([]*bench.Result{roundTrip(t, halves[0]), roundTrip(t, halves[1])})
-	if err != nil {
-		t.Fatal(err)
+	const rate, d = 200, time.Second
+	var one, m *bench.Result
+	// A generator that says it was the limit (a busy machine stole its
+	// core) measured nothing about merging: run again, at most twice.
+	for attempt := 0; attempt < 3; attempt++ {
+		one = run(t, config(u, 1, 8, d, rate))
+		var halves [2]*bench.Result
+		var wg sync.WaitGroup
+		for i := range halves {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				halves[i] = run(t, config(u, 1, 4, d, rate/2))
+			}()
+		}
+		wg.Wait()
+		var err error
+		if m, err = bench.Merge([]*bench.Result{roundTrip(t, halves[0]), roundTrip(t, halves[1])}); err != nil {
+			t.Fatal(err)
+		}
+		l1, _ := one.GeneratorLimited()
+		l2, _ := halves[0].GeneratorLimited()
+		l3, _ := halves[1].GeneratorLimited()
+		if !l1 && !l2 && !l3 {
+			break
+		}
+		t.Logf("attempt %d: a generator was the limit; again", attempt+1)
 	}
 	want := float64(rate) * d.Seconds()
 	for name, r := range map[string]*bench.Result{"one": one, "merged": m} {

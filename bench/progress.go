@@ -7,7 +7,7 @@ import (
 
 // monitor calls the Config's live callbacks from its own goroutine while
 // the workers run: OnCalibrated once per thread at the end of the warm-up,
-// Progress every 500 ms. The returned function stops it and waits.
+// Progress once a second. The returned function stops it and waits.
 func monitor(c *Config, recs []*recorder, base time.Time, warm time.Duration) (stop func()) {
 	if c.Progress == nil && (c.OnCalibrated == nil || c.Warmup <= 0) {
 		return func() {}
@@ -37,7 +37,7 @@ func monitor(c *Config, recs []*recorder, base time.Time, warm time.Duration) (s
 					}
 				}
 			}
-			if c.Progress == nil || now-lastProgress < 500*time.Millisecond {
+			if c.Progress == nil || now-lastProgress < time.Second {
 				continue
 			}
 			lastProgress = now
@@ -47,8 +47,8 @@ func monitor(c *Config, recs []*recorder, base time.Time, warm time.Duration) (s
 				p.Requests += r.liveRequests.Load()
 				p.Errors += r.liveErrors.Load()
 				r.snapMu.Lock()
-				if r.snap != nil {
-					merged.Merge(r.snap)
+				if r.lastSec != nil {
+					merged.Merge(r.lastSec)
 				}
 				r.snapMu.Unlock()
 			}

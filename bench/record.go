@@ -34,8 +34,8 @@ type recorder struct {
 	// Shared with the progress reader.
 	liveRequests atomic.Int64
 	liveErrors   atomic.Int64
+	live         bool // a progress reader wants lastSec
 	snapMu       sync.Mutex
-	snap         *hdrhistogram.Histogram // copy of latency, refreshed each sample
 	lastSec      *hdrhistogram.Histogram // the last finished second, for the live line
 }
 
@@ -47,8 +47,9 @@ type threadSecond struct {
 	bars             []hdrhistogram.Bar
 }
 
-func newRecorder(duration time.Duration) *recorder {
+func newRecorder(duration time.Duration, live bool) *recorder {
 	return &recorder{
+		live:        live,
 		latency:     newHistogram(),
 		uncorrected: newHistogram(),
 		lag:         newHistogram(),
@@ -102,7 +103,7 @@ func (r *recorder) nextSecond(s int) {
 			}
 		}
 		r.seconds = append(r.seconds, threadSecond{idx: r.secIdx, requests: n, errors: errs - r.secErrs, bars: bars})
-		if r.snapMu.TryLock() {
+		if r.live && r.snapMu.TryLock() {
 			if r.lastSec == nil {
 				r.lastSec = newHistogram()
 			}
@@ -123,19 +124,11 @@ func (r *recorder) errorCount() int64 {
 	return n
 }
 
-// publish makes the live figures visible to the progress reader.
-func (r *recorder) publish(withHistogram bool) {
+// publish makes the live counts visible to the progress reader (the last
+// second's histogram is published by nextSecond).
+func (r *recorder) publish() {
 	r.liveRequests.Store(r.requests)
 	r.liveErrors.Store(r.errorCount())
-	if withHistogram {
-		r.snapMu.Lock()
-		if r.snap == nil {
-			r.snap = newHistogram()
-		}
-		r.snap.Reset()
-		r.snap.Merge(r.latency)
-		r.snapMu.Unlock()
-	}
 }
 
 // merge combines the threads' recorders into a Result; withTLS adds the

@@ -210,7 +210,7 @@ func parseBench(args []string, env cli.Env) (*benchOptions, error) {
 	fs.BoolVar(&o.uncorrected, "u_latency", false, "same as -U")
 	fs.StringVar(&o.jsonPath, "json", "", "write every figure as JSON to `file` (- for stdout)")
 	fs.StringVar(&o.hgrmPath, "hgrm", "", "write the corrected percentile spectrum to `file` for the HdrHistogram plotter")
-	fs.BoolVar(&o.progress, "progress", false, "print a progress line on stderr even when it is not a terminal")
+	fs.BoolVar(&o.progress, "progress", false, "print the live line (once a second) on stderr when stdout is not a terminal")
 	fs.Func("stages", "open-model ramp `DURATION:RATE,…`, e.g. 30s:1000,1m:5000,30s:0 (instead of -R and -d)", func(v string) error {
 		st, err := bench.ParseStages(v)
 		o.stages = st
@@ -342,9 +342,17 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 		Rate: float64(o.rate), Stages: o.stages, NewRequester: src.newRequester, TLS: src.tls,
 		OnCalibrated: func(_ int, mean time.Duration) { _ = bench.WriteCalibration(out, mean) },
 	}
+	// The live line: rewritten in place once a second when stdout is a
+	// terminal, nothing of it otherwise unless --progress asks for lines on
+	// stderr.
 	var prog *progressLine
-	if o.progress || isTerminal(env.Stderr) {
-		prog = &progressLine{w: env.Stderr, tty: isTerminal(env.Stderr)}
+	switch {
+	case isTerminal(env.Stdout):
+		prog = &progressLine{w: out, tty: true}
+	case o.progress:
+		prog = &progressLine{w: env.Stderr}
+	}
+	if prog != nil {
 		cfg.Progress = prog.show
 	}
 	res, err := bench.Run(ctx, cfg)
@@ -443,8 +451,8 @@ func (p *progressLine) show(s bench.Progress) {
 	if s.Warmup {
 		phase = "warming up"
 	}
-	line := fmt.Sprintf("[%s] %10.1f req/s  p99 %s  errors %d", phase, s.Rate,
-		bench.FormatTimeUS(float64(s.P99.Microseconds())), s.Errors)
+	line := fmt.Sprintf("[%s] %10.1f req/s  errors %d  p99 of the last second %s", phase, s.Rate, s.Errors,
+		bench.FormatTimeUS(float64(s.P99.Microseconds())))
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", line)
 	} else {

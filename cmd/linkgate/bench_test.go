@@ -150,7 +150,7 @@ func TestBenchEndToEnd(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "Non-2xx") || !strings.Contains(errOut, "req/s") {
+	if strings.Contains(out, "Non-2xx") || strings.Contains(out, "\r") || !strings.Contains(errOut, "p99 of the last second") {
 		t.Errorf("errors in output or no progress line on stderr: %s / %s", out, errOut)
 	}
 	var s struct {
