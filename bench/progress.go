@@ -17,11 +17,13 @@ func monitor(c *Config, recs []*recorder, base time.Time, warm time.Duration) (s
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(100 * time.Millisecond)
+		t := time.NewTicker(10 * time.Millisecond)
 		defer t.Stop()
 		reported := make([]bool, len(recs))
 		merged := newHistogram()
-		var lastProgress time.Duration
+		// Report just after each second of the measured window (and once a
+		// second of the warm-up), when the workers have closed that second.
+		next := warm%time.Second + time.Second + 30*time.Millisecond
 		for {
 			select {
 			case <-quit:
@@ -37,10 +39,12 @@ func monitor(c *Config, recs []*recorder, base time.Time, warm time.Duration) (s
 					}
 				}
 			}
-			if c.Progress == nil || now-lastProgress < time.Second {
+			if c.Progress == nil || now < next {
 				continue
 			}
-			lastProgress = now
+			for next <= now {
+				next += time.Second
+			}
 			p := Progress{Elapsed: max(now-warm, 0), Total: c.Duration, Warmup: now < warm}
 			merged.Reset()
 			for _, r := range recs {
