@@ -42,6 +42,9 @@ type Schema struct {
 	If, Then, Else *Schema
 
 	MinProperties int
+	// Dependencies: when the named property is present, the object must
+	// also match its schema.
+	Dependencies map[string]*Schema
 
 	Default any
 }
@@ -214,6 +217,13 @@ func (s *Schema) checkObject(m map[string]any) error {
 			}
 		}
 	}
+	for _, k := range sortedKeys(s.Dependencies) {
+		if _, ok := m[k]; ok {
+			if err := s.Dependencies[k].Validate(m); err != nil {
+				return fmt.Errorf("failed to validate dependent schema for %q: %w", k, err)
+			}
+		}
+	}
 	if s.MinProperties > 0 && len(m) < s.MinProperties {
 		return fmt.Errorf("expect object to have at least %d properties", s.MinProperties)
 	}
@@ -227,6 +237,9 @@ func checkType(want string, v any) error {
 		return nil
 	case want == "number" && got == "integer":
 		return nil
+	}
+	if got == "integer" {
+		got = "number" // Lua's type names, as APISIX's validator reports them
 	}
 	return fmt.Errorf("wrong type: expected %s, got %s", want, got)
 }
