@@ -19,14 +19,14 @@ func TestSchemaConditionalKeywords(t *testing.T) {
 		port     bool
 	}{
 		{doc: `{"policy":"redis","host":"h"}`, port: true},
-		{doc: `{"policy":"redis"}`, err: "then clause did not match"},
+		{doc: `{"policy":"redis"}`, err: "then clause did not match", port: true}, // as jsonschema: defaults go in before the required check fails
 		{doc: `{"policy":"cluster"}`, err: "else clause did not match"},
 		{doc: `{"policy":"cluster","nodes":[]}`},
 		{doc: `{"policy":"local"}`},
 		{doc: `{"version":1.0}`},
 		{doc: `{"version":1.1}`},
 		{doc: `{"version":2}`, err: "*"}, // any error: the enum wording is the resource schemas' business
-		{doc: `{}`}, // the default fills policy in
+		{doc: `{}`},                      // the default fills policy in
 	} {
 		v, err := DecodeJSON([]byte(tc.doc))
 		if err != nil {
