@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"net/netip"
@@ -66,7 +68,7 @@ type Ctx interface {
 	// SetConsumer records the consumer an auth plugin identified.
 	SetConsumer(c *ConsumerEntry)
 	// Expand replaces each $name and ${name} in tmpl with the variable's
-	// value ("\$name" is a literal "$name"), as APISIX's core.utils.resolve_var.
+	// value, as APISIX's core.utils.resolve_var (ExpandVars).
 	Expand(tmpl string) string
 	// LookupConsumer finds the consumer whose plugin configuration carries
 	// credential (key-auth's key), or nil.
@@ -81,6 +83,17 @@ type Reply struct {
 	Status      int
 	Body        []byte
 	ContentType string
+}
+
+// JSONReply is a Reply whose body is {key: msg}, as APISIX's
+// core.response.exit(status, {key = msg}) writes it. Plugins build theirs
+// once per instance.
+func JSONReply(status int, key, msg string) Reply {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{key: msg})
+	return Reply{Status: status, Body: b.Bytes()}
 }
 
 // Plugin phases, in the order the engine runs them. An instance implements
@@ -197,6 +210,19 @@ type AuthPreparer interface {
 	PrepareConsumer(conf json.RawMessage) (any, error)
 }
 
+// API is an HTTP endpoint a plugin offers (jwt-auth's
+// /apisix/plugin/jwt/sign). As in APISIX, it is served only where a route
+// with the public-api plugin exposes it.
+type API struct {
+	Method, Path string
+	Serve        func(c Ctx) Reply
+}
+
+// APIProvider is implemented by factories that offer APIs.
+type APIProvider interface {
+	APIs() []API
+}
+
 // Registry is the explicit set of plugins a gateway offers.
 type Registry struct {
 	byName map[string]Factory
@@ -267,10 +293,21 @@ func (r *Registry) Check(plugins map[string]any, consumer bool) error {
 			conf["_meta"] = meta
 		}
 		if err != nil {
+			var ve *ValidationError
+			if errors.As(err, &ve) && ve.Reason == SkipUnsupported {
+				return unsupportedf("failed to check the configuration of plugin %s err: %v", name, err)
+			}
 			return invalidf("failed to check the configuration of plugin %s err: %v", name, err)
 		}
 	}
 	return nil
+}
+
+// Unsupported is a plugin's configuration error for a feature linkgate
+// does not have: the admin API rejects it as any invalid configuration, a
+// stored resource using it is skipped as SkipUnsupported.
+func Unsupported(format string, args ...any) error {
+	return &ValidationError{Msg: fmt.Sprintf(format, args...), Reason: SkipUnsupported}
 }
 
 // Instance is one configured plugin in a chain.

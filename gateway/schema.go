@@ -58,9 +58,13 @@ type Schema struct {
 	If, Then, Else *Schema
 
 	MinProperties int
+	// Dependencies: when the named property is present, the object must
+	// also match its schema.
+	Dependencies map[string]*Schema
 
 	Default     any
 	Description string
+	Title       string
 }
 
 // Num returns a pointer to f, for Minimum and Maximum.
@@ -227,7 +231,7 @@ func asArray(v any) ([]any, bool) {
 
 func (s *Schema) hasObjectKeywords() bool {
 	return s.Properties != nil || s.Required != nil || s.NoAdditional || s.Values != nil ||
-		s.PatternProperties != nil || s.MinProperties > 0
+		s.PatternProperties != nil || s.MinProperties > 0 || s.Dependencies != nil
 }
 
 // check validates without leaving defaults behind in v (for probing).
@@ -265,6 +269,13 @@ func (s *Schema) checkObject(m map[string]any) error {
 			return fmt.Errorf("property %s is required", luaQuote(name))
 		}
 	}
+	for _, k := range sortedKeys(s.Dependencies) {
+		if _, ok := m[k]; ok {
+			if err := s.Dependencies[k].Validate(m); err != nil {
+				return fmt.Errorf("failed to validate dependent schema for %s: %w", luaQuote(k), err)
+			}
+		}
+	}
 	patterns := s.PatternProperties
 	if s.Values != nil {
 		patterns = map[string]*Schema{".*": s.Values}
@@ -283,6 +294,13 @@ func (s *Schema) checkObject(m map[string]any) error {
 			}
 			if _, known := s.Properties[k]; s.NoAdditional && !known && !matched {
 				return fmt.Errorf("additional properties forbidden, found %s", k)
+			}
+		}
+	}
+	for _, k := range sortedKeys(s.Dependencies) {
+		if _, ok := m[k]; ok {
+			if err := s.Dependencies[k].Validate(m); err != nil {
+				return fmt.Errorf("failed to validate dependent schema for %q: %w", k, err)
 			}
 		}
 	}
@@ -501,6 +519,9 @@ func (s *Schema) jsonSchema() map[string]any {
 	if s.Description != "" {
 		m["description"] = s.Description
 	}
+	if s.Title != "" {
+		m["title"] = s.Title
+	}
 	if len(s.Properties) > 0 {
 		props := map[string]any{}
 		for k, p := range s.Properties {
@@ -565,6 +586,9 @@ func (s *Schema) jsonSchema() map[string]any {
 	}
 	if s.MinProperties > 0 {
 		m["minProperties"] = s.MinProperties
+	}
+	if len(s.Dependencies) > 0 {
+		m["dependencies"] = s.Dependencies
 	}
 	for k, l := range map[string][]*Schema{"allOf": s.AllOf, "anyOf": s.AnyOf, "oneOf": s.OneOf} {
 		if len(l) > 0 {

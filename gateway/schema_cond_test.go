@@ -48,3 +48,25 @@ func TestSchemaConditionalKeywords(t *testing.T) {
 		t.Errorf("minProperties: %v", err)
 	}
 }
+
+func TestSchemaDependencies(t *testing.T) {
+	s := &Schema{Type: "object", Properties: map[string]*Schema{"alg": {Type: "string", Default: "HS256"}},
+		Dependencies: map[string]*Schema{"alg": {OneOf: []*Schema{
+			{Properties: map[string]*Schema{"alg": {Enum: []any{"HS256"}}}},
+			{Properties: map[string]*Schema{"alg": {Enum: []any{"RS256"}}}, Required: []string{"public_key"}},
+		}}}}
+	for doc, want := range map[string]string{
+		`{}`:                               "",
+		`{"alg":"RS256","public_key":"k"}`: "",
+		`{"alg":"RS256"}`:                  `failed to validate dependent schema for "alg": value should match only one schema, but matches none`,
+	} {
+		v, _ := DecodeJSON([]byte(doc))
+		got := ""
+		if err := s.Validate(v); err != nil {
+			got = err.Error()
+		}
+		if got != want {
+			t.Errorf("%s: %q, want %q", doc, got, want)
+		}
+	}
+}

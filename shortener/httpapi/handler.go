@@ -60,10 +60,10 @@ type Config struct {
 }
 
 // VisitRecorder counts visits (visits.Aggregator). Record must not block
-// nor retain its arguments, which alias the request's buffers; limited
-// says the link has a visit limit.
+// nor retain its arguments, which alias the request's buffers; link is
+// the link as the redirect resolved it (its ID and URL are empty).
 type VisitRecorder interface {
-	Record(id, referrer, userAgent []byte, ip net.IP, now time.Time, limited bool)
+	Record(id, referrer, userAgent []byte, ip net.IP, now time.Time, link shortener.Link)
 }
 
 // Validate checks the configuration.

@@ -35,7 +35,7 @@ func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte) {
 		ctx.Response.Header.SetCanonical(headerCacheControl, h.cacheControl)
 		ctx.SetStatusCode(h.redirectStatus)
 		if h.visits != nil && ctx.IsGet() {
-			h.visits.Record(id, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ctx.RemoteIP(), ctx.Time(), l.MaxVisits > 0)
+			h.visits.Record(id, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ctx.RemoteIP(), ctx.Time(), l)
 		}
 	}
 	*buf = loc
