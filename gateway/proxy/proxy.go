@@ -23,6 +23,7 @@ import (
 
 	"github.com/linkgate/linkgate/gateway"
 	"github.com/linkgate/linkgate/gateway/router"
+	"github.com/linkgate/linkgate/internal/deadline"
 )
 
 // Options configure a Gateway.
@@ -40,8 +41,8 @@ type Options struct {
 	IdleTimeout time.Duration
 	// WriteTimeout bounds writing a response to a client, so a client
 	// that stops reading cannot hold a connection and its buffers forever
-	// (nginx's send_timeout, though fasthttp bounds the whole response,
-	// not each write).
+	// (nginx's send_timeout, though this bounds the whole response, not
+	// each write).
 	WriteTimeout time.Duration
 }
 
@@ -52,6 +53,7 @@ type Gateway struct {
 	admin  fasthttp.RequestHandler
 	snap   atomic.Pointer[snapshot]
 	pools  *pools
+	dogs   deadline.Watchdogs // enforce client and upstream timeouts
 	ctxs   sync.Pool
 	server *fasthttp.Server
 
@@ -106,14 +108,13 @@ func New(opts Options) *Gateway {
 		opts.ReadTimeout = 60 * time.Second
 	}
 	if opts.IdleTimeout <= 0 {
-		// APISIX's keepalive_timeout. Equal to ReadTimeout, it also lets
-		// conn keep one lazy read deadline across idle and read phases.
-		opts.IdleTimeout = 60 * time.Second
+		opts.IdleTimeout = 60 * time.Second // APISIX's keepalive_timeout
 	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 60 * time.Second
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, pools: newPools(), checkers: map[checkerKey]*checker{}}
+	g := &Gateway{opts: opts, log: opts.Logger, checkers: map[checkerKey]*checker{}}
+	g.pools = newPools(&g.dogs)
 	g.ctxs.New = func() any { return &reqCtx{respHdrs: make([]respHeader, 0, 4)} }
 	if opts.Admin != nil {
 		g.admin = adminHandler(opts.Admin)
@@ -316,23 +317,26 @@ func (g *Gateway) reconcileCheckers(s *snapshot) {
 }
 
 // Serve accepts connections on ln until Shutdown.
+//
+// fasthttp runs without timeouts: every connection is a deadline.Conn
+// applying ReadTimeout, IdleTimeout and WriteTimeout itself, with
+// fasthttp's meaning, without a runtime timer per request (Handle tells
+// it of each request).
 func (g *Gateway) Serve(ln net.Listener) error {
 	g.server = &fasthttp.Server{
 		Handler:                      g.Handle,
 		Name:                         g.opts.ServerHeader,
 		NoDefaultServerHeader:        g.opts.ServerHeader == "",
 		MaxRequestBodySize:           g.opts.MaxBodySize,
-		ReadTimeout:                  g.opts.ReadTimeout,
-		IdleTimeout:                  g.opts.IdleTimeout,
-		WriteTimeout:                 g.opts.WriteTimeout,
 		DisablePreParseMultipartForm: true,
 		NoDefaultContentType:         true,
 		CloseOnShutdown:              true,
 		LazyRequestTime:              true, // RequestCtx.Time is not used: no clock read per request
 		Logger:                       fasthttpLogger{g.log},
 	}
-	slack := deadlineSlack(g.opts.ReadTimeout, g.opts.IdleTimeout, g.opts.WriteTimeout)
-	return g.server.Serve(countingListener{ln, &g.accepted, slack})
+	limits := deadline.Limits{Read: g.opts.ReadTimeout, Write: g.opts.WriteTimeout, Idle: g.opts.IdleTimeout}
+	w := g.dogs.For(limits.Read, limits.Write, limits.Idle)
+	return g.server.Serve(countingListener{w.Listener(ln, limits), &g.accepted})
 }
 
 // Shutdown stops accepting, waits for requests in flight (until ctx ends)
@@ -374,8 +378,7 @@ func (g *Gateway) Stats() Stats {
 
 type countingListener struct {
 	net.Listener
-	n     *atomic.Int64
-	slack time.Duration
+	n *atomic.Int64
 }
 
 func (l countingListener) Accept() (net.Conn, error) {
@@ -384,7 +387,7 @@ func (l countingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.n.Add(1)
-	return &conn{Conn: c, slack: l.slack}, nil
+	return &conn{Conn: c}, nil
 }
 
 type fasthttpLogger struct{ l *slog.Logger }
@@ -402,6 +405,7 @@ var (
 // Handle serves one request. It is the engine's hot path.
 func (g *Gateway) Handle(fc *fasthttp.RequestCtx) {
 	g.requests.Add(1)
+	deadline.Handling(fc.Conn())
 	if p := fc.Path(); g.admin != nil && hasPrefix(p, adminPrefix) && (len(p) == len(adminPrefix) || p[len(adminPrefix)] == '/') {
 		g.admin(fc)
 		return
