@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -18,6 +21,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/linkgate/linkgate/bench"
+	"github.com/linkgate/linkgate/internal/testdep"
 )
 
 func h2config(u *url.URL, conns, streams int, d time.Duration, rate float64) bench.Config {
@@ -175,5 +179,70 @@ func TestHTTP2ResetsAndGoAway(t *testing.T) {
 	// streams are answered, one is an error and two are sent again.
 	if res.Requests < 50 || res.Errors.Read < h.Resets {
 		t.Errorf("%d requests, errors %+v after %d resets", res.Requests, res.Errors, h.Resets)
+	}
+}
+
+// TestHTTP2AgainstNginx runs --http2 against Debian's nginx with `ssl
+// http2`, certificates made by the test (CI installs nginx).
+func TestHTTP2AgainstNginx(t *testing.T) {
+	nginx := testdep.Binary(t, "LINKGATE_TEST_NGINX", "nginx")
+	p := newPKI(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`worker_processes 1;
+daemon off;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s; proxy_temp_path %[1]s; fastcgi_temp_path %[1]s; uwsgi_temp_path %[1]s; scgi_temp_path %[1]s;
+	ssl_protocols TLSv1.2 TLSv1.3;
+	server {
+		listen %[2]s ssl http2;
+		ssl_certificate %[3]s/server.pem;
+		ssl_certificate_key %[3]s/server-key.pem;
+		location / { return 200 "ok\n"; }
+		location /missing { return 404; }
+	}
+}
+`, dir, addr, p.dir)
+	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for i := 0; ; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i > 100 {
+			b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Fatalf("nginx did not start: %s", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	u, _ := url.Parse("https://" + addr + "/")
+	c := h2config(u, 2, 8, time.Second, 0)
+	c.TLS = tlsOptions(t, bench.TLSOptions{CAFile: filepath.Join(p.dir, "ca.pem"), ServerName: "bench.test"})
+	res := run(t, c)
+	if res.Requests < 100 || res.Errors.Total() != 0 || res.TLS.ALPN != "h2" || res.HTTP2.GoAways != 0 {
+		t.Errorf("nginx h2: %d requests, errors %+v, ALPN %q, %+v", res.Requests, res.Errors, res.TLS.ALPN, res.HTTP2)
+	}
+	u.Path = "/missing"
+	res = run(t, h2config(u, 1, 4, time.Second, 200))
+	if res.Errors.Status[404] != res.Requests || res.Requests < 150 {
+		t.Errorf("nginx h2 404s: %+v of %d requests", res.Errors.Status, res.Requests)
 	}
 }
