@@ -519,7 +519,8 @@ func (hc *h2Conn) handle(ev h2Event, byStream map[uint32]int, active, maxStreams
 	now := ev.at.Sub(e.base)
 	switch ev.kind {
 	case evClosed:
-		hc.countErr(now, &hc.rec.errs.Read)
+		// The streams still open fail (the caller counts them); a close
+		// with none open, after a GOAWAY or when idle, is no error.
 		return ev.err
 	case evSettings:
 		if ev.n > 0 {

@@ -237,11 +237,15 @@ http {
 	c := h2config(u, 2, 8, time.Second, 0)
 	c.TLS = tlsOptions(t, bench.TLSOptions{CAFile: filepath.Join(p.dir, "ca.pem"), ServerName: "bench.test"})
 	res := run(t, c)
-	if res.Requests < 100 || res.Errors.Total() != 0 || res.TLS.ALPN != "h2" || res.HTTP2.GoAways != 0 {
+	// nginx ends a connection with a GOAWAY after keepalive_requests (1000)
+	// requests: the generator drains it and opens another, losing nothing.
+	if res.Requests < 100 || res.Errors.Total() != 0 || res.TLS.ALPN != "h2" || (res.Requests > 2500 && res.HTTP2.GoAways == 0) {
 		t.Errorf("nginx h2: %d requests, errors %+v, ALPN %q, %+v", res.Requests, res.Errors, res.TLS.ALPN, res.HTTP2)
 	}
 	u.Path = "/missing"
-	res = run(t, h2config(u, 1, 4, time.Second, 200))
+	c = h2config(u, 1, 4, time.Second, 200)
+	c.TLS = tlsOptions(t, bench.TLSOptions{CAFile: filepath.Join(p.dir, "ca.pem")})
+	res = run(t, c)
 	if res.Errors.Status[404] != res.Requests || res.Requests < 150 {
 		t.Errorf("nginx h2 404s: %+v of %d requests", res.Errors.Status, res.Requests)
 	}
