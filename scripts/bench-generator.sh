@@ -97,7 +97,7 @@ for part in $PARTS; do
 	https) run "HTTPS keep-alive: wrk, linkgate bench" \
 		-target "wrk_tls $tls_url gen=wrk" -target "linkgate_tls $tls_url gen=linkgate arg=--ca=$dir/tls/ca.pem" ;;
 	https-new) run "HTTPS, a new connection per request: wrk -H 'Connection: close', linkgate bench --no-keepalive" \
-		-target "wrk_new $tls_url gen=wrk arg=-H arg=Connection:close" \
+		-target "wrk_new $tls_url gen=wrk arg=-H arg=Connection:%20close" \
 		-target "linkgate_new $tls_url gen=linkgate arg=--no-keepalive arg=--ca=$dir/tls/ca.pem" ;;
 	http2) run "HTTP/2 (h2 by ALPN): h2load, linkgate bench --http2; $H2_CONNS connections × $STREAMS streams" \
 		-target "h2load $h2_url gen=h2load c=$H2_CONNS m=$STREAMS" \

@@ -19,7 +19,8 @@
 // children, figure "cpu" in µs), lua=FILE, t=, c=, d=, R= and warmup=
 // (linkgate's -R and --warmup), prewarm=D (an unmeasured run before the
 // first round), rewarm=D (one before every round), arg=X (an extra
-// generator argument, repeatable). -before NAME=COMMAND runs a bash command
+// generator argument, repeatable; percent-escaped, so arg=-H
+// arg=Connection:%20close passes a header with its space). -before NAME=COMMAND runs a bash command
 // before each of NAME's runs (e.g. an admin API call that switches a
 // gateway's route). Figures of a run: rps, requests, avg, p50 … p99
 // (ms), errors, non2xx, cpu, gencpu (the generator's own µs per request),

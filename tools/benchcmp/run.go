@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -173,7 +174,9 @@ func parseTarget(spec string, d Target) (*Target, error) {
 		case "lua":
 			t.Lua = v
 		case "arg":
-			t.Args = append(t.Args, v)
+			// Percent-escapes let an argument hold a space: arg=Connection:%20close.
+			a, uerr := url.PathUnescape(v)
+			t.Args, err = append(t.Args, a), uerr
 		case "pid":
 			t.PID, err = strconv.Atoi(v)
 		case "t":
