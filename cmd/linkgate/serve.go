@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -388,12 +389,15 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("linkgate serve listening", "addr", ln.Addr().String(), "store", c.store,
 		"cache_entries", c.cacheSize.entries(kind), "version", version)
+	sd := notifyReady(logger, "serving on "+ln.Addr().String()+", store "+c.store, probeHTTP(ln.Addr(), "/healthz", http.StatusOK))
+	defer sd.Stopping()
 
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	sd.Stopping()
 	logger.Info("shutting down: draining requests in flight", "timeout", c.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()
