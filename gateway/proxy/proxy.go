@@ -397,10 +397,9 @@ func (f fasthttpLogger) Printf(format string, args ...any) {
 }
 
 var (
-	adminPrefix   = []byte("/apisix/admin")
-	notFoundBody  = []byte(`{"error_msg":"404 Route Not Found"}` + "\n")
-	noUpstreamMsg = []byte(`{"error_msg":"missing upstream configuration in Route or Service"}` + "\n")
-	jsonType      = []byte("application/json")
+	adminPrefix  = []byte("/apisix/admin")
+	notFoundBody = []byte(`{"error_msg":"404 Route Not Found"}` + "\n")
+	jsonType     = []byte("application/json")
 )
 
 // Handle serves one request. It is the engine's hot path.
@@ -532,6 +531,12 @@ func (g *Gateway) serve(rc *reqCtx) {
 		fc.Response.SetBodyRaw(notFoundBody)
 		return
 	}
+	if rt.e.Fail != 0 {
+		// The route names a service, plugin config or upstream that is
+		// not loaded: it answers as APISIX's (404, 503 or 502).
+		rc.reply(gateway.Reply{Status: rt.e.Fail})
+		return
+	}
 	if !run(rt.rewrite, nil, rewrite) {
 		rc.reply(rep)
 		return
@@ -558,10 +563,10 @@ func (g *Gateway) serve(rc *reqCtx) {
 			return
 		}
 	}
-	if up == nil {
-		fc.SetStatusCode(http.StatusBadGateway)
-		fc.Response.Header.SetContentTypeBytes(jsonType)
-		fc.Response.SetBodyRaw(noUpstreamMsg)
+	if up == nil || len(up.nodes) == 0 {
+		// APISIX: "missing upstream configuration in Route or Service",
+		// "no valid upstream node".
+		rc.reply(gateway.Reply{Status: http.StatusServiceUnavailable})
 		return
 	}
 	g.proxy(rc, up)
@@ -618,6 +623,10 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		deadline = time.Now().Add(up.retryTimeout)
 	}
 	var lastErr error
+	// statuses of the attempts so far, as nginx's $upstream_status
+	// ("502, 502, 200"); APISIX shows it in X-APISIX-Upstream-Status when
+	// the last one is a 5xx.
+	rc.upStatus = rc.upStatus[:0]
 	for attempt := 0; attempt <= up.retries; attempt++ {
 		if attempt > 0 && !deadline.IsZero() && time.Now().After(deadline) {
 			break
@@ -653,7 +662,8 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 			status := fc.Response.StatusCode()
 			up.passive(n, outcomeHTTP, status)
 			if status >= 500 {
-				fc.Response.Header.Set(headerUpstreamState, strconv.Itoa(status))
+				rc.upStatus = strconv.AppendInt(rc.upStatus, int64(status), 10)
+				fc.Response.Header.SetBytesV(headerUpstreamState, rc.upStatus)
 			}
 			fc.Response.Header.ResetConnectionClose()
 			if g.opts.ServerHeader != "" {
@@ -667,6 +677,11 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		lastErr = err
 		up.passive(n, classify(err), 0)
 		fc.Response.Reset()
+		if classify(err) == outcomeTimeout {
+			rc.upStatus = append(rc.upStatus, "504, "...)
+		} else {
+			rc.upStatus = append(rc.upStatus, "502, "...)
+		}
 		if g.log.Enabled(context.Background(), slog.LevelDebug) {
 			g.log.Debug("upstream attempt failed", "node", n.addr, "route", rc.route.e.ID, "err", err)
 		}
@@ -681,6 +696,9 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 	fc.SetStatusCode(status)
 	fc.Response.Header.SetContentType("text/html; charset=utf-8")
 	fc.Response.SetBodyRaw(errorPage(status))
+	if n := len(rc.upStatus); n >= 2 {
+		fc.Response.Header.SetBytesV(headerUpstreamState, rc.upStatus[:n-2]) // "502, 502, 502"
+	}
 	if closeClient {
 		fc.SetConnectionClose()
 	}
@@ -747,12 +765,26 @@ func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), le
 
 var errorPages sync.Map // status → []byte
 
+// nginxReasons are nginx's reason phrases where they differ from Go's.
+var nginxReasons = map[int]string{
+	302: "Moved Temporarily", 405: "Not Allowed", 408: "Request Time-out", 413: "Request Entity Too Large",
+	414: "Request-URI Too Large", 416: "Requested Range Not Satisfiable", 503: "Service Temporarily Unavailable",
+	504: "Gateway Time-out",
+}
+
+func statusText(status int) string {
+	if t, ok := nginxReasons[status]; ok {
+		return t
+	}
+	return http.StatusText(status)
+}
+
 // errorPage is an nginx-style HTML error page.
 func errorPage(status int) []byte {
 	if b, ok := errorPages.Load(status); ok {
 		return b.([]byte)
 	}
-	text := strconv.Itoa(status) + " " + http.StatusText(status)
+	text := strconv.Itoa(status) + " " + statusText(status)
 	b := []byte("<html>\r\n<head><title>" + text + "</title></head>\r\n<body>\r\n<center><h1>" + text +
 		"</h1></center>\r\n<hr><center>linkgate</center>\r\n</body>\r\n</html>\r\n")
 	errorPages.Store(status, b)
