@@ -330,8 +330,9 @@ func newShortener(logger *slog.Logger, c serveConfig, raw shortener.Store, kind 
 		return nil, err
 	}
 	app := &shortenerApp{store: store}
-	if f, ok := raw.(interface{ FlushVisits(context.Context) error }); ok {
-		app.flush = f.FlushVisits
+	if d, ok := raw.(*dynamodb.Store); ok && c.visits.enabled {
+		app.flush = d.FlushVisits
+		registerVisitLogMetrics(reg, d.VisitLogStats)
 	}
 	if c.visits.enabled {
 		agg, geo, err := newVisits(logger, c.visits, store, reg)

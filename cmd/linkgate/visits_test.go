@@ -73,7 +73,7 @@ func TestVisitsFlushedOnSIGTERMDynamoDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := startChild(t, []string{bin}, "", "--store", "dynamodb:"+table, "--store-timeout", "10s",
-		"--visits-flush-interval", "1h", "--dynamodb-visit-interval", "1h")
+		"--visits-flush-interval", "1h", "--dynamodb-visit-interval", "1h", "--shutdown-timeout", "3s")
 	id := shorten(t, c.URL, "https://visits.example/")
 	status, _, body := call(t, "POST", c.URL+"/api/v1/links", `{"url":"https://limited.example/","slug":"sigterm-limited","max_visits":10}`)
 	if status != 201 {

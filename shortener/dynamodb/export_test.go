@@ -17,6 +17,14 @@ func (s *Store) StopFoldAfter(r int, err error) {
 	}
 }
 
+// SetStateItemBytes makes state items aim at n bytes until the test ends,
+// so that tests grow a month's state past its shards with little data.
+func SetStateItemBytes(t interface{ Cleanup(func()) }, n int) {
+	old := stateItemBytes
+	stateItemBytes = n
+	t.Cleanup(func() { stateItemBytes = old })
+}
+
 // Internal names the tests use to look at the table.
 const (
 	ReservedPrefix = reservedPrefix

@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/linkgate/linkgate/shortener"
 )
@@ -94,6 +97,13 @@ func (s *deltaSet) addRow(src *deltaSet, r *row) {
 	d.Bots += r.Bots
 	for _, c := range r.Counts {
 		s.count(d, s.key(src.keys[c.Key]), c.N)
+	}
+}
+
+// addAll adds every row of src to s.
+func (s *deltaSet) addAll(src *deltaSet) {
+	for i := range src.rows {
+		s.addRow(src, &src.rows[i])
 	}
 }
 
@@ -215,14 +225,37 @@ func keyHash(id string) uint64 {
 //	        uvarint number of counts; per count, by key number:
 //	        uvarint key number, uvarint n
 //
-// Keys are sorted by kind and name, so equal sets encode alike.
+// Keys are sorted by kind and name, so equal sets encode alike. What is
+// stored is that encoding compressed with zstd (github.com/klauspost/
+// compress), when that is smaller: ids, counts and names compress to about
+// half, and write units are billed per byte stored.
 const deltaVersion = 1
+
+var (
+	zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxDecoded))
+)
+
+// maxDecoded bounds what one stored set may decompress to.
+const maxDecoded = 64 << 20
+
+// zstdMagic starts every zstd frame (little-endian).
+const zstdMagic = 0xFD2FB528
 
 var errCorrupt = errors.New("corrupt visit statistics")
 
-// encode returns the encoding of the rows for which keep is true (nil:
-// all).
+// encode returns what is stored of the rows for which keep is true (nil:
+// all): their encoding, compressed.
 func (s *deltaSet) encode(keep func(*row) bool) []byte {
+	raw := s.encodeRaw(keep)
+	if z := zstdEncoder.EncodeAll(raw, nil); len(z) < len(raw) {
+		return z
+	}
+	return raw
+}
+
+// encodeRaw returns the encoding of the rows for which keep is true.
+func (s *deltaSet) encodeRaw(keep func(*row) bool) []byte {
 	var rows []*row
 	used := make([]bool, len(s.keys))
 	for i := range s.rows {
@@ -280,8 +313,16 @@ func (s *deltaSet) encode(keep func(*row) bool) []byte {
 	return b
 }
 
-// decodeInto adds the rows of an encoding to s.
+// decodeInto adds the rows of a stored set (encoding, compressed or not)
+// to s.
 func (s *deltaSet) decodeInto(b []byte) error {
+	if len(b) >= 4 && binary.LittleEndian.Uint32(b) == zstdMagic {
+		raw, err := zstdDecoder.DecodeAll(b, nil)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errCorrupt, err)
+		}
+		b = raw
+	}
 	r := reader{b: b}
 	if r.byte() != deltaVersion {
 		return errCorrupt

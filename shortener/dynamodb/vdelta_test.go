@@ -106,7 +106,16 @@ func TestParts(t *testing.T) {
 	if partOf(1<<63, 2) != 1 || partOf(1<<63-1, 2) != 0 || partOf(^uint64(0), 256) != 255 || partOf(12345, 1) != 0 {
 		t.Error("partOf does not take the hash's top bits")
 	}
-	if shardOf(^uint64(0)) != stateShards-1 || shardOf(0) != 0 {
+	if shardOf(^uint64(0), 10) != 1023 || shardOf(1<<60, minShardBits) != 1 || rangeOf(^uint64(0)) != foldRanges-1 {
 		t.Error("shardOf does not take the hash's top bits")
+	}
+	for bytes, want := range map[int64]int{0: minShardBits, 16 << 14: 4, 16<<14 + 1: 5, 1 << 40: maxShardBits} {
+		if got := shardBits(bytes); got != want {
+			t.Errorf("shardBits(%d) = %d, want %d", bytes, got, want)
+		}
+	}
+	ms := map[int32]monthMeta{671: {k: 4, bytes: 100}, 672: {k: 9, bytes: 1 << 24, old: 8}}
+	if back, err := decodeMonths(encodeMonths(ms)); err != nil || fmt.Sprint(back) != fmt.Sprint(ms) {
+		t.Errorf("month table round trip: %v, %v", back, err)
 	}
 }

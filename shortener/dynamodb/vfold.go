@@ -2,9 +2,13 @@ package dynamodb
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,39 +16,49 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// The fold merges log records into state items: per state shard (the top
-// bits of the id's hash) and month, one item holding the statistics of
-// its links for that month, so a reader of one link reads a few state
-// items and the records not folded yet. It runs in whichever process holds
-// the lease in the fold item, when the unfolded records add up to the
-// size of the current month's state (so each byte of log costs about one
-// byte of state rewritten), or number more than maxUnfolded, or are older
-// than maxFoldAge.
+// The fold merges log records into state items: per month, the month's
+// statistics of every link, cut by the top bits of the id's hash into 2^k
+// items (shards), so a reader of one link reads one item a month and the
+// records not folded yet. k grows with the month's state (16 to 4096 items,
+// about stateItemBytes each), as the fold item's month table records. The
+// fold runs in whichever process holds the lease in the fold item, when
+// the unfolded records add up to the size of the current month's state
+// (so each byte of log costs about one byte of state rewritten), or number
+// more than maxUnfolded, or are older than maxFoldAge.
 //
 // A fold first writes its target (the last record it folds) into the fold
 // item, then rewrites the state items it touches, each stamped with the
 // target (attribute u), then advances the fold item. A fold that stops
 // half-way is resumed with the same target; items already stamped are
 // skipped, so nothing is counted twice, and readers use each item's stamp
-// to know which records it holds.
+// to know which records it holds. A month whose state outgrew its shards is
+// written with more, in full, by the next fold; its old items go at the one
+// after.
+// stateItemBytes is the size state items aim at (a variable for tests).
+var stateItemBytes = 16 << 10
+
 const (
-	stateShards       = 1024 // state items per month; part of the table format
-	foldRanges        = 16   // a fold works through the shards in this many steps
-	foldCheckInterval = time.Minute
-	minFoldBytes      = 1 << 20
-	maxUnfolded       = 512
-	maxFoldAge        = time.Hour
-	maxFoldRecords    = 1024 // records one fold takes at most
-	foldLease         = time.Minute
+	minShardBits, maxShardBits = 4, 12             // 16 to 4096 state items a month
+	foldRanges                 = 1 << minShardBits // a fold works through the shards in this many steps
+	foldCheckInterval          = time.Minute
+	minFoldBytes               = 256 << 10
+	maxUnfolded                = 512
+	maxFoldAge                 = time.Hour
+	maxFoldRecords             = 1024 // records one fold takes at most
+	foldLease                  = time.Minute
 	// chunkBytes bounds one state item's data (DynamoDB's limit is 400 KB
-	// an item); a shard-month with more is cut into chunks.
+	// an item); a shard with more is cut into chunks.
 	chunkBytes = 350 << 10
 )
 
-func shardOf(h uint64) int { return int(h >> 54) } // the top 10 bits: stateShards
+// shardOf returns the shard of an id's hash among 2^k.
+func shardOf(h uint64, k int) int { return int(h >> (64 - k)) }
 
-func stateKey(shard int, m int32) string {
-	return fmt.Sprintf("%sv:s:%04d:%s", reservedPrefix, shard, monthName(m))
+// rangeOf returns the fold range of an id's hash.
+func rangeOf(h uint64) int { return shardOf(h, minShardBits) }
+
+func stateKey(m int32, k, shard int) string {
+	return fmt.Sprintf("%sv:s:%s:%d:%d", reservedPrefix, monthName(m), k, shard)
 }
 
 // chunkKey names chunk c (≥ 1) of a state item written by the fold of
@@ -53,26 +67,85 @@ func chunkKey(k string, upto int64, c int) string {
 	return k + "#" + strconv.FormatInt(upto, 10) + "#" + strconv.Itoa(c)
 }
 
-// foldState is the fold item.
-type foldState struct {
-	folded, bytes, target, stateBytes, foldedAt int64
-	first                                       int32 // earliest month with state; -1: none
-	owner                                       string
-	lease                                       int64
+// monthMeta is the fold item's record of a month's state.
+type monthMeta struct {
+	k     int   // its state is in 2^k items
+	bytes int64 // their bytes
+	old   int   // an earlier k whose items are to be deleted; 0: none
 }
 
-func decodeFold(item map[string]types.AttributeValue) foldState {
+// shardBits returns the k for a month of about bytes of state.
+func shardBits(bytes int64) int {
+	k := minShardBits
+	for k < maxShardBits && bytes > int64(stateItemBytes)<<k {
+		k++
+	}
+	return k
+}
+
+// encodeMonths and decodeMonths are the fold item's month table: per month,
+// in order, uvarints month, k, bytes, old k.
+func encodeMonths(ms map[int32]monthMeta) []byte {
+	var keys []int32
+	for m := range ms {
+		keys = append(keys, m)
+	}
+	slices.Sort(keys)
+	b := binary.AppendUvarint(nil, uint64(len(keys)))
+	for _, m := range keys {
+		mm := ms[m]
+		for _, v := range []uint64{uint64(m), uint64(mm.k), uint64(mm.bytes), uint64(mm.old)} {
+			b = binary.AppendUvarint(b, v)
+		}
+	}
+	return b
+}
+
+func decodeMonths(b []byte) (map[int32]monthMeta, error) {
+	out := map[int32]monthMeta{}
+	if len(b) == 0 {
+		return out, nil
+	}
+	r := reader{b: b}
+	n := r.uvarint()
+	for range min(n, uint64(len(b))) {
+		m, k, bytes, old := r.uvarint(), r.uvarint(), r.uvarint(), r.uvarint()
+		if r.err != nil || m > 1<<20 || k > maxShardBits || old > maxShardBits || bytes > 1<<50 {
+			return nil, errCorrupt
+		}
+		out[int32(m)] = monthMeta{k: int(k), bytes: int64(bytes), old: int(old)}
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return nil, errCorrupt
+	}
+	return out, nil
+}
+
+// foldState is the fold item.
+type foldState struct {
+	folded, bytes, target, foldedAt int64
+	months                          map[int32]monthMeta
+	owner                           string
+	lease                           int64
+}
+
+func decodeFold(item map[string]types.AttributeValue) (foldState, error) {
 	var f foldState
 	f.folded, _ = integer(item, attrN)
 	f.bytes, _ = integer(item, attrBytes)
 	f.target, _ = integer(item, attrTarget)
-	f.stateBytes, _ = integer(item, attrState)
 	f.foldedAt, _ = integer(item, attrFoldedA)
-	first, _ := integer(item, attrFirst)
-	f.first = int32(first) - 1
 	f.owner, _ = str(item, attrOwner)
 	f.lease, _ = integer(item, attrLease)
-	return f
+	var b []byte
+	if d, ok := item[attrMonths].(*types.AttributeValueMemberB); ok {
+		b = d.Value
+	}
+	var err error
+	if f.months, err = decodeMonths(b); err != nil {
+		return f, fmt.Errorf("visit fold item: month table: %w", err)
+	}
+	return f, nil
 }
 
 // FoldResult says what one fold did.
@@ -92,10 +165,27 @@ func (v *visitLog) foldIfDue(ctx context.Context, now time.Time) (FoldResult, er
 	}
 	numbered, _ := integer(items[keySeq], attrN)
 	numberedBytes, _ := integer(items[keySeq], attrBytes)
-	f := decodeFold(items[keyFold])
+	f, err := decodeFold(items[keyFold])
+	if err != nil {
+		return FoldResult{}, err
+	}
 	unfolded, unfoldedBytes := numbered-f.folded, numberedBytes-f.bytes
-	due := unfolded > 0 && (unfoldedBytes >= max(f.stateBytes, minFoldBytes) || unfolded >= maxUnfolded ||
-		now.Sub(time.Unix(f.foldedAt, 0)) >= maxFoldAge || f.target > f.folded)
+	if unfolded <= 0 {
+		return FoldResult{Through: f.folded}, nil
+	}
+	// The age of the log: since the last fold, or the first record.
+	since := f.foldedAt
+	if since == 0 {
+		h, err := v.s.getItem(ctx, recordKey(f.folded+1), true)
+		if err != nil {
+			return FoldResult{}, err
+		}
+		if since, _ = integer(h, attrTime); since == 0 {
+			since = now.Unix()
+		}
+	}
+	due := unfoldedBytes >= max(f.months[monthOfTime(now)].bytes, minFoldBytes) || unfolded >= maxUnfolded ||
+		now.Sub(time.Unix(since, 0)) >= maxFoldAge || f.target > f.folded
 	if !due {
 		return FoldResult{Through: f.folded}, nil
 	}
@@ -132,13 +222,19 @@ func (v *visitLog) fold(ctx context.Context, now time.Time) (FoldResult, error) 
 	for _, h := range headers {
 		logBytes += h.bytes
 	}
-	// Parts of small records span several ranges: read them once.
-	small := map[int64]*deltaSet{}
-	stateBytes, first := f.stateBytes, f.first
-	current := monthOfTime(now)
-	if f.foldedAt > 0 && monthOfTime(time.Unix(f.foldedAt, 0)) != current {
-		stateBytes = 0 // a new month: its state starts empty
+	// The old items of months that moved to more shards at the last fold.
+	months := maps.Clone(f.months)
+	for m, mm := range months {
+		if mm.old != 0 {
+			if err := v.s.deleteShards(ctx, m, mm.old); err != nil {
+				return res, err
+			}
+			mm.old = 0
+			months[m] = mm
+		}
 	}
+	p := &foldPlan{old: f.months, months: months, logBytes: logBytes}
+	small := map[int64]*deltaSet{} // parts of small records span several ranges: read them once
 	for r := range foldRanges {
 		if r > 0 {
 			if _, ok, err := v.s.lease(ctx, v.writer, v.now()); err != nil || !ok {
@@ -149,27 +245,19 @@ func (v *visitLog) fold(ctx context.Context, now time.Time) (FoldResult, error) 
 		if err != nil {
 			return res, err
 		}
-		written, err := v.s.foldRange(ctx, set, f.folded, target)
+		items, bytes, err := v.s.foldRange(ctx, p, set, r, f.folded, target)
 		if err != nil {
 			return res, err
 		}
+		res.Items += items
+		res.StateBytes += bytes
 		if v.foldHook != nil {
 			if err := v.foldHook(r); err != nil {
 				return res, err
 			}
 		}
-		for _, w := range written {
-			res.Items++
-			res.StateBytes += int64(w.bytes)
-			if w.month == current {
-				stateBytes += int64(w.bytes - w.oldBytes)
-			}
-			if first < 0 || w.month < first {
-				first = w.month
-			}
-		}
 	}
-	if err := v.s.finishFold(ctx, v.writer, f.folded, target, f.bytes+logBytes, stateBytes, first, v.now()); err != nil {
+	if err := v.s.finishFold(ctx, v.writer, f.folded, target, f.bytes+logBytes, months, v.now()); err != nil {
 		return res, err
 	}
 	v.folds.Add(1)
@@ -180,6 +268,46 @@ func (v *visitLog) fold(ctx context.Context, now time.Time) (FoldResult, error) 
 	}
 	res.Records, res.Through = len(headers), target
 	return res, nil
+}
+
+// foldPlan is what a fold decides per month: in how many shards it writes
+// it (2^k), and what it wrote.
+type foldPlan struct {
+	old, months map[int32]monthMeta // as the fold found them, as it leaves them
+	logBytes    int64
+	planned     map[int32]bool
+}
+
+// month returns the k a month is written with in this fold, and its k
+// before (0: it has no state yet). A month keeps its k until its state
+// outgrew it; a new month starts with the k of the month before, or one
+// fitting this fold's records.
+func (p *foldPlan) month(m int32) (k, oldK int) {
+	old := p.old[m]
+	if p.planned[m] {
+		return p.months[m].k, old.k
+	}
+	if p.planned == nil {
+		p.planned = map[int32]bool{}
+	}
+	p.planned[m] = true
+	k = shardBits(p.logBytes)
+	switch prev, ok := p.old[m-1]; {
+	case old.k != 0:
+		k = max(old.k, shardBits(old.bytes))
+	case ok:
+		k = prev.k
+	}
+	mm := p.months[m]
+	if k != old.k {
+		mm.bytes = 0 // every item is written again
+		if old.k != 0 {
+			mm.old = old.k
+		}
+	}
+	mm.k = k
+	p.months[m] = mm
+	return k, old.k
 }
 
 // settled returns the last record after folded, at most maxFoldRecords
@@ -353,64 +481,134 @@ func (s *Store) rangeDeltas(ctx context.Context, headers []header, r int, small 
 // addRange adds the rows of set whose ids fall in fold range r to out.
 func addRange(out, set *deltaSet, r int) {
 	for i := range set.rows {
-		if row := &set.rows[i]; shardOf(keyHash(row.ID))*foldRanges/stateShards == r {
+		if row := &set.rows[i]; rangeOf(keyHash(row.ID)) == r {
 			out.addRow(set, row)
 		}
 	}
 }
 
-// written is one state item a fold wrote.
-type written struct {
-	month           int32
-	bytes, oldBytes int
-}
-
 // foldRange merges the rows of one fold range (the records after folded,
-// through target) into their state items, stamped with target.
-func (s *Store) foldRange(ctx context.Context, rows *deltaSet, folded, target int64) ([]written, error) {
+// through target) into their state items, stamped with target. It returns
+// the items and bytes it wrote.
+func (s *Store) foldRange(ctx context.Context, p *foldPlan, rows *deltaSet, r int, folded, target int64) (int, int64, error) {
 	type item struct {
-		shard int
 		month int32
-		rows  []int
+		rows  []int     // rows of rows
+		set   *deltaSet // rows of old items, for a month spread over more shards
 	}
 	byKey := map[string]*item{}
 	var order []string
-	for i := range rows.rows {
-		row := &rows.rows[i]
-		k := stateKey(shardOf(keyHash(row.ID)), row.Month)
+	touch := func(k string, m int32) *item {
 		it := byKey[k]
 		if it == nil {
-			it = &item{shard: shardOf(keyHash(row.ID)), month: row.Month}
+			it = &item{month: m}
 			byKey[k] = it
 			order = append(order, k)
 		}
+		return it
+	}
+	for i := range rows.rows {
+		row := &rows.rows[i]
+		k, _ := p.month(row.Month)
+		it := touch(stateKey(row.Month, k, shardOf(keyHash(row.ID), k)), row.Month)
 		it.rows = append(it.rows, i)
 	}
-	old, err := s.readState(ctx, order)
-	if err != nil {
-		return nil, err
+	// A month written with more shards than before is written in full:
+	// every item of the range, from every old item of the range.
+	var spread []string
+	for m := range p.planned {
+		k, oldK := p.month(m)
+		if oldK == 0 || oldK == k {
+			continue
+		}
+		per := 1 << (oldK - minShardBits)
+		for sh := r * per; sh < (r+1)*per; sh++ {
+			spread = append(spread, stateKey(m, oldK, sh))
+		}
 	}
-	var out []written
-	for _, k := range order {
-		it, st := byKey[k], old[k]
+	old, err := s.readState(ctx, spread)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, ok := range spread {
+		st := old[ok]
+		if st.upto > folded {
+			return 0, 0, fmt.Errorf("visit state %s, being spread over more shards, holds records through %d, after the fold's start %d", ok, st.upto, folded)
+		}
+		for i := range st.set.rows {
+			row := &st.set.rows[i]
+			k, _ := p.month(row.Month)
+			it := touch(stateKey(row.Month, k, shardOf(keyHash(row.ID), k)), row.Month)
+			if it.set == nil {
+				it.set = newDeltaSet()
+			}
+			it.set.addRow(st.set, row)
+		}
+	}
+	current, err := s.readState(ctx, order)
+	if err != nil {
+		return 0, 0, err
+	}
+	var (
+		mu           sync.Mutex
+		items, total int64
+	)
+	err = inParallel(len(order), func(i int) error {
+		k := order[i]
+		it, st := byKey[k], current[k]
 		switch {
 		case st.upto >= target:
-			continue // done by an earlier attempt at this fold
+			return nil // written by an earlier attempt at this fold
 		case st.upto > folded:
-			return out, fmt.Errorf("visit state %s holds records through %d, between the fold's start %d and target %d", k, st.upto, folded, target)
+			return fmt.Errorf("visit state %s holds records through %d, between the fold's start %d and target %d", k, st.upto, folded, target)
 		}
 		set := st.set
+		if it.set != nil {
+			set.addAll(it.set)
+		}
 		for _, i := range it.rows {
 			set.addRow(rows, &rows.rows[i])
 		}
 		set = compact(set)
 		n, err := s.writeState(ctx, k, set, st, target)
 		if err != nil {
-			return out, err
+			return err
 		}
-		out = append(out, written{month: it.month, bytes: n, oldBytes: st.bytes})
+		mu.Lock()
+		defer mu.Unlock()
+		mm := p.months[it.month]
+		mm.bytes += int64(n - st.bytes)
+		p.months[it.month] = mm
+		items++
+		total += int64(n)
+		return nil
+	})
+	return int(items), total, err
+}
+
+// deleteShards deletes the state items of month m written with 2^k shards
+// (and their chunks).
+func (s *Store) deleteShards(ctx context.Context, m int32, k int) error {
+	var keys []string
+	for sh := range 1 << k {
+		keys = append(keys, stateKey(m, k, sh))
 	}
-	return out, nil
+	old, err := s.readState(ctx, keys)
+	if err != nil {
+		return err
+	}
+	var reqs []types.WriteRequest
+	for _, k := range keys {
+		st := old[k]
+		if !st.exists {
+			continue
+		}
+		reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key(k)}})
+		for c := 1; c <= st.chunks; c++ {
+			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key(chunkKey(k, st.upto, c))}})
+		}
+	}
+	return s.batchWrite(ctx, reqs, "delete old visit state")
 }
 
 // compact returns set with each link's rows of earlier links under its id
@@ -580,7 +778,8 @@ func (s *Store) lease(ctx context.Context, owner string, now time.Time) (foldSta
 	if err != nil {
 		return foldState{}, false, s.fail("take the visit fold lease", err)
 	}
-	return decodeFold(out.Attributes), true, nil
+	f, err := decodeFold(out.Attributes)
+	return f, err == nil, err
 }
 
 func (s *Store) releaseLease(ctx context.Context, owner string) error {
@@ -619,28 +818,22 @@ func (s *Store) setTarget(ctx context.Context, owner string, folded, target int6
 	return nil
 }
 
-// finishFold advances the fold item past target and releases the lease.
-func (s *Store) finishFold(ctx context.Context, owner string, folded, target, bytes, stateBytes int64, first int32, now time.Time) error {
+// finishFold advances the fold item past target, records its month
+// table, and releases the lease.
+func (s *Store) finishFold(ctx context.Context, owner string, folded, target, bytes int64, months map[int32]monthMeta, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	names := map[string]string{"#n": attrN, "#b": attrBytes, "#s": attrState, "#a": attrFoldedA, "#g": attrTarget, "#o": attrOwner, "#l": attrLease}
-	values := map[string]types.AttributeValue{
-		":t": number(target), ":b": number(bytes), ":s": number(max(stateBytes, 0)), ":a": number(now.Unix()),
-		":me": &types.AttributeValueMemberS{Value: owner}, ":f": number(folded),
-	}
-	expr := "SET #n = :t, #b = :b, #s = :s, #a = :a"
-	if first >= 0 {
-		names["#f"] = attrFirst
-		values[":first"] = number(int64(first) + 1)
-		expr += ", #f = :first"
-	}
 	_, err := s.client.UpdateItem(ctx, &ddb.UpdateItemInput{
-		TableName:                 &s.table,
-		Key:                       key(keyFold),
-		UpdateExpression:          aws.String(expr + " REMOVE #g, #o, #l"),
-		ConditionExpression:       aws.String("#o = :me AND (attribute_not_exists(#n) OR #n = :f)"),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
+		TableName:           &s.table,
+		Key:                 key(keyFold),
+		UpdateExpression:    aws.String("SET #n = :t, #b = :b, #m = :m, #a = :a REMOVE #g, #o, #l"),
+		ConditionExpression: aws.String("#o = :me AND (attribute_not_exists(#n) OR #n = :f)"),
+		ExpressionAttributeNames: map[string]string{"#n": attrN, "#b": attrBytes, "#m": attrMonths, "#a": attrFoldedA,
+			"#g": attrTarget, "#o": attrOwner, "#l": attrLease},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":t": number(target), ":b": number(bytes), ":m": &types.AttributeValueMemberB{Value: encodeMonths(months)},
+			":a": number(now.Unix()), ":me": &types.AttributeValueMemberS{Value: owner}, ":f": number(folded),
+		},
 	})
 	if err != nil {
 		return s.fail("finish a visit fold", err)
@@ -648,26 +841,30 @@ func (s *Store) finishFold(ctx context.Context, owner string, folded, target, by
 	return nil
 }
 
-// batchGet reads items, 100 per BatchGetItem, retrying unprocessed keys.
-// Missing items are absent from the map.
+// batchGet reads items, 100 per BatchGetItem, up to callsInFlight calls
+// at once, retrying unprocessed keys. Missing items are absent from the
+// map.
 func (s *Store) batchGet(ctx context.Context, keys []string, consistent bool) (map[string]map[string]types.AttributeValue, error) {
 	out := make(map[string]map[string]types.AttributeValue, len(keys))
+	var mu sync.Mutex
 	seen := map[string]bool{}
-	for len(keys) > 0 {
-		n := min(len(keys), 100)
-		var pending []map[string]types.AttributeValue
-		for _, k := range keys[:n] {
-			if !seen[k] {
-				seen[k] = true
-				pending = append(pending, key(k))
-			}
+	var unique []string
+	for _, k := range keys {
+		if !seen[k] {
+			seen[k] = true
+			unique = append(unique, k)
 		}
-		keys = keys[n:]
+	}
+	err := inParallel((len(unique)+99)/100, func(i int) error {
+		var pending []map[string]types.AttributeValue
+		for _, k := range unique[i*100 : min(len(unique), (i+1)*100)] {
+			pending = append(pending, key(k))
+		}
 		for attempt := 0; len(pending) > 0; attempt++ {
 			if attempt > 0 {
 				select {
 				case <-ctx.Done():
-					return nil, s.fail("read visit statistics", ctx.Err())
+					return s.fail("read visit statistics", ctx.Err())
 				case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
 				}
 			}
@@ -677,15 +874,21 @@ func (s *Store) batchGet(ctx context.Context, keys []string, consistent bool) (m
 			}})
 			cancel()
 			if err != nil {
-				return nil, s.fail("read visit statistics", err)
+				return s.fail("read visit statistics", err)
 			}
+			mu.Lock()
 			for _, item := range res.Responses[s.table] {
 				if k, ok := item[AttrID].(*types.AttributeValueMemberS); ok {
 					out[k.Value] = item
 				}
 			}
+			mu.Unlock()
 			pending = res.UnprocessedKeys[s.table].Keys
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

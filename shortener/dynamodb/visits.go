@@ -192,20 +192,20 @@ func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats
 		created = l.CreatedAt.Unix()
 	}
 	numbered, _ := integer(items[keySeq], attrN)
-	f := decodeFold(items[keyFold])
+	f, err := decodeFold(items[keyFold])
+	if err != nil {
+		return shortener.VisitStats{}, err
+	}
 	h := keyHash(id)
 	add := func(set *deltaSet, r *row) { st.Add(set.stats(r)) }
 
-	// State items, from the month the link was created.
+	// State items: the link's shard of each month with state since the
+	// link was created.
 	var stateKeys []string
 	var months []int32
-	if f.first >= 0 {
-		from := f.first
-		if created != 0 {
-			from = max(from, monthOfTime(l.CreatedAt))
-		}
-		for m := from; m <= monthOfTime(s.visits.now()); m++ {
-			stateKeys = append(stateKeys, stateKey(shardOf(h), m))
+	for m, mm := range f.months {
+		if created == 0 || m >= monthOfTime(l.CreatedAt) {
+			stateKeys = append(stateKeys, stateKey(m, mm.k, shardOf(h, mm.k)))
 			months = append(months, m)
 		}
 	}
@@ -343,16 +343,19 @@ func (v *visitLog) noticeLegacy(id string, item map[string]types.AttributeValue)
 	}
 }
 
-// migrateChunk bounds the attributes one migration transaction moves, to
-// keep its expressions under DynamoDB's 4 KB.
-const migrateChunk = 50
+// migrateChunk bounds the attributes one migration transaction removes,
+// to keep its update expression under DynamoDB's 4 KB.
+const migrateChunk = 500
 
 // migrateLegacy moves the statistics attributes of the old layout off a
-// link's item into the visit log: per chunk of attributes, a record
-// holding them and the removal of the attributes, in one transaction,
-// conditional on the attributes still holding the values read (a build of
-// the old layout still running may add to them meanwhile: then nothing
-// moves, and the next read tries again).
+// link's item into the visit log: a record holding them and the removal of
+// the attributes, in one transaction (two for an item with more than
+// migrateChunk of them), on condition that the item's visits attribute
+// still holds the value read. Every write of the old layout adds to it, so
+// a build of the old layout still running that counted visits meanwhile
+// makes the move fail: nothing moves, and a later read tries again. A
+// move costs one read and twice (transactions) the item's size plus the
+// record's in write units, once.
 func (s *Store) migrateLegacy(ctx context.Context, id string) error {
 	item, err := s.getItem(ctx, id, true)
 	if err != nil || item == nil {
@@ -371,15 +374,18 @@ func (s *Store) migrateLegacy(ctx context.Context, id string) error {
 		chunk := attrs[:min(migrateChunk, len(attrs))]
 		attrs = attrs[len(chunk):]
 		sub := map[string]types.AttributeValue{}
-		names := map[string]string{"#id": AttrID}
-		values := map[string]types.AttributeValue{}
-		var removes, conds []string
+		names := map[string]string{"#id": AttrID, "#v": AttrVisits}
+		var removes []string
 		for i, a := range chunk {
 			sub[a] = item[a]
-			n, v := "#a"+strconv.Itoa(i), ":v"+strconv.Itoa(i)
-			names[n], values[v] = a, item[a]
+			n := "#a" + strconv.Itoa(i)
+			names[n] = a
 			removes = append(removes, n)
-			conds = append(conds, n+" = "+v)
+		}
+		cond := "attribute_exists(#id) AND attribute_not_exists(#v)"
+		var values map[string]types.AttributeValue
+		if v, ok := item[AttrVisits]; ok {
+			cond, values = "attribute_exists(#id) AND #v = :v", map[string]types.AttributeValue{":v": v}
 		}
 		st, err := decodeStats(sub)
 		if err != nil {
@@ -408,7 +414,7 @@ func (s *Store) migrateLegacy(ctx context.Context, id string) error {
 				TableName:                 &s.table,
 				Key:                       key(id),
 				UpdateExpression:          aws.String("REMOVE " + strings.Join(removes, ", ")),
-				ConditionExpression:       aws.String("attribute_exists(#id) AND " + strings.Join(conds, " AND ")),
+				ConditionExpression:       aws.String(cond),
 				ExpressionAttributeNames:  names,
 				ExpressionAttributeValues: values,
 			}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"strings"
 	"sync"
@@ -127,14 +128,18 @@ func itemSize(item map[string]types.AttributeValue) int {
 // starts with prefix.
 func reservedKeys(t *testing.T, s *dynamodb.Store, prefix string) int {
 	t.Helper()
-	out, err := s.Client().Scan(ctxT(t), &ddb.ScanInput{TableName: aws.String(s.Table()), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, item := range out.Items {
-		if k := item["shortURL"].(*types.AttributeValueMemberS).Value; strings.HasPrefix(k, dynamodb.ReservedPrefix+prefix) {
-			n++
+	pages := ddb.NewScanPaginator(s.Client(), &ddb.ScanInput{TableName: aws.String(s.Table()), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String("shortURL")})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, item := range out.Items {
+			if k := item["shortURL"].(*types.AttributeValueMemberS).Value; strings.HasPrefix(k, dynamodb.ReservedPrefix+prefix) {
+				n++
+			}
 		}
 	}
 	return n
@@ -571,5 +576,77 @@ func TestVisitsConcurrentInstances(t *testing.T) {
 	}
 	if got := statsOf(t, in[1], "together01").Total; got != 30 {
 		t.Errorf("total %d after every fold, want 30", got)
+	}
+}
+
+// A month whose state outgrows its shards is spread over more by the next
+// fold, in full, and its old items are deleted by the one after; no visit
+// is lost or counted twice on the way.
+func TestFoldSpreadsAGrowingMonth(t *testing.T) {
+	dynamodb.SetStateItemBytes(t, 1024) // 16 items hold 16 KB
+	c := newClock()
+	a := instances(t, c, 1)[0]
+	created := c.Now().Add(-time.Minute).Truncate(time.Second)
+	id := func(i int) string { // ids as random as generated ones: they do not compress
+		h := fnv.New64a()
+		fmt.Fprint(h, i)
+		return fmt.Sprintf("g%x", h.Sum64())
+	}
+	watched := map[int]int64{7: 4 * 25, 123: 2 * 25, 499: 2 * 25} // i → visits it gets below
+	for i := range watched {
+		if err := a.Create(ctxT(t), shortener.Link{ID: id(i), URL: "https://g.example/", CreatedAt: created}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round := func(n int) {
+		t.Helper()
+		var ds []shortener.VisitDelta
+		for i := range n { // 25 referrers a link, at random: a larger state with fewer links
+			d := visitsOn(id(i), created, 25, c.today(), "(direct)", "Chrome")
+			d.Stats.Referrers = shortener.Breakdown{}
+			for j := 0; len(d.Stats.Referrers) < 25; j++ {
+				h := fnv.New32a()
+				fmt.Fprint(h, i, j)
+				d.Stats.Referrers[fmt.Sprintf("r%d.example", h.Sum32()%3000)] = 1
+			}
+			ds = append(ds, d)
+		}
+		add(t, a, ds...)
+		if err := a.FlushVisits(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.FoldVisits(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shards := func(k int) int {
+		return reservedKeys(t, a, fmt.Sprintf("v:s:%s:%d:", c.Now().Format("2006-01"), k))
+	}
+	round(100) // a small month: 16 shards
+	if n := shards(4); n != 16 {
+		t.Fatalf("%d items of 16 shards after a small fold, want 16", n)
+	}
+	round(500) // more state than 16 items of 1 KB
+	round(500) // spread over more shards
+	spread := 0
+	for k := 5; k <= 12; k++ {
+		if n := shards(k); n > 0 {
+			if spread != 0 || n < 1<<k*3/4 {
+				t.Errorf("%d items of %d shards after the month grew (and %d of %d)", n, 1<<k, spread, 1<<k)
+			}
+			spread = n
+		}
+	}
+	if spread == 0 {
+		t.Error("the month was not spread over more shards")
+	}
+	round(10) // deletes the old items
+	if n := shards(4); n != 0 {
+		t.Errorf("%d items of 16 shards left, want them deleted", n)
+	}
+	for i, want := range watched {
+		if got := statsOf(t, a, id(i)).Total; got != want {
+			t.Errorf("%s: %d visits, want %d", id(i), got, want)
+		}
 	}
 }

@@ -59,8 +59,7 @@ const (
 	attrOwner   = "o" // S: the fold's lease holder
 	attrLease   = "l" // N: its lease runs until this time, Unix milliseconds
 	attrTarget  = "g" // N: the fold in progress folds through this record
-	attrState   = "s" // N: bytes of the current month's state
-	attrFirst   = "f" // N: the earliest month with state, + 1
+	attrMonths  = "m" // B: the fold's month table (vfold.go)
 	attrFoldedA = "a" // N: when the last fold ended, Unix seconds
 )
 
@@ -81,6 +80,9 @@ const (
 	// memory of the buffer.
 	flushBytes       = 4 << 20
 	maxBufferedLinks = 400_000
+	// migrationsPerTick bounds the items of the old layout migrated a
+	// second (each a read and a transaction per 50 attributes).
+	migrationsPerTick = 50
 )
 
 // visitLog is a Store's visit buffer, its record writer and its fold.
@@ -186,7 +188,7 @@ func (v *visitLog) tick(ctx context.Context) {
 			v.log.Warn("visit log: fold failed; retrying later", "error", err)
 		}
 	}
-	for range 10 {
+	for range migrationsPerTick {
 		select {
 		case id := <-v.migrations:
 			mctx, cancel := context.WithTimeout(ctx, 5*v.s.timeout)
@@ -274,12 +276,15 @@ func partOf(h uint64, p int) int {
 func (v *visitLog) write(ctx context.Context, rec *record) error {
 	for {
 		if rec.n == 0 {
-			p := parts(rec.set.size)
-			rec.blobs = make([][]byte, p)
-			rec.bytes = 0
-			for i := range p {
-				rec.blobs[i] = rec.set.encode(func(r *row) bool { return partOf(keyHash(r.ID), p) == i })
-				rec.bytes += len(rec.blobs[i])
+			full := rec.set.encode(nil)
+			p := parts(len(full))
+			rec.blobs, rec.bytes = [][]byte{full}, len(full)
+			if p > 1 {
+				rec.blobs, rec.bytes = make([][]byte, p), 0
+				for i := range p {
+					rec.blobs[i] = rec.set.encode(func(r *row) bool { return partOf(keyHash(r.ID), p) == i })
+					rec.bytes += len(rec.blobs[i])
+				}
 			}
 			n, err := v.s.number(ctx, rec.bytes)
 			if err != nil {
@@ -342,13 +347,11 @@ func (s *Store) writeParts(ctx context.Context, rec *record, now time.Time) erro
 // emptySet is the size of the encoding of a set without rows.
 var emptySet = len(newDeltaSet().encode(nil))
 
-// batchWrite writes reqs, 25 per BatchWriteItem, retrying unprocessed
-// items.
+// batchWrite writes reqs, 25 per BatchWriteItem, up to callsInFlight
+// calls at once, retrying unprocessed items.
 func (s *Store) batchWrite(ctx context.Context, reqs []types.WriteRequest, op string) error {
-	for len(reqs) > 0 {
-		n := min(len(reqs), 25)
-		pending := reqs[:n]
-		reqs = reqs[n:]
+	return inParallel((len(reqs)+24)/25, func(i int) error {
+		pending := reqs[i*25 : min(len(reqs), (i+1)*25)]
 		for attempt := 0; len(pending) > 0; attempt++ {
 			if attempt > 0 {
 				select {
@@ -365,8 +368,41 @@ func (s *Store) batchWrite(ctx context.Context, reqs []types.WriteRequest, op st
 			}
 			pending = out.UnprocessedItems[s.table]
 		}
+		return nil
+	})
+}
+
+// callsInFlight bounds the DynamoDB calls one batch read or write, or one
+// fold, makes at once.
+const callsInFlight = 16
+
+// inParallel calls fn(0) … fn(n-1), up to callsInFlight at once, and
+// returns the first error.
+func inParallel(n int, fn func(i int) error) error {
+	if n == 1 {
+		return fn(0)
 	}
-	return nil
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		sem   = make(chan struct{}, callsInFlight)
+	)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := fn(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }
 
 // commit writes rec's header unless the number has one. It reports false

@@ -24,7 +24,7 @@ type loadResult struct {
 }
 
 // maxLag is how late a request may be sent before runLoad gives up.
-const maxLag = 10 * time.Second
+const maxLag = 30 * time.Second
 
 // Browsers, bots and referrers of the simulated visitors, with weights
 // out of 100, so the statistics have the breakdowns real ones have.

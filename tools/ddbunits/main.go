@@ -55,6 +55,7 @@ func main() {
 		work      = flag.String("work", os.TempDir(), "folder for the servers' logs")
 		out       = flag.String("json", "", "write the results as JSON to this file")
 		seed      = flag.Uint64("seed", 1, "seed of the traffic")
+		aged      = flag.Int("aged", 1000, "links of the old layout at its bounds read cold twice per build (0: none)")
 	)
 	flag.Var(&builds, "build", "NAME=PATH of a linkgate binary to measure (repeat)")
 	flag.Var(&shapes, "shape", "traffic: uniform:LINKS or zipf:S:LINKS (repeat; default uniform:100000 and zipf:1.1:1000000)")
@@ -65,7 +66,7 @@ func main() {
 	if len(shapes) == 0 {
 		shapes = listFlag{"uniform:100000", "zipf:1.1:1000000"}
 	}
-	c := config{rate: *rate, duration: *duration, seed: *seed}
+	c := config{rate: *rate, duration: *duration, seed: *seed, aged: *aged}
 	for _, b := range builds {
 		name, path, ok := strings.Cut(b, "=")
 		if !ok || name == "" || path == "" {
@@ -89,9 +90,9 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	results, err := run(ctx, c, *endpoint, *cpus, *work, *conns)
+	results, agedResults, err := run(ctx, c, *endpoint, *cpus, *work, *conns)
 	if *out != "" && len(results) > 0 {
-		b, _ := json.MarshalIndent(results, "", "  ")
+		b, _ := json.MarshalIndent(map[string]any{"runs": results, "aged": agedResults}, "", "  ")
 		if werr := os.WriteFile(*out, b, 0o644); werr != nil {
 			log.Print("ddbunits: ", werr)
 		}
@@ -100,8 +101,13 @@ func main() {
 		fmt.Printf("\nRedirects at %g/s for %v per measurement; units as DynamoDB Local reported them (ReturnConsumedCapacity: TOTAL).\n\n", c.rate, c.duration)
 		printTable(os.Stdout, results)
 		fmt.Println()
-		printUnits(os.Stdout, results)
 	}
+	if len(agedResults) > 0 {
+		fmt.Printf("Cold reads (no cache) of %d links of the old layout at its bounds, twice; units as DynamoDB Local reported them.\n\n", c.aged)
+		printAged(os.Stdout, agedResults)
+		fmt.Println()
+	}
+	printUnits(os.Stdout, results)
 	if err != nil {
 		log.Fatal("ddbunits: ", err)
 	}
@@ -114,17 +120,18 @@ type config struct {
 	rate      float64
 	duration  time.Duration
 	seed      uint64
+	aged      int
 }
 
-func run(ctx context.Context, c config, endpoint, cpus, work string, conns int) ([]runResult, error) {
+func run(ctx context.Context, c config, endpoint, cpus, work string, conns int) ([]runResult, []agedResult, error) {
 	target, err := url.Parse(endpoint)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m := newMeter(target)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer ln.Close()
 	go http.Serve(ln, m)
@@ -138,7 +145,7 @@ func run(ctx context.Context, c config, endpoint, cpus, work string, conns int) 
 	fmt.Fprintln(os.Stderr, "==> warm-up")
 	warm := shape{Name: "uniform", Links: 5000}
 	if _, err := runOne(ctx, e, c.builds[0], warm, 1, c.rate, warm.sequence(int(c.rate*10), c.seed)); err != nil {
-		return nil, fmt.Errorf("warm-up: %w", err)
+		return nil, nil, fmt.Errorf("warm-up: %w", err)
 	}
 	var results []runResult
 	for _, s := range c.shapes {
@@ -148,7 +155,7 @@ func run(ctx context.Context, c config, endpoint, cpus, work string, conns int) 
 				fmt.Fprintf(os.Stderr, "==> %s, %s, %d instance(s)\n", b.Name, s, n)
 				r, err := runOne(ctx, e, b, s, n, c.rate, seq)
 				if err != nil {
-					return results, fmt.Errorf("%s, %s, %d instances: %w", b.Name, s, n, err)
+					return results, nil, fmt.Errorf("%s, %s, %d instances: %w", b.Name, s, n, err)
 				}
 				results = append(results, r)
 				sm := summarize(r)
@@ -157,5 +164,17 @@ func run(ctx context.Context, c config, endpoint, cpus, work string, conns int) 
 			}
 		}
 	}
-	return results, nil
+	var aged []agedResult
+	for _, b := range c.builds {
+		if c.aged <= 0 {
+			break
+		}
+		fmt.Fprintf(os.Stderr, "==> %s, cold reads of %d items of the old layout\n", b.Name, c.aged)
+		r, err := runAged(ctx, e, b, c.aged, c.rate)
+		if err != nil {
+			return results, aged, fmt.Errorf("%s, old items: %w", b.Name, err)
+		}
+		aged = append(aged, r)
+	}
+	return results, aged, nil
 }

@@ -68,16 +68,17 @@ func (s summary) costPerMillion() float64 {
 
 // printTable writes the Markdown table of the runs.
 func printTable(w io.Writer, results []runResult) {
-	fmt.Fprintln(w, "| build | traffic | instances | redirects | write units | per 1,000 redirects | write calls | read units | per 1,000 redirects | read units per 1,000 misses | $ per 1M redirects |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| build | traffic | instances | redirects | write units | of which fold | per 1,000 redirects | write calls | read units | per 1,000 redirects | read units per 1,000 misses | $ per 1M redirects |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		s := summarize(r)
 		refused := ""
 		if s.RefusedWrites > 0 {
 			refused = fmt.Sprintf(" (%d refused)", s.RefusedWrites)
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f%s | **%.1f** | %d | %.1f | %.1f | %.0f | %.4f |\n",
-			r.Build, r.Shape, r.Instances, s.Redirects, s.WriteUnits, refused, per1000(s.WriteUnits, s.Redirects), s.WriteCalls,
+		fold := summarize(runResult{Units: r.Fold})
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f%s | %.0f | **%.1f** | %d | %.1f | %.1f | %.0f | %.4f |\n",
+			r.Build, r.Shape, r.Instances, s.Redirects, s.WriteUnits, refused, fold.WriteUnits, per1000(s.WriteUnits, s.Redirects), s.WriteCalls,
 			s.ReadUnits, per1000(s.ReadUnits, s.Redirects), per1000(s.MissUnits, s.Misses), s.costPerMillion())
 	}
 }
@@ -98,4 +99,51 @@ func sortRows(rs []opUnits) {
 	slices.SortFunc(rs, func(a, b opUnits) int {
 		return cmp.Or(cmp.Compare(a.Op, b.Op), cmp.Compare(a.Class, b.Class))
 	})
+}
+
+// agedSummary is one build's cold reads of old items.
+type agedSummary struct {
+	FirstReads, SecondReads         float64 // read units per 1,000 misses
+	FirstWrites                     float64 // write units per 1,000 redirects, first pass
+	MigrationWrites, MigrationReads float64 // units per item migrated
+}
+
+func summarizeAged(r agedResult) agedSummary {
+	pass := func(us []opUnits) (reads, writes float64) {
+		var misses int64
+		var missUnits, w float64
+		for _, u := range us {
+			if writeOps[u.Op] {
+				w += u.Units + float64(u.Failed)
+			} else if u.Op == "GetItem" && u.Class == "link" {
+				misses += u.Calls
+				missUnits += u.Units
+			}
+		}
+		return per1000(missUnits, misses), per1000(w, int64(r.Links))
+	}
+	var s agedSummary
+	s.FirstReads, s.FirstWrites = pass(r.First)
+	s.SecondReads, _ = pass(r.Second)
+	for _, u := range r.Migration {
+		if writeOps[u.Op] {
+			s.MigrationWrites += u.Units + float64(u.Failed)
+		} else {
+			s.MigrationReads += u.Units
+		}
+	}
+	s.MigrationWrites /= float64(max(r.Links, 1))
+	s.MigrationReads /= float64(max(r.Links, 1))
+	return s
+}
+
+// printAged writes the Markdown table of the cold reads of old items.
+func printAged(w io.Writer, results []agedResult) {
+	fmt.Fprintln(w, "| build | old item | read units per 1,000 misses, 1st pass | write units per 1,000 redirects, 1st pass | migration: write, read units per item | read units per 1,000 misses, 2nd pass |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, r := range results {
+		s := summarizeAged(r)
+		fmt.Fprintf(w, "| %s | %.1f KB | %.0f | %.0f | %.1f, %.1f | **%.0f** |\n",
+			r.Build, float64(r.ItemBytes)/1024, s.FirstReads, s.FirstWrites, s.MigrationWrites, s.MigrationReads, s.SecondReads)
+	}
 }

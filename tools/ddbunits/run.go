@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -30,15 +31,17 @@ type build struct {
 
 // runResult is what one run measured.
 type runResult struct {
-	Build     string            `json:"build"`
-	Shape     string            `json:"shape"`
-	Instances int               `json:"instances"`
-	Rate      float64           `json:"rate"`
-	Links     int               `json:"links_preloaded"`
-	Load      loadResult        `json:"load"`
-	Visits    map[string]int64  `json:"visits"` // the instances' linkgate_visits_* counters, summed
-	Units     []opUnits         `json:"units"`  // during the load and the shutdown flush
-	Logs      map[string]string `json:"-"`
+	Build     string           `json:"build"`
+	Shape     string           `json:"shape"`
+	Instances int              `json:"instances"`
+	Rate      float64          `json:"rate"`
+	Links     int              `json:"links_preloaded"`
+	Load      loadResult       `json:"load"`
+	Visits    map[string]int64 `json:"visits"` // the instances' linkgate_visits_* counters, summed
+	Units     []opUnits        `json:"units"`  // during the load, the shutdown flush and the fold
+	// Fold is the part of Units that the fold after the servers stopped
+	// cost (linkgate dynamodb fold-visits: builds that have a visit log).
+	Fold []opUnits `json:"fold"`
 }
 
 // opUnits is one row of the meter's counts.
@@ -62,7 +65,7 @@ type env struct {
 // settings, the traffic sent, the servers stopped with SIGTERM (they flush
 // their visits), and the capacity units of everything between counted.
 func runOne(ctx context.Context, e *env, b build, s shape, n int, rate float64, seq []int) (runResult, error) {
-	res := runResult{Build: b.Name, Shape: s.String(), Instances: n, Rate: rate, Logs: map[string]string{}}
+	res := runResult{Build: b.Name, Shape: s.String(), Instances: n, Rate: rate}
 	table := fmt.Sprintf("bench-%s-%s%d-%d-%d", b.Name, s.Name, s.Links, n, time.Now().Unix())
 	if err := dynamodb.CreateTable(ctx, e.client, table, true, time.Minute, io.Discard); err != nil {
 		return res, err
@@ -107,14 +110,59 @@ func runOne(ctx context.Context, e *env, b build, s shape, n int, rate float64, 
 			return res, err
 		}
 	}
-	res.Units = rows(e.meter.snapshot())
+	// What the run wrote to the visit log is folded too: a fold that
+	// would have come later is part of what these visits cost.
+	before := e.meter.snapshot()
+	if err := foldVisits(ctx, e, b, table); err != nil {
+		return res, err
+	}
+	after := e.meter.snapshot()
+	res.Units, res.Fold = rows(after), rows(minus(after, before))
 	return res, nil
+}
+
+// foldVisits runs linkgate dynamodb fold-visits through the meter, for a
+// build that has it.
+func foldVisits(ctx context.Context, e *env, b build, table string) error {
+	cmd := exec.CommandContext(ctx, b.Path, "dynamodb", "fold-visits", "--table", table)
+	cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL_DYNAMODB="+e.meterURL)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && strings.Contains(string(out), "unknown subcommand") {
+		return nil // a build without a visit log
+	}
+	if err != nil {
+		return fmt.Errorf("fold-visits: %w: %s", err, out)
+	}
+	return nil
+}
+
+// minus returns the counts of a that b does not have.
+func minus(a, b map[opKey]opCount) map[opKey]opCount {
+	out := map[opKey]opCount{}
+	for k, c := range a {
+		d := b[k]
+		c.Calls -= d.Calls
+		c.Units -= d.Units
+		c.Items -= d.Items
+		c.Failed -= d.Failed
+		c.Errors -= d.Errors
+		if c != (opCount{}) {
+			out[k] = c
+		}
+	}
+	return out
 }
 
 // preload writes the link items of ids as linkgate creates them
 // (shortURL, originalURL, createdAt), directly to DynamoDB, 25 per
 // BatchWriteItem, 16 batches in flight.
 func preload(ctx context.Context, c *ddb.Client, table string, ids []int) error {
+	return preloadItems(ctx, c, table, ids, nil)
+}
+
+// preloadItems is preload with more attributes on every item.
+func preloadItems(ctx context.Context, c *ddb.Client, table string, ids []int, extra map[string]types.AttributeValue) error {
 	now := strconv.FormatInt(time.Now().Unix(), 10)
 	batches := make(chan []types.WriteRequest)
 	errc := make(chan error, 16)
@@ -138,11 +186,13 @@ func preload(ctx context.Context, c *ddb.Client, table string, ids []int) error 
 		var reqs []types.WriteRequest
 		for i, k := range ids {
 			id := linkID(k)
-			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
+			item := map[string]types.AttributeValue{
 				dynamodb.AttrID:        &types.AttributeValueMemberS{Value: id},
 				dynamodb.AttrURL:       &types.AttributeValueMemberS{Value: "https://bench.example/" + id},
 				dynamodb.AttrCreatedAt: &types.AttributeValueMemberN{Value: now},
-			}}})
+			}
+			maps.Copy(item, extra)
+			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
 			if len(reqs) == 25 || i == len(ids)-1 {
 				select {
 				case batches <- reqs:
@@ -172,14 +222,14 @@ type server struct {
 // startServers starts n linkgate serve processes of build b over table,
 // with default settings, their DynamoDB calls through the meter, and waits
 // until each answers /readyz.
-func startServers(ctx context.Context, e *env, b build, table string, n int) ([]*server, error) {
+func startServers(ctx context.Context, e *env, b build, table string, n int, extra ...string) ([]*server, error) {
 	var out []*server
 	for i := range n {
 		port, err := freePort()
 		if err != nil {
 			return out, err
 		}
-		args := []string{b.Path, "serve", "--addr", "127.0.0.1:" + strconv.Itoa(port), "--store", "dynamodb:" + table, "--log-level", "warn"}
+		args := append([]string{b.Path, "serve", "--addr", "127.0.0.1:" + strconv.Itoa(port), "--store", "dynamodb:" + table, "--log-level", "warn"}, extra...)
 		if e.cpus != "" {
 			args = append([]string{"taskset", "-c", e.cpus}, args...)
 		}
@@ -300,4 +350,126 @@ func rows(counts map[opKey]opCount) []opUnits {
 	}
 	sortRows(out)
 	return out
+}
+
+// agedResult is what cold reads of items of the old layout at its bounds
+// cost: the first pass reads them as the old layout left them, the second
+// after a build that migrates them has done so.
+type agedResult struct {
+	Build     string    `json:"build"`
+	Links     int       `json:"links"`
+	ItemBytes int       `json:"item_bytes"` // the old item's size by DynamoDB's rules
+	First     []opUnits `json:"first_pass"`
+	Migration []opUnits `json:"migration"` // between the passes
+	Second    []opUnits `json:"second_pass"`
+}
+
+// oldItemAttrs are the statistics attributes of an item of the old layout
+// at its bounds: 400 days, 100 referrer hosts, 20 browsers, 10 bots and 50
+// countries, as a link visited daily for over a year has.
+func oldItemAttrs(now time.Time) map[string]types.AttributeValue {
+	n := func(v int) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.Itoa(v)} }
+	a := map[string]types.AttributeValue{"visits": n(40_000), "bots": n(2_000)}
+	for i := range 400 {
+		a["vd:"+now.AddDate(0, 0, -i).Format("2006-01-02")] = n(100)
+	}
+	for i := range 100 {
+		a[fmt.Sprintf("vr:referrer%02d.example.com", i)] = n(400)
+	}
+	for i := range 20 {
+		a[fmt.Sprintf("vb:Browser %d", i)] = n(1900)
+	}
+	for i := range 10 {
+		a[fmt.Sprintf("vx:Bot %d", i)] = n(200)
+	}
+	for i := range 50 {
+		a[fmt.Sprintf("vc:%c%c", 'A'+i/26, 'A'+i%26)] = n(800)
+	}
+	return a
+}
+
+// itemBytes is an item's size by DynamoDB's rules (names plus values;
+// numbers at 1 byte per 2 digits plus 1).
+func itemBytes(item map[string]types.AttributeValue) int {
+	size := 0
+	for name, v := range item {
+		size += len(name)
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			size += len(v.Value)
+		case *types.AttributeValueMemberN:
+			size += (len(v.Value)+1)/2 + 1
+		}
+	}
+	return size
+}
+
+// runAged measures cold reads (no cache) of n items of the old layout at
+// its bounds, twice, with the build's migration (if it has one) between.
+func runAged(ctx context.Context, e *env, b build, n int, rate float64) (agedResult, error) {
+	res := agedResult{Build: b.Name, Links: n}
+	table := fmt.Sprintf("bench-%s-aged-%d", b.Name, time.Now().Unix())
+	if err := dynamodb.CreateTable(ctx, e.client, table, true, time.Minute, io.Discard); err != nil {
+		return res, err
+	}
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = i
+	}
+	attrs := oldItemAttrs(time.Now())
+	sample := map[string]types.AttributeValue{
+		dynamodb.AttrID: &types.AttributeValueMemberS{Value: linkID(0)}, dynamodb.AttrURL: &types.AttributeValueMemberS{Value: "https://bench.example/" + linkID(0)},
+		dynamodb.AttrCreatedAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().Unix(), 10)},
+	}
+	maps.Copy(sample, attrs)
+	res.ItemBytes = itemBytes(sample)
+	if err := preloadItems(ctx, e.client, table, ids, attrs); err != nil {
+		return res, fmt.Errorf("preload: %w", err)
+	}
+	servers, err := startServers(ctx, e, b, table, 1, "--cache-size", "0")
+	defer func() {
+		for _, s := range servers {
+			s.kill()
+		}
+	}()
+	if err != nil {
+		return res, err
+	}
+	pass := func() ([]opUnits, error) {
+		e.meter.reset()
+		l := runLoad(ctx, []string{servers[0].url}, ids, rate, e.conns)
+		if l.Behind || l.Redirects < int64(n)/2 {
+			return nil, fmt.Errorf("cold pass: %+v", l)
+		}
+		return rows(e.meter.snapshot()), nil
+	}
+	if res.First, err = pass(); err != nil {
+		return res, err
+	}
+	time.Sleep(2 * time.Second) // the old layout writes each visit a second later: part of the first pass
+	// The migration runs in the background: wait until its counter (if
+	// the build has one) stops moving.
+	e.meter.reset()
+	last, still := -1.0, 0
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline) && still < 5; {
+		m, err := scrape(servers[0].url + "/metrics")
+		if err != nil {
+			return res, err
+		}
+		v, ok := m["linkgate_dynamodb_visit_migrated_total"]
+		if !ok {
+			break
+		}
+		if v == last {
+			still++
+		} else {
+			still, last = 0, v
+		}
+		time.Sleep(time.Second)
+	}
+	res.Migration = rows(e.meter.snapshot())
+	if res.Second, err = pass(); err != nil {
+		return res, err
+	}
+	return res, servers[0].stop(30 * time.Second)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 func TestParseShape(t *testing.T) {
@@ -27,7 +28,7 @@ func TestParseShape(t *testing.T) {
 // Ids look like linkgate's generated ones and do not repeat.
 func TestLinkID(t *testing.T) {
 	seen := map[string]int{}
-	for k := range 200_000 {
+	for k := range 50_000 {
 		id := linkID(k)
 		if len(id) != 10 {
 			t.Fatalf("linkID(%d) = %q", k, id)
@@ -121,5 +122,22 @@ func TestHeadersFor(t *testing.T) {
 	}
 	if len(refsSeen) < len(referrers)-1+40 || !refsSeen[""] {
 		t.Errorf("%d referrers used (direct: %v)", len(refsSeen), refsSeen[""])
+	}
+}
+
+func TestSummarizeAged(t *testing.T) {
+	r := agedResult{Links: 100,
+		First:     []opUnits{{opKey{"GetItem", "link"}, opCount{Calls: 100, Units: 150}}, {opKey{"UpdateItem", "link"}, opCount{Calls: 100, Units: 1100}}},
+		Migration: []opUnits{{opKey{"TransactWriteItems", "mixed"}, opCount{Calls: 1400, Units: 5600}}, {opKey{"GetItem", "link"}, opCount{Calls: 100, Units: 200}}},
+		Second:    []opUnits{{opKey{"GetItem", "link"}, opCount{Calls: 100, Units: 50}}},
+	}
+	s := summarizeAged(r)
+	if s.FirstReads != 1500 || s.FirstWrites != 11000 || s.MigrationWrites != 56 || s.MigrationReads != 2 || s.SecondReads != 500 {
+		t.Errorf("aged summary %+v", s)
+	}
+	// The old layout's item at its bounds, by DynamoDB's size rules.
+	item := oldItemAttrs(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	if len(item) != 582 || itemBytes(item) < 8<<10 || itemBytes(item) > 12<<10 {
+		t.Errorf("old item: %d attributes, %d bytes", len(item), itemBytes(item))
 	}
 }
