@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"net/netip"
@@ -66,7 +68,7 @@ type Ctx interface {
 	// SetConsumer records the consumer an auth plugin identified.
 	SetConsumer(c *ConsumerEntry)
 	// Expand replaces each $name and ${name} in tmpl with the variable's
-	// value ("\$name" is a literal "$name"), as APISIX's core.utils.resolve_var.
+	// value, as APISIX's core.utils.resolve_var (ExpandVars).
 	Expand(tmpl string) string
 	// LookupConsumer finds the consumer whose plugin configuration carries
 	// credential (key-auth's key), or nil.
@@ -81,6 +83,17 @@ type Reply struct {
 	Status      int
 	Body        []byte
 	ContentType string
+}
+
+// JSONReply is a Reply whose body is {key: msg}, as APISIX's
+// core.response.exit(status, {key = msg}) writes it. Plugins build theirs
+// once per instance.
+func JSONReply(status int, key, msg string) Reply {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{key: msg})
+	return Reply{Status: status, Body: b.Bytes()}
 }
 
 // Plugin phases, in the order the engine runs them. An instance implements
@@ -197,6 +210,19 @@ type AuthPreparer interface {
 	PrepareConsumer(conf json.RawMessage) (any, error)
 }
 
+// API is an HTTP endpoint a plugin offers (jwt-auth's
+// /apisix/plugin/jwt/sign). As in APISIX, it is served only where a route
+// with the public-api plugin exposes it.
+type API struct {
+	Method, Path string
+	Serve        func(c Ctx) Reply
+}
+
+// APIProvider is implemented by factories that offer APIs.
+type APIProvider interface {
+	APIs() []API
+}
+
 // Registry is the explicit set of plugins a gateway offers.
 type Registry struct {
 	byName map[string]Factory
@@ -217,22 +243,27 @@ func (r *Registry) Get(name string) (Factory, bool) {
 	return f, ok
 }
 
-// Names lists the plugins, sorted.
+// Names lists the plugins by priority, highest first, as APISIX's
+// /apisix/admin/plugins/list (ties by name).
 func (r *Registry) Names() []string {
-	return sortedKeys(r.byName)
+	names := sortedKeys(r.byName)
+	slices.SortStableFunc(names, func(a, b string) int { return r.byName[b].Priority() - r.byName[a].Priority() })
+	return names
 }
 
 // Check validates a plugins object as APISIX does, filling defaults in.
 // Consumers' configurations of auth plugins use the consumer schema.
 func (r *Registry) Check(plugins map[string]any, consumer bool) error {
 	for _, name := range sortedKeys(plugins) {
+		conf, ok := asObject(plugins[name])
+		if !ok {
+			b, _ := json.Marshal(plugins[name])
+			return invalidf("invalid plugin conf %s for plugin [%s]", b, name)
+		}
+		plugins[name] = conf
 		f, ok := r.byName[name]
 		if !ok {
 			return &ValidationError{Msg: fmt.Sprintf("unknown plugin [%s]", name), Reason: SkipUnknownPlugin}
-		}
-		conf, ok := plugins[name].(map[string]any)
-		if !ok {
-			return invalidf("failed to check the configuration of plugin %s err: wrong type: expected object, got %s", name, jsonType(plugins[name]))
 		}
 		// APISIX's "disable" switch and 3.x "_meta" are accepted on every plugin.
 		disable, hasDisable := conf["disable"]
@@ -262,10 +293,21 @@ func (r *Registry) Check(plugins map[string]any, consumer bool) error {
 			conf["_meta"] = meta
 		}
 		if err != nil {
+			var ve *ValidationError
+			if errors.As(err, &ve) && ve.Reason == SkipUnsupported {
+				return unsupportedf("failed to check the configuration of plugin %s err: %v", name, err)
+			}
 			return invalidf("failed to check the configuration of plugin %s err: %v", name, err)
 		}
 	}
 	return nil
+}
+
+// Unsupported is a plugin's configuration error for a feature linkgate
+// does not have: the admin API rejects it as any invalid configuration, a
+// stored resource using it is skipped as SkipUnsupported.
+func Unsupported(format string, args ...any) error {
+	return &ValidationError{Msg: fmt.Sprintf(format, args...), Reason: SkipUnsupported}
 }
 
 // Instance is one configured plugin in a chain.
@@ -284,7 +326,7 @@ func (r *Registry) Build(plugins Plugins, scope Scope) (Chain, error) {
 	for _, name := range sortedKeys(plugins) {
 		f, ok := r.byName[name]
 		if !ok {
-			return nil, &buildError{SkipUnknownPlugin, fmt.Errorf("%s: unknown plugin [%s]", scope, name)}
+			return nil, &buildError{reason: SkipUnknownPlugin, err: fmt.Errorf("%s: unknown plugin [%s]", scope, name)}
 		}
 		raw := plugins[name]
 		var meta struct {
@@ -296,7 +338,7 @@ func (r *Registry) Build(plugins Plugins, scope Scope) (Chain, error) {
 		}
 		impl, err := f.New(raw, scope)
 		if err != nil {
-			return nil, &buildError{SkipPluginError, fmt.Errorf("%s: plugin %s: %w", scope, name, err)}
+			return nil, &buildError{reason: SkipPluginError, err: fmt.Errorf("%s: plugin %s: %w", scope, name, err)}
 		}
 		c = append(c, Instance{Name: name, Priority: f.Priority(), Impl: impl})
 	}

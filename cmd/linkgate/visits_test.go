@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkgate/linkgate/shortener/bolt"
 	"github.com/linkgate/linkgate/shortener/dynamodb"
+	"github.com/linkgate/linkgate/shortener/pebble"
 )
 
 // visit follows the short link id once (GET, not following the redirect).
@@ -24,7 +24,7 @@ func visit(t *testing.T, base, method, id string) {
 
 func storedVisits(t *testing.T, db, id string) int64 {
 	t.Helper()
-	st, err := bolt.Open(db)
+	st, err := pebble.Open(db, pebble.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestVisitsFlushedOnSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := filepath.Join(t.TempDir(), "links.db")
+	db := filepath.Join(t.TempDir(), "links")
 	c := startChild(t, []string{bin}, db, "--visits-flush-interval", "1h", "--stats-public")
 	id := shorten(t, c.URL, "https://visits.example/")
 	for range 5 {
@@ -114,7 +114,7 @@ func TestVisitsFlushedSurviveCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := filepath.Join(t.TempDir(), "links.db")
+	db := filepath.Join(t.TempDir(), "links")
 	c := startChild(t, []string{bin}, db, "--visits-flush-interval", "50ms")
 	id := shorten(t, c.URL, "https://crash.example/")
 	for range 4 {

@@ -40,6 +40,7 @@ type reqCtx struct {
 	arena      []byte // Buffer's bytes
 	bodyBuf    []byte // body filters' dst
 	scratch    []byte
+	upStatus   []byte // statuses of the upstream attempts, "502, 502, "
 	log        gateway.LogEntry
 }
 
@@ -120,12 +121,10 @@ func (rc *reqCtx) Var(name string) string {
 			}
 			port = ta.Port
 		}
-		rc.scratch = strconv.AppendInt(rc.scratch[:0], int64(port), 10)
-		return b2s(rc.scratch)
+		return rc.appendVar(strconv.AppendInt(rc.scratch[:0], int64(port), 10))
 	case "realip_remote_addr":
 		if ta, ok := fc.RemoteAddr().(*net.TCPAddr); ok {
-			rc.scratch = ta.AddrPort().Addr().Unmap().AppendTo(rc.scratch[:0])
-			return b2s(rc.scratch)
+			return rc.appendVar(ta.AddrPort().Addr().Unmap().AppendTo(rc.scratch[:0]))
 		}
 		return ""
 	case "server_addr", "server_port":
@@ -134,11 +133,9 @@ func (rc *reqCtx) Var(name string) string {
 			return ""
 		}
 		if name == "server_port" {
-			rc.scratch = strconv.AppendInt(rc.scratch[:0], int64(ta.Port), 10)
-		} else {
-			rc.scratch = ta.AddrPort().Addr().Unmap().AppendTo(rc.scratch[:0])
+			return rc.appendVar(strconv.AppendInt(rc.scratch[:0], int64(ta.Port), 10))
 		}
-		return b2s(rc.scratch)
+		return rc.appendVar(ta.AddrPort().Addr().Unmap().AppendTo(rc.scratch[:0]))
 	case "uri":
 		return b2s(fc.Path())
 	case "request_uri":
@@ -153,8 +150,7 @@ func (rc *reqCtx) Var(name string) string {
 	case "server_protocol":
 		return b2s(fc.Request.Header.Protocol())
 	case "status":
-		rc.scratch = strconv.AppendInt(rc.scratch[:0], int64(fc.Response.StatusCode()), 10)
-		return b2s(rc.scratch)
+		return rc.appendVar(strconv.AppendInt(rc.scratch[:0], int64(fc.Response.StatusCode()), 10))
 	case "host":
 		return rc.host
 	case "scheme":
@@ -193,6 +189,19 @@ func (rc *reqCtx) Var(name string) string {
 				rc.scratch[i] = '-'
 			}
 		}
+		if name == "http_x_forwarded_for" {
+			// As nginx's $http_x_forwarded_for: every such header, joined.
+			if all := fc.Request.Header.PeekAll(b2s(rc.scratch)); len(all) > 1 {
+				b := rc.scratch[:0]
+				for i, v := range all {
+					if i > 0 {
+						b = append(b, ", "...)
+					}
+					b = append(b, v...)
+				}
+				return rc.appendVar(b)
+			}
+		}
 		return b2s(fc.Request.Header.PeekBytes(rc.scratch))
 	case strings.HasPrefix(name, "arg_"):
 		return b2s(fc.QueryArgs().Peek(name[4:]))
@@ -200,6 +209,15 @@ func (rc *reqCtx) Var(name string) string {
 		return b2s(fc.Request.Header.Cookie(name[7:]))
 	}
 	return ""
+}
+
+// appendVar copies a formatted variable into the request's buffer, so it
+// stays valid for the rest of the request (the scratch buffer does not).
+func (rc *reqCtx) appendVar(b []byte) string {
+	buf := rc.Buffer(len(b))
+	copy(buf, b)
+	rc.scratch = b
+	return b2s(buf)
 }
 
 func (rc *reqCtx) SetUpstreamURI(uri string) {
@@ -222,9 +240,8 @@ func (rc *reqCtx) SetUpstreamHeader(name, value string) {
 
 func (rc *reqCtx) SetResponseHeader(name, value string) {
 	if rc.responding {
-		if value == "" {
-			rc.fc.Response.Header.Del(name)
-		} else {
+		rc.delRespHeader(name)
+		if value != "" {
 			rc.fc.Response.Header.Set(name, value)
 		}
 		return
@@ -238,6 +255,7 @@ func (rc *reqCtx) SetResponseHeader(name, value string) {
 
 func (rc *reqCtx) SetResponseHeaderInt(name string, v int64) {
 	if rc.responding {
+		rc.delRespHeader(name)
 		rc.scratch = strconv.AppendInt(rc.scratch[:0], v, 10)
 		rc.fc.Response.Header.SetBytesV(name, rc.scratch)
 		return
@@ -299,7 +317,47 @@ func (rc *reqCtx) ResponseHeader(name string) string {
 		}
 		return ""
 	}
-	return b2s(rc.fc.Response.Header.Peek(name))
+	if len(name) == len(headerContentLength) && equalFold(unsafeBytes(name), headerContentLength) {
+		// The body is whole: what will be sent is its length.
+		if b := rc.fc.Response.Body(); len(b) > 0 {
+			return rc.appendVar(strconv.AppendInt(rc.scratch[:0], int64(len(b)), 10))
+		}
+	}
+	for k, v := range rc.fc.Response.Header.All() {
+		if len(k) == len(name) && equalFold(k, unsafeBytes(name)) {
+			return b2s(v)
+		}
+	}
+	return ""
+}
+
+var (
+	headerContentType   = []byte("Content-Type")
+	headerContentLength = []byte("Content-Length")
+)
+
+// delRespHeader removes a response header whatever the case of its name:
+// upstream headers keep the spelling the upstream sent (the pool does not
+// normalize them), and HTTP header names are case-insensitive.
+func (rc *reqCtx) delRespHeader(name string) {
+	h := &rc.fc.Response.Header
+	if len(name) == len(headerContentType) && equalFold(unsafeBytes(name), headerContentType) {
+		h.DelBytes(headerContentType) // kept apart by fasthttp, whatever the spelling
+		return
+	}
+	for range 16 { // bounded, should a header refuse to go
+		found := false
+		for k := range h.All() {
+			if len(k) == len(name) && equalFold(k, unsafeBytes(name)) {
+				rc.scratch, found = append(rc.scratch[:0], k...), true
+				break
+			}
+		}
+		if !found {
+			return
+		}
+		h.DelBytes(rc.scratch)
+	}
 }
 
 func (rc *reqCtx) Status() int            { return rc.fc.Response.StatusCode() }
@@ -360,56 +418,12 @@ func (rc *reqCtx) LookupConsumer(plugin, credential string) *gateway.ConsumerEnt
 }
 
 // expand replaces each $name and ${name} in tmpl with the variable's value,
-// and "\$name" with "$name", as APISIX's core.utils.resolve_var (var_combination
-// keys, proxy-rewrite and response-rewrite values). It allocates; only
-// those configurations use it.
+// as APISIX's core.utils.resolve_var (the regex (?<!\\)\$\{?(\w+)\}?): a
+// "$" after a backslash stays as it is. It serves var_combination keys,
+// proxy-rewrite and response-rewrite values; it allocates, and only those
+// configurations use it.
 func (rc *reqCtx) expand(tmpl string) string {
-	var b strings.Builder
-	for i := 0; i < len(tmpl); {
-		c := tmpl[i]
-		if c == '\\' && i+2 < len(tmpl) && tmpl[i+1] == '$' && isVarByte(tmpl[i+2]) {
-			b.WriteByte('$')
-			i += 2
-			continue
-		}
-		if c != '$' {
-			b.WriteByte(c)
-			i++
-			continue
-		}
-		if i+1 < len(tmpl) && tmpl[i+1] == '{' {
-			if j := strings.IndexByte(tmpl[i+2:], '}'); j > 0 && allVarBytes(tmpl[i+2:i+2+j]) {
-				b.WriteString(rc.Var(tmpl[i+2 : i+2+j]))
-				i += 3 + j
-				continue
-			}
-		}
-		j := i + 1
-		for j < len(tmpl) && isVarByte(tmpl[j]) {
-			j++
-		}
-		if j == i+1 {
-			b.WriteByte('$')
-			i++
-			continue
-		}
-		b.WriteString(rc.Var(tmpl[i+1 : j]))
-		i = j
-	}
-	return b.String()
-}
-
-func isVarByte(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-}
-
-func allVarBytes(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !isVarByte(s[i]) {
-			return false
-		}
-	}
-	return true
+	return gateway.ExpandVars(tmpl, rc)
 }
 
 // Expand is expand for plugins (limit-count's var_combination).

@@ -1,12 +1,14 @@
-// Command release builds linkgate's release artefacts: reproducible static
-// binaries for linux/amd64 and linux/arm64 (make cross), per-arch archives
-// with the licences of everything they include, CycloneDX SBOMs and
-// SHA256SUMS (make release), OCI images (make image), and NOTICE
-// (go generate ./...).
+// Command release builds linkgate's release artefacts, reproducibly: two
+// runs on one commit write the same bytes.
 //
-// Usage (from the repository root):
+// Usage, from the repository root (the Makefile targets run it):
 //
-//	go run ./tools/release notice [-o NOTICE]
+//	go run ./tools/release build -version V -out dist    # make cross: static binaries per arch
+//	go run ./tools/release release -version vX.Y.Z       # make release: dist/release/
+//	go run ./tools/release image -version V              # make image: dist/image/
+//	go run ./tools/release rootfs -bin B -out DIR        # the image's files (the Dockerfile's build stage)
+//	go run ./tools/release notice                        # go generate ./...: NOTICE
+//	go run ./tools/release install-tools                 # the pinned SBOM generator (install-deps.sh)
 package main
 
 import (
@@ -17,6 +19,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -32,26 +36,103 @@ func main() {
 	}
 }
 
+const usage = `usage: release [-C root] command [flags]
+
+Commands:
+  build -version V [-commit C] [-arch A,B] -out DIR
+                                  static binaries DIR/PROGRAM_linux_ARCH (make cross)
+  release -version vX.Y.Z [-out DIR] [-allow-dirty]
+                                  archives, SBOMs, licences, SHA256SUMS (make release)
+  image -version V [-bin DIR] [-out DIR]
+                                  OCI images from make cross's binaries (make image)
+  rootfs -bin FILE -out DIR       the image's files around the linkgate binary FILE
+  notice [-o FILE]                regenerate NOTICE (go generate ./...)
+  install-tools                   build the pinned cyclonedx-gomod into .cache/bin
+`
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	top := flag.NewFlagSet("release", flag.ContinueOnError)
 	top.SetOutput(stderr)
-	dir := top.String("C", ".", "the repository root")
+	top.Usage = func() { fmt.Fprint(stderr, usage) }
+	root := top.String("C", ".", "the repository root")
 	if err := top.Parse(args); err != nil {
 		return err
 	}
 	if top.NArg() == 0 {
-		return errors.New("want a command: notice")
+		top.Usage()
+		return errors.New("no command given")
 	}
 	cmd, rest := top.Arg(0), top.Args()[1:]
 	fs := flag.NewFlagSet("release "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	switch cmd {
+	case "build":
+		version := fs.String("version", "dev", "version stamped into the binaries")
+		commit := fs.String("commit", "", "commit stamped into the binaries (default: git's HEAD)")
+		arch := fs.String("arch", strings.Join(arches, ","), "architectures, comma-separated")
+		out := fs.String("out", "dist", "output folder, relative to the root")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		s, err := readStamp(ctx, *root, *version, *commit)
+		if err != nil {
+			return err
+		}
+		return buildBinaries(ctx, *root, inRoot(*root, *out), s, strings.Split(*arch, ","))
+	case "image":
+		version := fs.String("version", "dev", "version: the image's tag and label")
+		bins := fs.String("bin", "dist", "folder of make cross's binaries, relative to the root")
+		out := fs.String("out", "dist/image", "output folder, relative to the root (emptied first)")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		s, err := readStamp(ctx, *root, *version, "")
+		if err != nil {
+			return err
+		}
+		images, err := writeImages(ctx, *root, inRoot(*root, *bins), inRoot(*root, *out), s)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: %s/oci (multi-arch index), %s\n", imageRepo+":"+s.Version, *out, imageTarName(s.Version, "ARCH"))
+		for _, im := range images {
+			fmt.Fprintf(stdout, "  linux/%-6s %5.1f MB compressed, %5.1f MB unpacked\n", im.arch, float64(im.compressed)/1e6, float64(im.uncompressed)/1e6)
+		}
+		return nil
+	case "rootfs":
+		bin := fs.String("bin", "", "the linkgate binary")
+		out := fs.String("out", "", "folder to write the files into")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if *bin == "" || *out == "" {
+			return errors.New("rootfs: want -bin and -out")
+		}
+		return writeRootfs(ctx, *root, *bin, *out)
+	case "release":
+		version := fs.String("version", "", "release version, vMAJOR.MINOR.PATCH[-PRERELEASE]")
+		out := fs.String("out", "dist/release", "output folder, relative to the root (emptied first)")
+		allowDirty := fs.Bool("allow-dirty", false, "release a tree with uncommitted changes (for tests)")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if !semverRE.MatchString(*version) {
+			return fmt.Errorf("-version %q: want vMAJOR.MINOR.PATCH, e.g. make release VERSION=v0.1.0", *version)
+		}
+		s, err := readStamp(ctx, *root, *version, "")
+		if err != nil {
+			return err
+		}
+		if s.Dirty() && !*allowDirty {
+			return fmt.Errorf("the tree has uncommitted changes: commit them first, so the release is reproducible from its commit")
+		}
+		return release(ctx, *root, inRoot(*root, *out), s, stdout)
 	case "notice":
 		out := fs.String("o", "NOTICE", "file to write, relative to the root; - for stdout")
 		if err := fs.Parse(rest); err != nil {
 			return err
 		}
-		mods, err := linkedModules(ctx, *dir)
+		mods, err := linkedModules(ctx, *root)
 		if err != nil {
 			return err
 		}
@@ -63,14 +144,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			_, err = stdout.Write(text)
 			return err
 		}
-		return os.WriteFile(filepathJoin(*dir, *out), text, 0o644)
+		return os.WriteFile(inRoot(*root, *out), text, 0o644)
+	case "install-tools":
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		return installSBOMTool(ctx, *root)
 	}
+	top.Usage()
 	return fmt.Errorf("unknown command %q", cmd)
 }
 
-func filepathJoin(root, p string) string {
-	if len(p) > 0 && p[0] == '/' {
+// inRoot resolves a path given relative to the repository root.
+func inRoot(root, p string) string {
+	if filepath.IsAbs(p) {
 		return p
 	}
-	return root + "/" + p
+	return filepath.Join(root, p)
 }

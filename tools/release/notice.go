@@ -33,14 +33,10 @@ func renderNotice(mods []module) ([]byte, error) {
 		width = max(width, len(displayName(m)))
 	}
 	for _, m := range mods {
-		licenses := strings.Join(m.Licenses, ", ")
-		if n, ok := licenseNotes[m.Path]; ok {
-			licenses = n.licenses
-		}
-		fmt.Fprintf(&b, "  %-*s  %s\n", width, displayName(m), licenses)
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, displayName(m), licenseExpression(m))
 	}
 	for _, m := range mods {
-		if n, ok := licenseNotes[m.Path]; ok {
+		if n := licenseNotes[m.Path]; n.credit != "" {
 			fmt.Fprintf(&b, "\n--- %s ---\n\n%s\n", m.Path, n.credit)
 		}
 	}
@@ -59,14 +55,23 @@ func renderNotice(mods []module) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// licenseNotes says, for the modules whose licence files alone do not,
-// which licence linkgate takes them under and the credit that licence asks
-// for in the documentation.
-var licenseNotes = map[string]struct{ licenses, credit string }{
+// licenseNotes says, for the modules whose licence files alone do not tell,
+// under which licences they are offered (an SPDX expression) and the credit
+// a licence asks for in the documentation.
+var licenseNotes = map[string]struct{ expression, credit string }{
+	"github.com/boyter/go-string": {expression: "MIT OR Unlicense"},
 	"github.com/golang/freetype": {
-		licenses: "FTL (chosen among FTL and GPL-2.0-or-later)",
-		credit:   "Portions of this software are copyright © 2010 The FreeType Project\n(www.freetype.org). All rights reserved.",
+		expression: "FTL OR GPL-2.0-or-later",
+		credit:     "linkgate takes it under the FreeType License (FTL), which asks for this:\nPortions of this software are copyright © 2010 The FreeType Project\n(www.freetype.org). All rights reserved.",
 	},
+}
+
+// licenseExpression is how NOTICE states m's licences.
+func licenseExpression(m module) string {
+	if n, ok := licenseNotes[m.Path]; ok {
+		return n.expression
+	}
+	return strings.Join(m.Licenses, ", ")
 }
 
 // displayName is how NOTICE names a module: its path, without a version

@@ -12,10 +12,10 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/gateway/plugin/internal/limitkey"
 	"github.com/linkgate/linkgate/gateway/plugin/redis"
 )
 
@@ -86,7 +86,7 @@ type Conf struct {
 type instance struct {
 	f           *Factory
 	c           Conf
-	prefix      string // stable: group, or scope + config hash
+	key         limitkey.Key
 	window      time.Duration
 	rejected    gateway.Reply
 	failed      gateway.Reply
@@ -112,17 +112,9 @@ func (f *Factory) New(raw json.RawMessage, scope gateway.Scope) (any, error) {
 	}
 	in := &instance{f: f, c: c, window: time.Duration(c.TimeWindow) * time.Second,
 		showHeaders: c.ShowLimitQuotaHeader == nil || *c.ShowLimitQuotaHeader}
-	if c.Group != "" {
-		in.prefix = "group:" + c.Group + ":"
-	} else {
-		in.prefix = scope.String() + ":" + strconv.FormatUint(uint64(gateway.ConfHash(raw)), 16) + ":"
-	}
-	in.rejected = gateway.Reply{Status: c.RejectedCode}
-	if c.RejectedMsg != "" {
-		b, _ := json.Marshal(map[string]string{"error_msg": c.RejectedMsg})
-		in.rejected.Body = append(b, '\n')
-	}
-	in.failed = gateway.Reply{Status: 500, Body: []byte(`{"error_msg":"failed to limit count"}` + "\n")}
+	in.key = limitkey.New(scope, raw, c.KeyType, c.Key, c.Group)
+	in.rejected = limitkey.Rejected(c.RejectedCode, c.RejectedMsg)
+	in.failed = gateway.JSONReply(500, "error_msg", "failed to limit count")
 	if c.Shared() {
 		rc, err := f.redis.Client(c.Conf)
 		if err != nil {
@@ -143,31 +135,19 @@ const (
 
 // Access counts the request and rejects it over the limit.
 func (in *instance) Access(c gateway.Ctx) gateway.Reply {
-	var value string
-	switch in.c.KeyType {
-	case "constant":
-		value = in.c.Key
-	case "var_combination":
-		value = c.Expand(in.c.Key)
-	default:
-		value = c.Var(in.c.Key)
-	}
-	if value == "" {
-		value = c.Var("remote_addr")
-	}
 	var (
 		remaining int64
 		reset     time.Duration
 		err       error
 	)
+	// The key in a stack buffer: the local store copies it only when it
+	// creates a counter, so counting allocates nothing.
+	var arr [128]byte
+	key := in.key.Append(arr[:0], c)
 	if in.local != nil {
-		// prefix+value in a stack buffer: the local store copies the key
-		// only when it creates a counter, so counting allocates nothing.
-		var arr [128]byte
-		buf := append(append(arr[:0], in.prefix...), value...)
-		remaining, reset = in.local.incoming(b2s(buf), in.c.Count, in.window, in.f.now())
+		remaining, reset = in.local.incoming(b2s(key), in.c.Count, in.window, in.f.now())
 	} else {
-		remaining, reset, err = incomingRedis(in.redis, in.prefix+value, in.c.Count, in.window)
+		remaining, reset, err = incomingRedis(in.redis, string(key), in.c.Count, in.window)
 	}
 	if err != nil {
 		if in.c.AllowDegradation {

@@ -9,6 +9,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -178,3 +179,6 @@ func (c *Client) Ints(s *Script, keys []string, args ...any) ([]int64, error) {
 	}
 	return out, nil
 }
+
+// ErrUnexpected is a script reply of the wrong shape.
+var ErrUnexpected = errors.New("redis: unexpected script reply")
