@@ -42,7 +42,7 @@ release:
 bench-serve:
 	scripts/bench-serve.sh
 
-## bench-creates: durable creates on one core, this tree vs BASE (default main) (docs/serve-benchmarks.md).
+## bench-creates: durable creates on one core, this tree vs BASE (default 096063f, the last bbolt release) (docs/serve-benchmarks.md).
 bench-creates:
 	scripts/bench-creates.sh
 

@@ -17,7 +17,6 @@ import (
 
 	"github.com/linkgate/linkgate/internal/cli"
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/bolt"
 	"github.com/linkgate/linkgate/shortener/cache"
 	"github.com/linkgate/linkgate/shortener/dynamodb"
 	"github.com/linkgate/linkgate/shortener/httpapi"
@@ -56,9 +55,10 @@ SIGINT/SIGTERM drain requests in flight, flush the visits, then close the
 store.
 
 Stores: pebble:DIR (the embedded store, a pebble database in DIR, created
-with its directory), bolt:PATH (the bbolt file of earlier releases), or
-dynamodb:TABLE (default table goUrlShortener; create it with 'linkgate
-dynamodb create-table'). DynamoDB settings come from the AWS SDK's standard
+with its directory), or dynamodb:TABLE (default table goUrlShortener; create it with 'linkgate
+dynamodb create-table'). A store of an earlier release (DIR.db, a bbolt
+file, or bolt:PATH) is migrated into DIR on the first start, its files
+kept ('linkgate store migrate' does it by hand). DynamoDB settings come from the AWS SDK's standard
 chain: AWS_REGION, AWS_PROFILE, credentials, AWS_ENDPOINT_URL_DYNAMODB.
 
 With DynamoDB, reads go through an in-memory cache (--cache-size,
@@ -108,7 +108,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 // store and its cache, the API, the URL policy, logging. store and
 // logFormat are the defaults of --store and --log-format.
 func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat string) {
-	fs.StringVar(&c.store, "store", store, "where links live: pebble:DIR, bolt:PATH or dynamodb:TABLE")
+	fs.StringVar(&c.store, "store", store, "where links live: pebble:DIR or dynamodb:TABLE (bolt:PATH, a store of an earlier release, is migrated to pebble first)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", dynamodb.DefaultTimeout, "deadline of each DynamoDB call, retries included")
 	fs.BoolVar(&c.consistentReads, "consistent-reads", false, "strongly consistent DynamoDB reads (twice the read cost)")
 	fs.DurationVar(&c.visitInterval, "dynamodb-visit-interval", dynamodb.DefaultVisitInterval, "DynamoDB: how long visits of links without a visit limit are gathered before they are written, as one record (how late other instances see them; a crash loses at most this much)")
@@ -192,6 +192,15 @@ func splitStore(spec string) (kind, arg string, err error) {
 	return "", "", cli.Usagef("--store %q: unknown store %q (supported: pebble:DIR, bolt:PATH, dynamodb:TABLE)", spec, kind)
 }
 
+// pebbleDirOf is the pebble directory a bolt file migrates to by default:
+// data/links.db → data/links.
+func pebbleDirOf(path string) string {
+	if dir, ok := strings.CutSuffix(path, ".db"); ok && dir != "" {
+		return dir
+	}
+	return path + ".pebble"
+}
+
 // openStore opens the store a --store value names. A DynamoDB table that
 // is missing or keyed otherwise is an error; DynamoDB not answering is
 // not: the server starts, /readyz says 503 until it answers.
@@ -202,11 +211,15 @@ func openStore(ctx context.Context, logger *slog.Logger, c serveConfig) (shorten
 	}
 	switch kind {
 	case "pebble":
-		s, err := openPebble(logger, arg)
+		s, err := openPebble(ctx, logger, arg, arg+".db")
 		return s, kind, err
 	case "bolt":
-		s, err := bolt.Open(arg)
-		return s, kind, err
+		// The format of earlier releases: migrated, then served from
+		// the pebble store beside it.
+		dir := pebbleDirOf(arg)
+		logger.Warn("--store bolt: names a store of an earlier release; it is served from the pebble store migrated from it", "bolt", arg, "store", "pebble:"+dir)
+		s, err := openPebble(ctx, logger, dir, arg)
+		return s, "pebble", err
 	case "dynamodb":
 		s, err := dynamodb.Open(ctx, c.dynamoOptions(logger, arg))
 		if err != nil {
