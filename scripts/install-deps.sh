@@ -16,6 +16,7 @@ declare -A want=(
 	[unshare]=util-linux
 	[python3]=python3
 	[zip]=zip
+	[nginx]=nginx-light
 	[podman]=podman
 	[runc]=runc
 	[update-ca-certificates]=ca-certificates

@@ -18,7 +18,6 @@ import (
 
 	"github.com/linkgate/linkgate/internal/cli"
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/bolt"
 	"github.com/linkgate/linkgate/shortener/cache"
 	"github.com/linkgate/linkgate/shortener/dynamodb"
 	"github.com/linkgate/linkgate/shortener/httpapi"
@@ -32,6 +31,7 @@ type serveConfig struct {
 	store           string
 	storeTimeout    time.Duration
 	consistentReads bool
+	visitInterval   time.Duration // DynamoDB: how long visits gather before they are written
 	cacheSize       cacheSizeFlag
 	cacheTTL        time.Duration
 	cacheNegTTL     time.Duration
@@ -56,9 +56,10 @@ SIGINT/SIGTERM drain requests in flight, flush the visits, then close the
 store.
 
 Stores: pebble:DIR (the embedded store, a pebble database in DIR, created
-with its directory), bolt:PATH (the bbolt file of earlier releases), or
-dynamodb:TABLE (default table goUrlShortener; create it with 'linkgate
-dynamodb create-table'). DynamoDB settings come from the AWS SDK's standard
+with its directory), or dynamodb:TABLE (default table goUrlShortener; create it with 'linkgate
+dynamodb create-table'). A store of an earlier release (DIR.db, a bbolt
+file, or bolt:PATH) is migrated into DIR on the first start, its files
+kept ('linkgate store migrate' does it by hand). DynamoDB settings come from the AWS SDK's standard
 chain: AWS_REGION, AWS_PROFILE, credentials, AWS_ENDPOINT_URL_DYNAMODB.
 
 With DynamoDB, reads go through an in-memory cache (--cache-size,
@@ -108,9 +109,10 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 // store and its cache, the API, the URL policy, logging. store and
 // logFormat are the defaults of --store and --log-format.
 func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat string) {
-	fs.StringVar(&c.store, "store", store, "where links live: pebble:DIR, bolt:PATH or dynamodb:TABLE")
+	fs.StringVar(&c.store, "store", store, "where links live: pebble:DIR or dynamodb:TABLE (bolt:PATH, a store of an earlier release, is migrated to pebble first)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", dynamodb.DefaultTimeout, "deadline of each DynamoDB call, retries included")
 	fs.BoolVar(&c.consistentReads, "consistent-reads", false, "strongly consistent DynamoDB reads (twice the read cost)")
+	fs.DurationVar(&c.visitInterval, "dynamodb-visit-interval", dynamodb.DefaultVisitInterval, "DynamoDB: how long visits of links without a visit limit are gathered before they are written, as one record (how late other instances see them; a crash loses at most this much)")
 	fs.Var(&c.cacheSize, "cache-size", "read cache `entries`; 0: no cache; auto: "+fmt.Sprint(defaultCacheSize)+" with dynamodb, none with bolt")
 	fs.DurationVar(&c.cacheTTL, "cache-ttl", time.Minute, "how long a link is served from the read cache (the staleness bound across instances)")
 	fs.DurationVar(&c.cacheNegTTL, "cache-negative-ttl", time.Second, "how long the read cache remembers an unknown id (0: not at all; at most --cache-ttl)")
@@ -154,6 +156,8 @@ func (c serveConfig) validateShortener() error {
 		return cli.Usagef("--max-url-length must be positive")
 	case c.storeTimeout <= 0:
 		return cli.Usagef("--store-timeout must be positive")
+	case c.visitInterval <= 0:
+		return cli.Usagef("--dynamodb-visit-interval must be positive")
 	case c.cacheTTL <= 0:
 		return cli.Usagef("--cache-ttl must be positive")
 	case c.cacheNegTTL < 0 || c.cacheNegTTL > c.cacheTTL:
@@ -189,6 +193,15 @@ func splitStore(spec string) (kind, arg string, err error) {
 	return "", "", cli.Usagef("--store %q: unknown store %q (supported: pebble:DIR, bolt:PATH, dynamodb:TABLE)", spec, kind)
 }
 
+// pebbleDirOf is the pebble directory a bolt file migrates to by default:
+// data/links.db → data/links.
+func pebbleDirOf(path string) string {
+	if dir, ok := strings.CutSuffix(path, ".db"); ok && dir != "" {
+		return dir
+	}
+	return path + ".pebble"
+}
+
 // openStore opens the store a --store value names. A DynamoDB table that
 // is missing or keyed otherwise is an error; DynamoDB not answering is
 // not: the server starts, /readyz says 503 until it answers.
@@ -199,13 +212,17 @@ func openStore(ctx context.Context, logger *slog.Logger, c serveConfig) (shorten
 	}
 	switch kind {
 	case "pebble":
-		s, err := openPebble(logger, arg)
+		s, err := openPebble(ctx, logger, arg, arg+".db")
 		return s, kind, err
 	case "bolt":
-		s, err := bolt.Open(arg)
-		return s, kind, err
+		// The format of earlier releases: migrated, then served from
+		// the pebble store beside it.
+		dir := pebbleDirOf(arg)
+		logger.Warn("--store bolt: names a store of an earlier release; it is served from the pebble store migrated from it", "bolt", arg, "store", "pebble:"+dir)
+		s, err := openPebble(ctx, logger, dir, arg)
+		return s, "pebble", err
 	case "dynamodb":
-		s, err := dynamodb.Open(ctx, dynamodb.Options{Table: arg, ConsistentReads: c.consistentReads, Timeout: c.storeTimeout})
+		s, err := dynamodb.Open(ctx, c.dynamoOptions(logger, arg))
 		if err != nil {
 			return nil, "", err
 		}
@@ -219,6 +236,12 @@ func openStore(ctx context.Context, logger *slog.Logger, c serveConfig) (shorten
 		return s, kind, nil
 	}
 	return nil, "", fmt.Errorf("unreachable: store kind %q", kind)
+}
+
+// dynamoOptions are the DynamoDB store's options for a table.
+func (c serveConfig) dynamoOptions(logger *slog.Logger, table string) dynamodb.Options {
+	return dynamodb.Options{Table: table, ConsistentReads: c.consistentReads, Timeout: c.storeTimeout,
+		VisitInterval: c.visitInterval, Logger: logger}
 }
 
 // defaultCacheSize is --cache-size auto with DynamoDB: about 20-40 MB of
@@ -309,7 +332,10 @@ type shortenerApp struct {
 	handler *httpapi.Handler
 	store   shortener.Store
 	visits  *visits.Aggregator // nil with --visits=false
-	closers []func() error     // closed after the visits are flushed, before the store
+	// flush writes what the store holds of the visits (DynamoDB's visit
+	// log), after the aggregator's last batch; nil when it holds none.
+	flush   func(context.Context) error
+	closers []func() error // closed after the visits are flushed, before the store
 }
 
 // newShortener builds the shortenerApp over a raw store: metrics registry,
@@ -325,6 +351,10 @@ func newShortener(logger *slog.Logger, c serveConfig, raw shortener.Store, kind 
 		return nil, err
 	}
 	app := &shortenerApp{store: store}
+	if d, ok := raw.(*dynamodb.Store); ok && c.visits.enabled {
+		app.flush = d.FlushVisits
+		registerVisitLogMetrics(reg, d.VisitLogStats)
+	}
 	if c.visits.enabled {
 		agg, geo, err := newVisits(logger, c.visits, store, reg)
 		if err != nil {
@@ -352,6 +382,11 @@ func (a *shortenerApp) Close(ctx context.Context, logger *slog.Logger) error {
 			logger.Error("flush visits on shutdown", "error", err, "recorded", m.Recorded, "flushed", m.FlushedVisits)
 		} else {
 			logger.Info("visits flushed", "flushed_total", a.visits.Metrics().FlushedVisits)
+		}
+	}
+	if a.flush != nil {
+		if err := a.flush(ctx); err != nil {
+			logger.Error("write the visit log on shutdown", "error", err)
 		}
 	}
 	for _, c := range a.closers {
