@@ -20,6 +20,9 @@ declare -A want=(
 	[podman]=podman
 	[runc]=runc
 	[update-ca-certificates]=ca-certificates
+	[systemd-analyze]=systemd
+	[strace]=strace
+	[curl]=curl
 )
 missing=()
 for cmd in "${!want[@]}"; do
