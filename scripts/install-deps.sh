@@ -20,6 +20,8 @@ declare -A want=(
 	[podman]=podman
 	[runc]=runc
 	[update-ca-certificates]=ca-certificates
+	[systemd-analyze]=systemd
+	[strace]=strace
 )
 missing=()
 for cmd in "${!want[@]}"; do
