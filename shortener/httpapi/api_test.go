@@ -150,12 +150,29 @@ func TestCreateAPI(t *testing.T) {
 		{"self public URL", `{"url":"https://sho.rt/x"}`, 400, "self_reference"},
 		{"control chars", `{"url":"https://example.com/\r\nX: y"}`, 400, "invalid_url"},
 		{"too long", `{"url":"https://example.com/` + strings.Repeat("a", 2100) + `"}`, 400, "url_too_long"},
+		// Bytes encoding/json would store as U+FFFD.
+		{"invalid UTF-8", "{\"url\":\"https://example.com/\xff\"}", 400, "invalid_json"},
+		{"invalid UTF-8 in a key", "{\"url\":\"https://example.com/\",\"sl\xc3ug\":\"abc\"}", 400, "invalid_json"},
+		{"lone high surrogate", `{"url":"https://example.com/\ud800"}`, 400, "invalid_json"},
+		{"lone low surrogate", `{"url":"https://example.com/\udc00x"}`, 400, "invalid_json"},
+		{"high then non-low", `{"url":"https://example.com/\ud800\u0041"}`, 400, "invalid_json"},
+		{"escaped backslash then u", `{"url":"https://example.com/\\ud800","slug":"a\"\ud800"}`, 400, "invalid_json"},
+		// The zero time and times before 1970 are not "never".
+		{"expiry zero", `{"url":"https://example.com/","expires_at":"0001-01-01T00:00:00Z"}`, 400, "invalid_parameter"},
+		{"expiry epoch", `{"url":"https://example.com/","expires_at":"1970-01-01T00:00:00Z"}`, 400, "invalid_parameter"},
+		{"expiry 1969", `{"url":"https://example.com/","expires_at":"1969-12-31T23:59:59Z"}`, 400, "invalid_parameter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			wantError(t, s.do(t, "POST", "/api/v1/links", tt.body), tt.status, tt.code)
 		})
 	}
+	// A surrogate pair is a character; only lone surrogates are refused.
+	if r := s.do(t, "POST", "/api/v1/links", `{"url":"https://example.com/\ud83d\ude00"}`); r.Status != 201 || !strings.Contains(r.Body, "😀") {
+		t.Errorf("surrogate pair: %d %q", r.Status, r.Body)
+	}
+	wantError(t, s.do(t, "POST", "/shortenURL", "{\"OriginalURL\":\"https://example.com/\xe2\x82\"}"), 400, "invalid_json")
+	wantError(t, s.do(t, "POST", "/shortenURL", `{"OriginalURL":"https://example.com/\udfff"}`), 400, "invalid_json")
 	wantError(t, s.do(t, "GET", "/api/v1/links/nope000000", ""), 404, "not_found")
 	wantError(t, s.do(t, "POST", "/shortenURL", `{"OriginalURL":"https://me.example:8080/x"}`, "Host", "me.example:8080"), 400, "self_reference")
 }
