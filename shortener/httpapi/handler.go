@@ -16,7 +16,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,8 +36,15 @@ const MaxBodyBytes = 8 << 10
 // Config configures a Handler. Zero values take the defaults noted.
 type Config struct {
 	// PublicURL is the base of returned short links, e.g.
-	// "https://sho.rt". Empty: http://<request Host>.
+	// "https://sho.rt". Empty: http://<request Host> when the Host is a
+	// loopback name or address (or TrustHost), else the address the
+	// connection arrived on: a Host header a client chose never reaches
+	// a returned link.
 	PublicURL string
+	// TrustHost says the Host header is set by a trusted front end, not
+	// by the client: Lambda's adapter sets it from the event's
+	// requestContext.domainName. Without a PublicURL, links use it.
+	TrustHost bool
 	// RedirectStatus is 301, 302, 307 or 308. Default 302.
 	RedirectStatus int
 	// AdminKey enables the admin routes (list, delete). Empty: they
@@ -57,6 +66,12 @@ type Config struct {
 	StatsPublic bool
 	// UI serves the web page at / and its assets under /static/.
 	UI bool
+	// QRCacheBytes bounds the cache of drawn QR images. Default
+	// DefaultQRCacheBytes.
+	QRCacheBytes int
+	// QRRenders bounds the QR images drawn at once. Default
+	// DefaultQRRenders.
+	QRRenders int
 }
 
 // VisitRecorder counts visits (visits.Aggregator). Record must not block
@@ -79,7 +94,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("public URL %q: must be an absolute http(s) URL without query, like https://sho.rt", c.PublicURL)
 		}
 	}
-	if c.MaxInflight < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 {
+	if c.MaxInflight < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 || c.QRCacheBytes < 0 || c.QRRenders < 0 {
 		return fmt.Errorf("max in-flight and timeouts must not be negative")
 	}
 	return nil
@@ -100,6 +115,7 @@ type Handler struct {
 	metricsHandler fasthttp.RequestHandler
 	visits         VisitRecorder // nil: visits are not counted
 	ui             *ui           // nil: no web page
+	qr             *qrCodes
 }
 
 // NewHandler returns the API over svc. Metrics are recorded in metrics and
@@ -118,6 +134,16 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = time.Second
 	}
+	if cfg.QRCacheBytes == 0 {
+		cfg.QRCacheBytes = DefaultQRCacheBytes
+	}
+	if cfg.QRRenders == 0 {
+		cfg.QRRenders = DefaultQRRenders
+	}
+	qr, err := newQRCodes(cfg.QRCacheBytes, cfg.QRRenders, metrics.qrDraws)
+	if err != nil {
+		return nil, err
+	}
 	h := &Handler{
 		logger:         logger,
 		svc:            svc,
@@ -127,6 +153,7 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 		redirectStatus: cfg.RedirectStatus,
 		cacheControl:   []byte("no-store"),
 		maxInflight:    int64(cfg.MaxInflight),
+		qr:             qr,
 		metricsHandler: fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
 			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
 		})),
@@ -187,12 +214,46 @@ func (h *Handler) timeout() (context.Context, context.CancelFunc) {
 
 // shortURL returns the public short link for id.
 func (h *Handler) shortURL(ctx *fasthttp.RequestCtx, id string) string {
+	return h.baseURL(ctx) + "/" + id
+}
+
+// baseURL is where this server's short links start: the PublicURL.
+// Without one, the request's Host is used only when it names this
+// machine (localhost, 127.0.0.1, [::1], with any port), as a local
+// install's users type it; any other Host, which a client chooses freely,
+// never reaches a returned link: the address the connection arrived on is
+// used instead.
+func (h *Handler) baseURL(ctx *fasthttp.RequestCtx) string {
 	if h.publicURL != "" {
-		return h.publicURL + "/" + id
+		return h.publicURL
 	}
 	scheme := "http://"
 	if ctx.IsTLS() {
 		scheme = "https://"
 	}
-	return scheme + string(ctx.Host()) + "/" + id
+	if host := ctx.Host(); len(host) <= maxHostHeader && len(host) > 0 && (h.cfg.TrustHost || loopbackHostHeader(string(host))) {
+		return scheme + string(host)
+	}
+	if a, ok := ctx.LocalAddr().(*net.TCPAddr); ok && a.Port != 0 {
+		ap := a.AddrPort()
+		return scheme + netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+	}
+	return scheme + "localhost"
+}
+
+// maxHostHeader bounds a Host header used in a link.
+const maxHostHeader = 270
+
+// loopbackHostHeader reports whether a Host header value is a loopback
+// name or address with at most a numeric port.
+func loopbackHostHeader(hostport string) bool {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = hostport, ""
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); port != "" && err != nil {
+		return false
+	}
+	c, isIP, err := shortener.CanonicalHost(host)
+	return err == nil && shortener.IsLoopbackHost(c, isIP) && strings.Trim(host, "[]") == c
 }

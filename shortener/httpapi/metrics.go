@@ -18,6 +18,7 @@ type Metrics struct {
 	created  prometheus.Counter
 	shed     prometheus.Counter
 	panics   prometheus.Counter
+	qrDraws  prometheus.Counter
 	inflight atomic.Int64
 
 	byRoute [numRoutes]perRoute
@@ -65,12 +66,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "linkgate_http_panics_total",
 			Help: "Requests whose handler panicked (answered 500).",
 		}),
+		qrDraws: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "linkgate_qr_draws_total",
+			Help: "QR images drawn (the others were served from the QR cache).",
+		}),
 	}
 	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "linkgate_http_requests_in_flight",
 		Help: "Requests being handled now.",
 	}, func() float64 { return float64(m.inflight.Load()) })
-	reg.MustRegister(m.requests, m.latency, m.created, m.shed, m.panics, inflight)
+	reg.MustRegister(m.requests, m.latency, m.created, m.shed, m.panics, m.qrDraws, inflight)
 	for r := range numRoutes {
 		name := route(r).String()
 		rm := &m.byRoute[r]

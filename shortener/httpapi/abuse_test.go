@@ -1,0 +1,85 @@
+package httpapi_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/linkgate/linkgate/shortener/httpapi"
+)
+
+// A Host header is the client's to choose: it never reaches a returned
+// link unless it names this machine (a local install) or is configured.
+func TestHostNeverReachesLinks(t *testing.T) {
+	s := start(t, setup{})
+	addr := strings.TrimPrefix(s.URL, "http://")
+	for _, tt := range []struct{ host, base string }{
+		{"evil.example", s.URL},
+		{"evil.example:8080", s.URL},
+		{strings.Repeat("h", 3000), s.URL},
+		{"localhost.evil.example", s.URL},
+		{"127.0.0.1.evil.example", s.URL},
+		{"localhost:1234", "http://localhost:1234"},
+		{"[::1]:99", "http://[::1]:99"},
+		{"127.0.0.1", "http://127.0.0.1"},
+		{addr, s.URL},
+	} {
+		r := s.do(t, "POST", "/api/v1/links", `{"url":"https://example.com/h"}`, "Host", tt.host)
+		if r.Status != 201 {
+			t.Errorf("Host %.40q: create %d %q", tt.host, r.Status, r.Body)
+			continue
+		}
+		l := decodeLink(t, r)
+		if want := tt.base + "/" + l.ID; l.ShortURL != want {
+			t.Errorf("Host %.40q: short_url %q, want %q", tt.host, l.ShortURL, want)
+		}
+		for _, q := range []string{"", "?format=svg", "?size=2048"} {
+			if qr := s.do(t, "GET", "/api/v1/links/"+l.ID+"/qr"+q, "", "Host", tt.host); qr.Status != 200 {
+				t.Errorf("Host %.40q: QR%s %d %q", tt.host, q, qr.Status, qr.Body)
+			}
+		}
+	}
+	// With a public URL, that is the base whatever the Host.
+	p := start(t, setup{cfg: httpapi.Config{PublicURL: "https://sho.rt"}})
+	l := decodeLink(t, p.do(t, "POST", "/api/v1/links", `{"url":"https://example.com/h"}`, "Host", "localhost"))
+	if l.ShortURL != "https://sho.rt/"+l.ID {
+		t.Errorf("with a public URL: %q", l.ShortURL)
+	}
+}
+
+// 64 clients asking for 2048-pixel QR codes at once: one draw per image,
+// whatever the number of requests for it, and every request answered.
+func TestQRDrawnOncePerImage(t *testing.T) {
+	s := start(t, setup{cfg: httpapi.Config{QRRenders: 1}})
+	var ids []string
+	for range 4 {
+		ids = append(ids, decodeLink(t, s.do(t, "POST", "/api/v1/links", `{"url":"https://example.com/qr"}`)).ID)
+	}
+	var wg sync.WaitGroup
+	bodies := make([]string, 64)
+	for i := range bodies {
+		wg.Go(func() {
+			r := s.do(t, "GET", "/api/v1/links/"+ids[i%len(ids)]+"/qr?size=2048", "")
+			if r.Status != 200 || r.Header.Get("Content-Type") != "image/png" {
+				t.Errorf("QR %d: %d %q", i, r.Status, r.Body)
+			}
+			bodies[i] = r.Body
+		})
+	}
+	wg.Wait()
+	for i := range bodies {
+		if bodies[i] != bodies[i%len(ids)] {
+			t.Errorf("request %d got another image than request %d of the same link", i, i%len(ids))
+		}
+	}
+	m := s.do(t, "GET", "/metrics", "")
+	if want := "linkgate_qr_draws_total 4\n"; !strings.Contains(m.Body, want) {
+		t.Errorf("/metrics lacks %q: one draw per (link, size, format)", want)
+	}
+	// Another size or format is another image.
+	s.do(t, "GET", "/api/v1/links/"+ids[0]+"/qr?size=2047", "")
+	s.do(t, "GET", "/api/v1/links/"+ids[0]+"/qr?size=2048&format=svg", "")
+	if m := s.do(t, "GET", "/metrics", ""); !strings.Contains(m.Body, "linkgate_qr_draws_total 6\n") {
+		t.Error("another size or format was not drawn")
+	}
+}
