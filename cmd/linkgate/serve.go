@@ -94,7 +94,10 @@ func defaultServeConfig() serveConfig {
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", ":8080", "`address` to listen on, host:port")
 	c.registerShortener(fs, "bolt:data/links.db", "text")
-	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "requests in flight beyond which new ones get 503 overloaded at once (0: no limit)")
+	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "redirects and lookups in flight beyond which new ones get 503 overloaded at once (0: no limit)")
+	fs.IntVar(&c.api.MaxInflightCreates, "max-inflight-creates", 256, "creates in flight beyond which new ones get 503 overloaded (0: no limit); a budget of their own, so a create flood never sheds redirects")
+	fs.IntVar(&c.api.MaxInflightQR, "max-inflight-qr", 32, "QR code and statistics requests in flight beyond which new ones get 503 overloaded (0: no limit)")
+	fs.IntVar(&c.api.MaxInflightAdmin, "max-inflight-admin", 64, "admin requests (list, edit, delete, keys) in flight beyond which new ones get 503 overloaded (0: no limit)")
 	fs.DurationVar(&c.server.ReadTimeout, "read-timeout", 10*time.Second, "time to read one request, headers and body")
 	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", 10*time.Second, "time to write one response")
 	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept")

@@ -292,7 +292,8 @@ func TestOperationalEndpoints(t *testing.T) {
 		`linkgate_http_requests_total{code="201",route="shorten_url"} 1`,
 		`linkgate_http_request_duration_seconds_bucket{route="redirect",le="+Inf"} 2`,
 		`linkgate_links_created_total 1`,
-		`linkgate_http_requests_in_flight 0`,
+		`linkgate_http_requests_in_flight{class="redirect"} 0`,
+		`linkgate_http_requests_shed_total{class="create"} 0`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(r.Body, want) {
@@ -349,9 +350,12 @@ func (b blockingStore) Create(ctx context.Context, l shortener.Link) error {
 	return b.Store.Create(ctx, l)
 }
 
+// Each route class has its own in-flight budget: creates held by a slow
+// store use up the create budget only; redirects, lookups and probes are
+// still answered.
 func TestLoadShedding(t *testing.T) {
 	bs := blockingStore{entered: make(chan struct{}, 10), release: make(chan struct{})}
-	s := start(t, setup{cfg: httpapi.Config{MaxInflight: 2}, wrap: func(st shortener.Store) shortener.Store { bs.Store = st; return bs }})
+	s := start(t, setup{cfg: httpapi.Config{MaxInflight: 100, MaxInflightCreates: 2}, wrap: func(st shortener.Store) shortener.Store { bs.Store = st; return bs }})
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
@@ -363,7 +367,7 @@ func TestLoadShedding(t *testing.T) {
 	<-bs.entered
 	<-bs.entered
 	start := time.Now()
-	r := s.do(t, "GET", "/abcdefghij", "")
+	r := s.do(t, "POST", "/api/v1/links", `{"url":"https://slow.example/"}`)
 	wantError(t, r, 503, "overloaded")
 	if r.Header.Get("Retry-After") == "" {
 		t.Error("overloaded without Retry-After")
@@ -371,12 +375,19 @@ func TestLoadShedding(t *testing.T) {
 	if time.Since(start) > 5*time.Second {
 		t.Error("shed request was queued instead of answered at once")
 	}
-	// Probes and scrapes are never shed.
+	// Other classes are not shed.
+	if r := s.do(t, "GET", "/abcdefghij", "", "Accept", "application/json"); r.Status != 404 {
+		t.Errorf("redirect while creates are overloaded: %d %q", r.Status, r.Body)
+	}
 	if r := s.do(t, "GET", "/healthz", ""); r.Status != 200 {
 		t.Errorf("healthz while overloaded: %d", r.Status)
 	}
-	if m := s.do(t, "GET", "/metrics", ""); !strings.Contains(m.Body, "linkgate_http_requests_shed_total 1") || !strings.Contains(m.Body, "linkgate_http_requests_in_flight 2") {
-		t.Errorf("metrics do not show the shedding")
+	m := s.do(t, "GET", "/metrics", "")
+	for _, want := range []string{`linkgate_http_requests_shed_total{class="create"} 1`, `linkgate_http_requests_shed_total{class="redirect"} 0`,
+		`linkgate_http_requests_in_flight{class="create"} 2`} {
+		if !strings.Contains(m.Body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 	close(bs.release)
 	wg.Wait()

@@ -50,9 +50,14 @@ type Config struct {
 	// AdminKey enables the admin routes (list, delete). Empty: they
 	// answer 403.
 	AdminKey string
-	// MaxInflight sheds load: with more requests than this in flight, new
-	// ones are answered 503 overloaded at once. 0: no limit.
+	// MaxInflight sheds load: with more redirects and lookups than this
+	// in flight, new ones are answered 503 overloaded at once. 0: no
+	// limit. Creates, QR codes and statistics, and admin calls have
+	// budgets of their own (below), so a flood of one cannot shed another.
 	MaxInflight int
+	// MaxInflightCreates, MaxInflightQR (QR codes and statistics) and
+	// MaxInflightAdmin are the other classes' budgets. 0: no limit.
+	MaxInflightCreates, MaxInflightQR, MaxInflightAdmin int
 	// RequestTimeout bounds store calls of a create, lookup or admin call.
 	// Default 5s.
 	RequestTimeout time.Duration
@@ -94,7 +99,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("public URL %q: must be an absolute http(s) URL without query, like https://sho.rt", c.PublicURL)
 		}
 	}
-	if c.MaxInflight < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 || c.QRCacheBytes < 0 || c.QRRenders < 0 {
+	if c.MaxInflight < 0 || c.MaxInflightCreates < 0 || c.MaxInflightQR < 0 || c.MaxInflightAdmin < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 || c.QRCacheBytes < 0 || c.QRRenders < 0 {
 		return fmt.Errorf("max in-flight and timeouts must not be negative")
 	}
 	return nil
@@ -107,11 +112,11 @@ type Handler struct {
 	metrics *Metrics
 	cfg     Config
 
-	publicURL      string    // without trailing slash, or ""
-	redirectStatus int       // 30x
-	cacheControl   []byte    // for redirects
-	adminKey       *[32]byte // SHA-256 of the admin key, nil when admin is off
-	maxInflight    int64
+	publicURL      string            // without trailing slash, or ""
+	redirectStatus int               // 30x
+	cacheControl   []byte            // for redirects
+	adminKey       *[32]byte         // SHA-256 of the admin key, nil when admin is off
+	maxInflight    [numClasses]int64 // 0: no limit
 	metricsHandler fasthttp.RequestHandler
 	visits         VisitRecorder // nil: visits are not counted
 	ui             *ui           // nil: no web page
@@ -152,8 +157,9 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 		publicURL:      strings.TrimSuffix(cfg.PublicURL, "/"),
 		redirectStatus: cfg.RedirectStatus,
 		cacheControl:   []byte("no-store"),
-		maxInflight:    int64(cfg.MaxInflight),
-		qr:             qr,
+		maxInflight: [numClasses]int64{classRedirect: int64(cfg.MaxInflight), classCreate: int64(cfg.MaxInflightCreates),
+			classQRStats: int64(cfg.MaxInflightQR), classAdmin: int64(cfg.MaxInflightAdmin)},
+		qr: qr,
 		metricsHandler: fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
 			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
 		})),
@@ -180,11 +186,12 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	start := monotonic()
 	r, id, allow := match(ctx)
-	if !r.operational() {
-		n := h.metrics.inflight.Add(1)
-		defer h.metrics.inflight.Add(-1)
-		if h.maxInflight > 0 && n > h.maxInflight {
-			h.metrics.shed.Inc()
+	if c := r.class(); c != classOperational {
+		in := &h.metrics.inflight[c]
+		n := in.n.Add(1)
+		defer in.n.Add(-1)
+		if max := h.maxInflight[c]; max > 0 && n > max {
+			h.metrics.shed[c].Inc()
 			writeError(ctx, fasthttp.StatusServiceUnavailable, codeOverloaded, "too many requests in flight, retry later")
 			h.metrics.observe(r, fasthttp.StatusServiceUnavailable, start)
 			return

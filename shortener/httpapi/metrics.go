@@ -16,12 +16,18 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	created  prometheus.Counter
-	shed     prometheus.Counter
+	shed     [numClasses]prometheus.Counter
 	panics   prometheus.Counter
 	qrDraws  prometheus.Counter
-	inflight atomic.Int64
+	inflight [numClasses]inflight
 
 	byRoute [numRoutes]perRoute
+}
+
+// inflight counts a class's requests in flight, on a cache line of its own.
+type inflight struct {
+	n atomic.Int64
+	_ [56]byte
 }
 
 type perRoute struct {
@@ -58,10 +64,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "linkgate_links_created_total",
 			Help: "Links created (durably stored).",
 		}),
-		shed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "linkgate_http_requests_shed_total",
-			Help: "Requests answered 503 overloaded because --max-inflight requests were already in flight.",
-		}),
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "linkgate_http_panics_total",
 			Help: "Requests whose handler panicked (answered 500).",
@@ -71,11 +73,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "QR images drawn (the others were served from the QR cache).",
 		}),
 	}
-	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "linkgate_http_requests_in_flight",
-		Help: "Requests being handled now.",
-	}, func() float64 { return float64(m.inflight.Load()) })
-	reg.MustRegister(m.requests, m.latency, m.created, m.shed, m.panics, m.qrDraws, inflight)
+	shed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "linkgate_http_requests_shed_total",
+		Help: "Requests answered 503 overloaded because their class's in-flight budget (--max-inflight*) was used up, by class.",
+	}, []string{"class"})
+	reg.MustRegister(m.requests, m.latency, m.created, shed, m.panics, m.qrDraws)
+	for c := classRedirect; c < numClasses; c++ {
+		m.shed[c] = shed.WithLabelValues(c.String())
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "linkgate_http_requests_in_flight",
+			Help:        "Requests being handled now, by class.",
+			ConstLabels: prometheus.Labels{"class": c.String()},
+		}, func() float64 { return float64(m.inflight[c].n.Load()) }))
+	}
 	for r := range numRoutes {
 		name := route(r).String()
 		rm := &m.byRoute[r]

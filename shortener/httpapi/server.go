@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -32,6 +33,9 @@ type ServerConfig struct {
 type Server struct {
 	srv *fasthttp.Server
 	cfg ServerConfig
+
+	mu sync.Mutex
+	w  *watchdog // of the running Serve
 }
 
 // NewServer returns a Server for h.
@@ -53,6 +57,7 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 	return &Server{cfg: cfg, srv: &fasthttp.Server{
 		Handler:                      markHandling(h.ServeFastHTTP),
 		ErrorHandler:                 HandleServerError,
+		ExpectHandler:                expectContinue,
 		ReadBufferSize:               cfg.MaxHeaderBytes,
 		MaxRequestBodySize:           MaxBodyBytes,
 		DisablePreParseMultipartForm: true,
@@ -68,13 +73,47 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 func (s *Server) Serve(ln net.Listener) error {
 	w := newWatchdog(s.cfg.ReadTimeout, s.cfg.WriteTimeout, s.cfg.IdleTimeout)
 	defer w.close() // the connections still open keep their timeouts
+	s.mu.Lock()
+	s.w = w
+	s.mu.Unlock()
 	return s.srv.Serve(&timedListener{Listener: ln, w: w})
 }
 
-// Shutdown stops accepting connections and waits for requests in flight to
-// finish, until ctx is done; then it closes what is left.
+// Shutdown stops accepting connections, answers the requests it has
+// received (with Connection: close), closes idle keep-alive connections
+// and waits for the requests in flight, until ctx is done; then it closes
+// what is left. Connections close gracefully (timedConn.Close): a client
+// that sends a request just as its idle connection is closed sees the
+// connection end, never a reset, and may send it again elsewhere.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return s.srv.ShutdownWithContext(ctx)
+	err := s.srv.ShutdownWithContext(ctx)
+	s.mu.Lock()
+	w := s.w
+	s.mu.Unlock()
+	if w == nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { w.lingering.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	return err
+}
+
+// expectContinue answers "Expect: 100-continue": a body announced larger
+// than MaxBodyBytes gets its 413 at once, instead of 100 Continue and then
+// the 413 once the client has started sending it.
+func expectContinue(ctx *fasthttp.RequestCtx) int {
+	if ctx.Request.Header.ContentLength() > MaxBodyBytes {
+		HandleServerError(ctx, fasthttp.ErrBodyTooLarge)
+		return fasthttp.StatusRequestEntityTooLarge
+	}
+	return fasthttp.StatusContinue
 }
 
 // fasthttpLogger sends fasthttp's own messages to slog at warning level.

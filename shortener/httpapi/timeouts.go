@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,8 @@ type watchdog struct {
 	conns  map[*timedConn]struct{}
 	closed bool // no more connections: stop once conns is empty
 	done   chan struct{}
+
+	lingering sync.WaitGroup // closes still reading what the client sends
 }
 
 func newWatchdog(read, write, idle time.Duration) *watchdog {
@@ -149,6 +152,8 @@ type timedConn struct {
 	idleFrom      uint64 // requests when the last idle wait began
 	armed         uint64 // requests when writeDeadline was set
 	idle          bool   // waiting for the first byte of a request
+
+	closing atomic.Bool
 }
 
 // handling is called as each request is handed to the handler: the next
@@ -187,9 +192,38 @@ func (c *timedConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// Bounds of a lingering close.
+const (
+	lingerTimeout = 3 * time.Second
+	lingerBytes   = 512 << 10
+)
+
+// Close closes the connection as RFC 9112 §9.6 asks: it shuts down the
+// sending side first, so the client receives everything written (an
+// error answer, the last response), then reads and discards what the
+// client still sends — the rest of a body too large to be read, a request
+// sent while the server was closing an idle connection — until the client
+// closes its side, at most lingerBytes or lingerTimeout, and only then
+// closes. Closing at once with unread data would make the kernel send a
+// reset, and a client still sending would lose the answer. It returns at
+// once; Server.Shutdown waits for lingering closes.
 func (c *timedConn) Close() error {
+	if !c.closing.CompareAndSwap(false, true) {
+		return nil // fasthttp may close an idle connection twice
+	}
 	c.w.remove(c)
-	return c.Conn.Close()
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return c.Conn.Close()
+	}
+	c.w.lingering.Add(1)
+	go func() {
+		defer c.w.lingering.Done()
+		c.Conn.SetReadDeadline(time.Now().Add(lingerTimeout))
+		io.CopyN(io.Discard, c.Conn, lingerBytes)
+		c.Conn.Close()
+	}()
+	return nil
 }
 
 // expire fails a call blocked past its deadline. The call may have
