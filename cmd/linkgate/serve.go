@@ -43,6 +43,8 @@ type serveConfig struct {
 	logFormat       string
 	logLevel        string
 	visits          visitsConfig
+	trustedProxies  cli.ListFlag
+	awsIPRanges     string
 }
 
 const serveDescription = `Serve the URL shortener: seed-compatible POST /shortenURL and
@@ -130,6 +132,8 @@ func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat strin
 	fs.StringVar(&c.visits.geoip, "geoip", "", "MaxMind-format country or city database `file` (e.g. GeoLite2-Country.mmdb) to count visits by country")
 	fs.BoolVar(&c.api.StatsPublic, "stats-public", false, "serve GET /api/v1/links/{id}/stats without the admin key")
 	fs.BoolVar(&c.api.UI, "ui", true, "serve the web page at /")
+	fs.Var(&c.trustedProxies, "trusted-proxies", "comma-separated `CIDRs` (or addresses) of the load balancers and CDNs in front, whose X-Forwarded-For, Forwarded and CloudFront-Viewer-* headers say who the client is; presets: "+presetALB+" (the VPC's private ranges), "+presetCloudFront+" (from --aws-ip-ranges)")
+	fs.StringVar(&c.awsIPRanges, "aws-ip-ranges", "", "AWS's ip-ranges.json `file`, for --trusted-proxies "+presetCloudFront+" (download it yourself: nothing is fetched)")
 }
 
 func (c serveConfig) validate() error {
@@ -290,6 +294,14 @@ func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Sto
 	if c.api.PublicURL != "" {
 		u, _ := url.Parse(c.api.PublicURL) // validated
 		policy.SelfHosts = []string{u.Hostname()}
+	}
+	proxies, err := trustedProxies(c.trustedProxies, c.awsIPRanges)
+	if err != nil {
+		return nil, err
+	}
+	c.api.TrustedProxies = proxies
+	if proxies != nil {
+		logger.Info("trusted proxies", "prefixes", proxies.Len())
 	}
 	opts := shortener.Options{Policy: policy}
 	if v, ok := c.api.Visits.(shortener.VisitCounter); ok {

@@ -1,9 +1,11 @@
 package httpapi_test
 
 import (
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/linkgate/linkgate/shortener/httpapi"
 )
@@ -81,5 +83,39 @@ func TestQRDrawnOncePerImage(t *testing.T) {
 	s.do(t, "GET", "/api/v1/links/"+ids[0]+"/qr?size=2048&format=svg", "")
 	if m := s.do(t, "GET", "/metrics", ""); !strings.Contains(m.Body, "linkgate_qr_draws_total 6\n") {
 		t.Error("another size or format was not drawn")
+	}
+}
+
+// recorder is a VisitRecorder that keeps who visited.
+type recorder struct {
+	mu      sync.Mutex
+	clients []string
+}
+
+func (r *recorder) Record(_, _, _ []byte, ip netip.Addr, country string, _ time.Time, _ bool) {
+	r.mu.Lock()
+	r.clients = append(r.clients, ip.String()+" "+country)
+	r.mu.Unlock()
+}
+
+// Visits are counted for the client behind trusted proxies, and for the
+// peer when it is not one of them.
+func TestVisitsSeeTheClient(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		proxies *httpapi.TrustedProxies
+		want    string
+	}{
+		{"behind a trusted proxy", httpapi.NewTrustedProxies([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}), "198.51.100.7 NZ"},
+		{"from an untrusted peer", httpapi.NewTrustedProxies([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}), "127.0.0.1 "},
+		{"no proxies", nil, "127.0.0.1 "},
+	} {
+		rec := &recorder{}
+		s := start(t, setup{cfg: httpapi.Config{Visits: rec, TrustedProxies: tt.proxies}})
+		id := decodeLink(t, s.do(t, "POST", "/api/v1/links", `{"url":"https://example.com/v"}`)).ID
+		s.do(t, "GET", "/"+id, "", "X-Forwarded-For", "6.6.6.6, 198.51.100.7", "CloudFront-Viewer-Country", "NZ")
+		if len(rec.clients) != 1 || rec.clients[0] != tt.want {
+			t.Errorf("%s: visits recorded %q, want %q", tt.name, rec.clients, tt.want)
+		}
 	}
 }

@@ -77,13 +77,18 @@ type Config struct {
 	// QRRenders bounds the QR images drawn at once. Default
 	// DefaultQRRenders.
 	QRRenders int
+	// TrustedProxies are the peers whose X-Forwarded-For, Forwarded and
+	// CloudFront-Viewer-* headers say who the client is (visits, rate
+	// limits, logs). nil: none, the peer is the client.
+	TrustedProxies *TrustedProxies
 }
 
 // VisitRecorder counts visits (visits.Aggregator). Record must not block
-// nor retain its arguments, which alias the request's buffers; limited
-// says the link has a visit limit.
+// nor retain its arguments, which alias the request's buffers; ip is the
+// client's (see TrustedProxies), country what a trusted CloudFront said
+// ("" if nothing), limited says the link has a visit limit.
 type VisitRecorder interface {
-	Record(id, referrer, userAgent []byte, ip net.IP, now time.Time, limited bool)
+	Record(id, referrer, userAgent []byte, ip netip.Addr, country string, now time.Time, limited bool)
 }
 
 // Validate checks the configuration.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -105,7 +106,7 @@ func newAggregator(t *testing.T, s shortener.VisitStore, cfg visits.Config) *vis
 
 func record(a *visits.Aggregator, id, ref, ua string, n int) {
 	for range n {
-		a.Record([]byte(id), []byte(ref), []byte(ua), nil, day, false)
+		a.Record([]byte(id), []byte(ref), []byte(ua), netip.Addr{}, "", day, false)
 	}
 }
 
@@ -113,7 +114,7 @@ func record(a *visits.Aggregator, id, ref, ua string, n int) {
 // redirect handler does.
 func recordLimited(a *visits.Aggregator, id, ref, ua string, n int) {
 	for range n {
-		a.Record([]byte(id), []byte(ref), []byte(ua), nil, day, true)
+		a.Record([]byte(id), []byte(ref), []byte(ua), netip.Addr{}, "", day, true)
 	}
 }
 
@@ -308,7 +309,7 @@ func TestServiceLimitUsesLiveCount(t *testing.T) {
 		if _, _, err := svc.AppendResolve(ctx, nil, []byte(l.ID)); err != nil {
 			t.Fatalf("visit %d: %v", i+1, err)
 		}
-		a.Record([]byte(l.ID), nil, []byte("Chrome"), nil, day, true)
+		a.Record([]byte(l.ID), nil, []byte("Chrome"), netip.Addr{}, "", day, true)
 		if i == 1 {
 			a.Flush(ctx) // part stored, part pending
 		}
@@ -338,7 +339,7 @@ func TestConcurrentRecordAndFlush(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range per {
-				a.Record([]byte(ids[(g+i)%len(ids)]), []byte("https://r.example/"), []byte("Chrome"), net.IPv4(127, 0, 0, 1), day, false)
+				a.Record([]byte(ids[(g+i)%len(ids)]), []byte("https://r.example/"), []byte("Chrome"), netip.MustParseAddr("127.0.0.1"), "", day, false)
 			}
 		})
 	}
@@ -364,11 +365,22 @@ func (g geo) Country(ip net.IP) string { return g[ip.String()] }
 func TestCountries(t *testing.T) {
 	s := newStore(t, "geo")
 	a := newAggregator(t, s, visits.Config{Geo: geo{"192.0.2.1": "DE"}})
-	a.Record([]byte("geo"), nil, []byte("Chrome"), net.ParseIP("192.0.2.1"), day, false)
-	a.Record([]byte("geo"), nil, []byte("Chrome"), net.ParseIP("192.0.2.9"), day, false)
+	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.1"), "", day, false)
+	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.9"), "", day, false)
+	// A country a trusted front end gave wins over the database, with or
+	// without one; anything but two capital letters is ignored.
+	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.1"), "FR", day, false)
+	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("::ffff:192.0.2.1"), "fr", day, false)
 	a.Flush(context.Background())
-	if got := stored(t, s, "geo"); got.Countries["DE"] != 1 || len(got.Countries) != 1 {
+	if got := stored(t, s, "geo"); got.Countries["DE"] != 2 || got.Countries["FR"] != 1 || len(got.Countries) != 2 {
 		t.Errorf("countries %v", got.Countries)
+	}
+	s2 := newStore(t, "nogeo")
+	b := newAggregator(t, s2, visits.Config{})
+	b.Record([]byte("nogeo"), nil, []byte("Chrome"), netip.Addr{}, "JP", day, false)
+	b.Flush(context.Background())
+	if got := stored(t, s2, "nogeo"); got.Countries["JP"] != 1 || len(got.Countries) != 1 {
+		t.Errorf("countries without a database %v", got.Countries)
 	}
 }
 
@@ -387,10 +399,10 @@ func BenchmarkRecord(b *testing.B) {
 	s := &store{}
 	a, _ := visits.New(visits.Config{Store: s, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), FlushInterval: time.Hour})
 	id, ref, ua := []byte("abcDEF0123"), []byte("https://news.example.com/item?id=1"), []byte("Chrome")
-	a.Record(id, ref, ua, nil, day, false)
+	a.Record(id, ref, ua, netip.Addr{}, "", day, false)
 	b.ReportAllocs()
 	for b.Loop() {
-		a.Record(id, ref, ua, nil, day, false)
+		a.Record(id, ref, ua, netip.Addr{}, "", day, false)
 	}
 }
 
@@ -405,9 +417,9 @@ func TestPerBatchBounds(t *testing.T) {
 	}
 	a := newAggregator(t, s, visits.Config{Geo: g})
 	for i := range 20 {
-		ip := net.ParseIP(fmt.Sprintf("192.0.2.%d", i%6))
+		ip := netip.MustParseAddr(fmt.Sprintf("192.0.2.%d", i%6))
 		when := day.Add(time.Duration(i%3) * 24 * time.Hour)
-		a.Record([]byte("busy"), []byte(fmt.Sprintf("https://r%d.example/", i)), []byte(fmt.Sprintf("agent%d", i%6)), ip, when, false)
+		a.Record([]byte("busy"), []byte(fmt.Sprintf("https://r%d.example/", i)), []byte(fmt.Sprintf("agent%d", i%6)), ip, "", when, false)
 	}
 	a.Flush(context.Background())
 	st := stored(t, s, "busy")
@@ -438,12 +450,12 @@ func BenchmarkRecordSpread(b *testing.B) {
 	}
 	ref, ua := []byte("https://news.example.com/x"), []byte("Chrome")
 	for _, id := range ids {
-		a.Record(id, ref, ua, nil, day, false)
+		a.Record(id, ref, ua, netip.Addr{}, "", day, false)
 	}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		a.Record(ids[i%len(ids)], ref, ua, nil, day, false)
+		a.Record(ids[i%len(ids)], ref, ua, netip.Addr{}, "", day, false)
 		i++
 	}
 }
@@ -462,7 +474,7 @@ func BenchmarkFlush(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		for j := range 5 * len(ids) {
-			a.Record([]byte(ids[j%len(ids)]), ref, ua, nil, day, false)
+			a.Record([]byte(ids[j%len(ids)]), ref, ua, netip.Addr{}, "", day, false)
 		}
 		b.StartTimer()
 		a.Flush(context.Background())
@@ -487,7 +499,7 @@ func TestFlushWhileFirstVisits(t *testing.T) {
 		}
 	})
 	for i := range 4000 {
-		a.Record([]byte(fmt.Sprintf("f%d", i%4)), nil, []byte("Chrome"), nil, day, false)
+		a.Record([]byte(fmt.Sprintf("f%d", i%4)), nil, []byte("Chrome"), netip.Addr{}, "", day, false)
 	}
 	close(stop)
 	wg.Wait()
