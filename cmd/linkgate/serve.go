@@ -132,6 +132,8 @@ func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat strin
 	fs.StringVar(&c.visits.geoip, "geoip", "", "MaxMind-format country or city database `file` (e.g. GeoLite2-Country.mmdb) to count visits by country")
 	fs.BoolVar(&c.api.StatsPublic, "stats-public", false, "serve GET /api/v1/links/{id}/stats without the admin key")
 	fs.BoolVar(&c.api.UI, "ui", true, "serve the web page at /")
+	fs.Var(createRateFlag{&c.api.CreateRate}, "create-rate", "creates per client address (an IPv6 client per /64), as a token bucket: `N/s`, N/m or N/h; beyond it 429 rate_limited with Retry-After; 0: no limit")
+	fs.Var(createRateFlag{&c.api.CreateRateKey}, "create-rate-key", "creates per API key (instead of per address, for requests with a key): N/s, N/m or N/h; 0: no limit")
 	fs.Var(&c.trustedProxies, "trusted-proxies", "comma-separated `CIDRs` (or addresses) of the load balancers and CDNs in front, whose X-Forwarded-For, Forwarded and CloudFront-Viewer-* headers say who the client is; presets: "+presetALB+" (the VPC's private ranges), "+presetCloudFront+" (from --aws-ip-ranges)")
 	fs.StringVar(&c.awsIPRanges, "aws-ip-ranges", "", "AWS's ip-ranges.json `file`, for --trusted-proxies "+presetCloudFront+" (download it yourself: nothing is fetched)")
 }
@@ -219,6 +221,25 @@ func openStore(ctx context.Context, logger *slog.Logger, c serveConfig) (shorten
 		return s, kind, nil
 	}
 	return nil, "", fmt.Errorf("unreachable: store kind %q", kind)
+}
+
+// createRateFlag is a flag of an httpapi.Rate.
+type createRateFlag struct{ r *httpapi.Rate }
+
+func (f createRateFlag) String() string {
+	if f.r == nil {
+		return "0"
+	}
+	return f.r.String()
+}
+
+func (f createRateFlag) Set(s string) error {
+	r, err := httpapi.ParseRate(s)
+	if err != nil {
+		return err
+	}
+	*f.r = r
+	return nil
 }
 
 // defaultCacheSize is --cache-size auto with DynamoDB: about 20-40 MB of

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -116,6 +117,81 @@ func TestVisitsSeeTheClient(t *testing.T) {
 		s.do(t, "GET", "/"+id, "", "X-Forwarded-For", "6.6.6.6, 198.51.100.7", "CloudFront-Viewer-Country", "NZ")
 		if len(rec.clients) != 1 || rec.clients[0] != tt.want {
 			t.Errorf("%s: visits recorded %q, want %q", tt.name, rec.clients, tt.want)
+		}
+	}
+}
+
+// clock is a settable clock for the rate limits.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// Creates are limited per client: a bucket of N that refills at N per
+// period; an empty bucket answers 429 with Retry-After, and every create
+// says where its client stands.
+func TestCreateRateLimit(t *testing.T) {
+	clk := &clock{now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	s := start(t, setup{cfg: httpapi.Config{CreateRate: httpapi.Rate{N: 3, Per: time.Minute}, Now: clk.Now,
+		TrustedProxies: httpapi.NewTrustedProxies([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")})}})
+	create := func(client string) response {
+		return s.do(t, "POST", "/api/v1/links", `{"url":"https://example.com/r"}`, "X-Forwarded-For", client)
+	}
+	for i, want := range []string{"2", "1", "0"} {
+		r := create("198.51.100.1")
+		if r.Status != 201 || r.Header.Get("RateLimit-Limit") != "3" || r.Header.Get("RateLimit-Remaining") != want || r.Header.Get("RateLimit-Reset") == "" {
+			t.Fatalf("create %d: %d, RateLimit %q/%q/%q", i, r.Status, r.Header.Get("RateLimit-Limit"), r.Header.Get("RateLimit-Remaining"), r.Header.Get("RateLimit-Reset"))
+		}
+	}
+	r := create("198.51.100.1")
+	wantError(t, r, 429, "rate_limited")
+	if r.Header.Get("Retry-After") != "20" || r.Header.Get("RateLimit-Remaining") != "0" {
+		t.Errorf("429: Retry-After %q, Remaining %q; want 20 s (a token every 60/3 s)", r.Header.Get("Retry-After"), r.Header.Get("RateLimit-Remaining"))
+	}
+	// The seed's route and the form share the bucket.
+	wantError(t, s.do(t, "POST", "/shortenURL", `{"OriginalURL":"https://example.com/"}`, "X-Forwarded-For", "198.51.100.1"), 429, "rate_limited")
+	// Another client has its own bucket; an IPv6 client is one per /64.
+	if r := create("198.51.100.2"); r.Status != 201 {
+		t.Errorf("another client: %d", r.Status)
+	}
+	for i := range 3 {
+		create("2001:db8:1:2::" + strconv.Itoa(i+1))
+	}
+	wantError(t, create("2001:db8:1:2:ffff::9"), 429, "rate_limited")
+	if r := create("2001:db8:1:3::1"); r.Status != 201 {
+		t.Errorf("another /64: %d", r.Status)
+	}
+	// A token comes back every 20 s.
+	clk.Add(20 * time.Second)
+	if r := create("198.51.100.1"); r.Status != 201 || r.Header.Get("RateLimit-Remaining") != "0" {
+		t.Errorf("after 20 s: %d, remaining %q", r.Status, r.Header.Get("RateLimit-Remaining"))
+	}
+	wantError(t, create("198.51.100.1"), 429, "rate_limited")
+	// Redirects and lookups are never limited.
+	if r := s.do(t, "GET", "/api/v1/links/nope000000", "", "X-Forwarded-For", "198.51.100.1"); r.Status != 404 {
+		t.Errorf("lookup of a limited client: %d", r.Status)
+	}
+	if m := s.do(t, "GET", "/metrics", ""); !strings.Contains(m.Body, "linkgate_http_creates_rate_limited_total 4") {
+		t.Error("metrics do not count the 429s")
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]httpapi.Rate{"0": {}, "60/m": {N: 60, Per: time.Minute}, "5/s": {N: 5, Per: time.Second}, "1000/hour": {N: 1000, Per: time.Hour}} {
+		if got, err := httpapi.ParseRate(in); err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %v, %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"60", "-1/m", "0/m", "5/d", "x/s", "5/"} {
+		if _, err := httpapi.ParseRate(in); err == nil {
+			t.Errorf("ParseRate(%q) succeeded", in)
 		}
 	}
 }

@@ -25,6 +25,7 @@ const (
 	codeForbidden            = "forbidden"
 	codeMethodNotAllowed     = "method_not_allowed"
 	codeOverloaded           = "overloaded"
+	codeRateLimited          = "rate_limited"
 	codeNotFound             = string(shortener.NotFound)
 	codeSlugTaken            = "slug_taken"
 )

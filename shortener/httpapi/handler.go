@@ -77,6 +77,12 @@ type Config struct {
 	// QRRenders bounds the QR images drawn at once. Default
 	// DefaultQRRenders.
 	QRRenders int
+	// CreateRate limits the creates of each client address (ratelimit.go);
+	// CreateRateKey those of each API key, instead, for requests with
+	// one. The zero Rate is no limit.
+	CreateRate, CreateRateKey Rate
+	// Now is the clock of the rate limits. Default time.Now.
+	Now func() time.Time
 	// TrustedProxies are the peers whose X-Forwarded-For, Forwarded and
 	// CloudFront-Viewer-* headers say who the client is (visits, rate
 	// limits, logs). nil: none, the peer is the client.
@@ -104,6 +110,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("public URL %q: must be an absolute http(s) URL without query, like https://sho.rt", c.PublicURL)
 		}
 	}
+	for _, r := range []Rate{c.CreateRate, c.CreateRateKey} {
+		if r.N < 0 || r.N > 0 && r.Per <= 0 {
+			return fmt.Errorf("rate %v: must be N per a positive period", r)
+		}
+	}
 	if c.MaxInflight < 0 || c.MaxInflightCreates < 0 || c.MaxInflightQR < 0 || c.MaxInflightAdmin < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 || c.QRCacheBytes < 0 || c.QRRenders < 0 {
 		return fmt.Errorf("max in-flight and timeouts must not be negative")
 	}
@@ -126,6 +137,9 @@ type Handler struct {
 	visits         VisitRecorder // nil: visits are not counted
 	ui             *ui           // nil: no web page
 	qr             *qrCodes
+	createIP       *buckets // nil: no limit
+	createKey      *buckets // nil: no limit
+	now            func() time.Time
 }
 
 // NewHandler returns the API over svc. Metrics are recorded in metrics and
@@ -177,6 +191,16 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 	if cfg.AdminKey != "" {
 		sum := sha256.Sum256([]byte(cfg.AdminKey))
 		h.adminKey = &sum
+	}
+	if h.createIP, err = newBuckets(cfg.CreateRate); err != nil {
+		return nil, err
+	}
+	if h.createKey, err = newBuckets(cfg.CreateRateKey); err != nil {
+		return nil, err
+	}
+	h.now = cfg.Now
+	if h.now == nil {
+		h.now = time.Now
 	}
 	h.visits = cfg.Visits
 	if cfg.UI {

@@ -89,6 +89,9 @@ func decodeCreate(body []byte) (shortener.CreateRequest, error) {
 }
 
 func (h *Handler) handleCreate(ctx *fasthttp.RequestCtx) {
+	if !h.allowCreate(ctx, "") {
+		return
+	}
 	req, err := decodeCreate(ctx.PostBody())
 	var de *shortener.Error
 	switch {

@@ -19,6 +19,7 @@ type Metrics struct {
 	shed     [numClasses]prometheus.Counter
 	panics   prometheus.Counter
 	qrDraws  prometheus.Counter
+	limited  prometheus.Counter
 	inflight [numClasses]inflight
 
 	byRoute [numRoutes]perRoute
@@ -36,7 +37,7 @@ type perRoute struct {
 }
 
 // commonStatuses get a pre-resolved counter per route; others are looked up.
-var commonStatuses = [...]int{200, 201, 204, 301, 302, 307, 308, 400, 401, 403, 404, 405, 409, 410, 413, 500, 503}
+var commonStatuses = [...]int{200, 201, 204, 301, 302, 307, 308, 400, 401, 403, 404, 405, 409, 410, 413, 421, 429, 500, 503}
 
 var statusIndex = func() (idx [600]int8) {
 	for i := range idx {
@@ -68,6 +69,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "linkgate_http_panics_total",
 			Help: "Requests whose handler panicked (answered 500).",
 		}),
+		limited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "linkgate_http_creates_rate_limited_total",
+			Help: "Creates answered 429 rate_limited (--create-rate, --create-rate-key).",
+		}),
 		qrDraws: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "linkgate_qr_draws_total",
 			Help: "QR images drawn (the others were served from the QR cache).",
@@ -77,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "linkgate_http_requests_shed_total",
 		Help: "Requests answered 503 overloaded because their class's in-flight budget (--max-inflight*) was used up, by class.",
 	}, []string{"class"})
-	reg.MustRegister(m.requests, m.latency, m.created, shed, m.panics, m.qrDraws)
+	reg.MustRegister(m.requests, m.latency, m.created, shed, m.panics, m.qrDraws, m.limited)
 	for c := classRedirect; c < numClasses; c++ {
 		m.shed[c] = shed.WithLabelValues(c.String())
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -39,6 +39,9 @@ func decodeSeedCreate(body []byte) (string, error) {
 }
 
 func (h *Handler) handleShortenURL(ctx *fasthttp.RequestCtx) {
+	if !h.allowCreate(ctx, "") {
+		return
+	}
 	raw, err := decodeSeedCreate(ctx.PostBody())
 	if err != nil {
 		writeError(ctx, fasthttp.StatusBadRequest, codeInvalidJSON, jsonErrorMessage(err))
