@@ -1,16 +1,19 @@
 // Package bench is linkgate's load generator: a wrk2-class constant-rate
-// HTTP/1.1 client that measures latency from each request's planned send time
+// HTTP/1.1 client over TCP or TLS that measures latency from each request's planned send time
 // (so a stalled server cannot hide its queue), records it in HdrHistograms,
 // checks its own pacing, and reports in wrk2's format, JSON and .hgrm.
 //
 // It speaks raw HTTP/1.1 over keep-alive connections, one request in flight
 // per connection (several when a script pipelines), with requests built once
 // and a minimal response parser, driven by one epoll loop per thread as wrk
-// is. It knows nothing about linkgate's own packages: it talks HTTP only.
+// is. With https:// the records are encrypted and decrypted on that loop by
+// crypto/tls; handshakes run beside it (tls.go). It knows nothing about
+// linkgate's own packages: it talks HTTP only.
 package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -44,9 +47,14 @@ const (
 
 // Config describes one run.
 type Config struct {
-	// URL is the target, http://host[:port]/path. It picks the address to
-	// connect to; the requests themselves come from NewRequester.
+	// URL is the target, http:// or https://host[:port]/path. It picks the
+	// address to connect to; the requests themselves come from NewRequester.
 	URL *url.URL
+	// TLS configures https:// targets (NewTLSConfig); nil means verify
+	// against the system's roots. The server name defaults to the URL's
+	// host, ALPN to http/1.1, and a session cache is added if it has none,
+	// so reconnects resume.
+	TLS *tls.Config
 	// Addr overrides the address connected to (host:port), e.g. from a
 	// script's wrk.thread.addr.
 	Addr string
@@ -93,8 +101,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.URL == nil:
 		return errors.New("no URL")
-	case c.URL.Scheme != "http":
-		return fmt.Errorf("unsupported URL scheme %q: only http:// is supported", c.URL.Scheme)
+	case c.URL.Scheme != "http" && c.URL.Scheme != "https":
+		return fmt.Errorf("unsupported URL scheme %q: want http:// or https://", c.URL.Scheme)
 	case c.URL.Host == "":
 		return fmt.Errorf("URL %q has no host", c.URL)
 	case c.Threads < 1:
@@ -123,6 +131,10 @@ type Errors struct {
 	Read    int64 `json:"read"`
 	Write   int64 `json:"write"`
 	Timeout int64 `json:"timeout"`
+	// Handshake counts TLS handshakes that failed, Certificate those that
+	// failed because a certificate did not verify (either side's).
+	Handshake   int64 `json:"tls_handshake"`
+	Certificate int64 `json:"tls_certificate"`
 	// Status counts responses with status ≥ 400 by code.
 	Status map[int]int64 `json:"status"`
 }
@@ -136,8 +148,10 @@ func (e Errors) StatusTotal() int64 {
 	return n
 }
 
-// Socket is the number of connect, read, write and timeout errors.
-func (e Errors) Socket() int64 { return e.Connect + e.Read + e.Write + e.Timeout }
+// Socket is the number of connect, read, write, timeout and TLS errors.
+func (e Errors) Socket() int64 {
+	return e.Connect + e.Read + e.Write + e.Timeout + e.Handshake + e.Certificate
+}
 
 // Total is every error of every kind.
 func (e Errors) Total() int64 { return e.Socket() + e.StatusTotal() }
@@ -175,8 +189,21 @@ type Result struct {
 	SendLag     *hdrhistogram.Histogram
 	ReqPerSec   *hdrhistogram.Histogram
 
+	// TLS holds what https runs add: handshakes and their times.
+	TLS *TLSResult
+
 	// Calibration is each thread's mean latency during the warm-up.
 	Calibration []time.Duration
+}
+
+// TLSResult describes the TLS side of a run: the handshakes completed in
+// the measured window, how many resumed a session, and their duration
+// (TCP connect excluded), in microseconds.
+type TLSResult struct {
+	Version   string // of the probe connection, e.g. "TLS 1.3"
+	ALPN      string // protocol the server selected ("" if none)
+	Handshake *hdrhistogram.Histogram
+	Resumed   int64
 }
 
 // Achieved is the completed request rate over the measured window.
@@ -281,6 +308,9 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		port := c.URL.Port()
 		if port == "" {
 			port = "80"
+			if c.URL.Scheme == "https" {
+				port = "443"
+			}
 		}
 		addr = net.JoinHostPort(c.URL.Hostname(), port)
 	}
@@ -300,13 +330,26 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		runtime.GOMAXPROCS(c.Threads + 1)
 		defer runtime.GOMAXPROCS(prev)
 	}
+	ap := netip.AddrPortFrom(tcp[0].Unmap(), uint16(port))
+	var tcfg *tls.Config
+	var info *TLSResult
+	if c.URL.Scheme == "https" {
+		tcfg = c.tlsConfig()
+		if info, err = probeTLS(ctx, ap.String(), tcfg, c.Timeout); err != nil {
+			return nil, err
+		}
+	}
 	reqs := make([]Requester, c.Threads)
 	for i := range reqs {
 		if reqs[i], err = c.NewRequester(i); err != nil {
 			return nil, err
 		}
 	}
-	return runEngine(ctx, &c, netip.AddrPortFrom(tcp[0].Unmap(), uint16(port)), reqs)
+	res, err := runEngine(ctx, &c, ap, tcfg, reqs)
+	if res != nil && info != nil {
+		res.TLS.Version, res.TLS.ALPN = info.Version, info.ALPN
+	}
+	return res, err
 }
 
 func hostOf(addr string) string {

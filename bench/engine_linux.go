@@ -4,6 +4,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -17,7 +18,7 @@ import (
 // Connection states.
 const (
 	csClosed     = iota // no socket; connects when it next has to send
-	csConnecting        // non-blocking connect under way
+	csConnecting        // non-blocking connect (or, for TLS, the handshake goroutine) under way
 	csIdle              // connected, nothing in flight
 	csWriting           // request partly written, waiting for EPOLLOUT
 	csReading           // request written, waiting for the response(s)
@@ -57,6 +58,12 @@ type conn struct {
 	respBytes int64
 	p         parser
 	rbuf      []byte
+
+	// TLS: the session and its transport once the handshake is done; gen
+	// tells a handshake's result from one of an earlier connect.
+	tc  *tls.Conn
+	tio *tlsIO
+	gen uint32
 }
 
 // worker is one thread: an epoll loop over its connections.
@@ -83,6 +90,18 @@ type worker struct {
 	static    []byte
 	responder Responder
 	pipeline  int
+	reqClose  bool // the static request says Connection: close
+
+	// TLS: handshakes run in goroutines (tls.go) and report on hs, waking
+	// the loop through the eventfd efd.
+	tls       *tls.Config
+	addr      string
+	efd       int
+	hs        chan hsResult
+	pendingHS int
+	ctx       context.Context
+	cancel    context.CancelFunc
+	plain     []byte // decrypted bytes, for the parser
 
 	rec        *recorder
 	quota      int64 // responses after which this thread stops (0: none)
@@ -104,7 +123,7 @@ func (w *worker) plan(g, seq int64) time.Duration {
 	return w.t0 + time.Duration((float64(g)+float64(seq)*float64(w.total))*1e9/w.rate)
 }
 
-func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, reqs []Requester) (*Result, error) {
+func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, tcfg *tls.Config, reqs []Requester) (*Result, error) {
 	base := time.Now()
 	t0 := startLead
 	warm := t0 + c.Warmup
@@ -124,8 +143,9 @@ func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, reqs []Reque
 			id: i, cfg: c, sa: sa, fam: fam, base: base, t0: t0, warm: warm, end: end,
 			rate: c.Rate, total: int64(c.Connections), requester: reqs[i],
 			rec: newRecorder(c.Duration), progress: c.Progress != nil, done: ctx.Done(),
-			epfd: -1, tfd: -1,
+			epfd: -1, tfd: -1, efd: -1, tls: tcfg, addr: addr.String(),
 		}
+		w.ctx, w.cancel = context.WithCancel(ctx)
 		if c.Requests > 0 {
 			w.quota = (c.Requests + int64(i)) / int64(c.Threads) // shares add up to c.Requests
 			if w.quota == 0 {
@@ -174,7 +194,7 @@ func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, reqs []Reque
 		stopped = max(stopped, w.end)
 	}
 	res.Elapsed = max(stopped-warm, 0)
-	merge(res, recs)
+	merge(res, recs, tcfg != nil)
 	return res, nil
 }
 
@@ -199,6 +219,17 @@ func (w *worker) setup() error {
 	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, w.tfd, &ev); err != nil {
 		return fmt.Errorf("epoll_ctl: %w", err)
 	}
+	if w.tls != nil {
+		if w.efd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+			return fmt.Errorf("eventfd: %w", err)
+		}
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: -2}
+		if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, w.efd, &ev); err != nil {
+			return fmt.Errorf("epoll_ctl: %w", err)
+		}
+		w.hs = make(chan hsResult, w.cfg.Connections/w.cfg.Threads+1)
+		w.plain = make([]byte, readBufSize)
+	}
 	w.events = make([]unix.EpollEvent, 256)
 	w.heap = make([]*conn, 0, w.cfg.Connections/w.cfg.Threads+1)
 	if r, ok := w.requester.(Responder); ok {
@@ -216,6 +247,7 @@ func (w *worker) setup() error {
 	if w.pipeline, _, err = requestInfo(first); err != nil {
 		return fmt.Errorf("invalid request %q: %w", truncate(first, 200), err)
 	}
+	w.reqClose = w.static != nil && requestCloses(w.static)
 	return nil
 }
 
@@ -229,6 +261,17 @@ func truncate(b []byte, n int) []byte {
 func (w *worker) close() {
 	for _, c := range w.conns {
 		w.closeConn(c)
+	}
+	if w.cancel != nil {
+		w.cancel()
+	}
+	for ; w.pendingHS > 0; w.pendingHS-- {
+		r := <-w.hs
+		r.discard()
+	}
+	if w.efd >= 0 {
+		unix.Close(w.efd)
+		w.efd = -1
 	}
 	if w.tfd >= 0 {
 		unix.Close(w.tfd)
@@ -275,6 +318,10 @@ func (w *worker) loop() {
 		}
 		for i := range n {
 			ev := &w.events[i]
+			if ev.Fd == -2 {
+				w.handshakes()
+				continue
+			}
 			if ev.Fd < 0 {
 				var buf [8]byte
 				_, _ = unix.Read(w.tfd, buf[:])
@@ -388,6 +435,10 @@ func (w *worker) event(c *conn, events uint32) {
 }
 
 func (w *worker) connect(c *conn, now time.Duration) {
+	if w.tls != nil {
+		w.startHandshake(c, now)
+		return
+	}
 	fd, err := unix.Socket(w.fam, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		w.connectFailed(c, now)
@@ -416,6 +467,12 @@ func (w *worker) connected(c *conn) {
 		return
 	}
 	w.setOut(c, false)
+	w.ready(c, now)
+}
+
+// ready makes a connection that just connected (and finished its TLS
+// handshake) idle, and sends its request if one is waiting.
+func (w *worker) ready(c *conn, now time.Duration) {
 	c.state = csIdle
 	// Time spent connecting is the target's (it is in the corrected
 	// latency), not the generator's send lag.
@@ -431,8 +488,14 @@ func (w *worker) connected(c *conn) {
 }
 
 func (w *worker) connectFailed(c *conn, now time.Duration) {
+	w.connFailed(c, now, &w.rec.errs.Connect)
+}
+
+// connFailed counts a failed connection attempt in counter and retries
+// after a back-off.
+func (w *worker) connFailed(c *conn, now time.Duration, counter *int64) {
 	if now >= w.warm {
-		w.rec.errs.Connect++
+		*counter++
 	}
 	c.state = csBackoff
 	if c.hpos >= 0 {
@@ -482,6 +545,10 @@ func (w *worker) send(c *conn, now time.Duration) {
 }
 
 func (w *worker) write(c *conn, now time.Duration) {
+	if c.tc != nil {
+		w.writeTLS(c, now)
+		return
+	}
 	for c.written < len(c.req) {
 		n, err := unix.Write(c.fd, c.req[c.written:])
 		if err != nil {
@@ -492,17 +559,21 @@ func (w *worker) write(c *conn, now time.Duration) {
 			if errors.Is(err, unix.EINTR) {
 				continue
 			}
-			if now >= w.warm {
-				w.rec.errs.Write++
-			}
-			w.closeConn(c)
-			w.next(c, now)
+			w.writeFailed(c, now)
 			return
 		}
 		c.written += n
 	}
 	w.setOut(c, false)
 	c.state = csReading
+}
+
+func (w *worker) writeFailed(c *conn, now time.Duration) {
+	if now >= w.warm {
+		w.rec.errs.Write++
+	}
+	w.closeConn(c)
+	w.next(c, now)
 }
 
 func (w *worker) setOut(c *conn, on bool) {
@@ -527,18 +598,34 @@ func (w *worker) read(c *conn) {
 		return
 	}
 	if err != nil || n == 0 {
-		if c.pending > 0 {
-			if done, _ := c.p.eof(); err == nil && done {
-				c.p.close = true
-				w.complete(c, now)
-				return
-			}
-			w.readFailed(c, now)
-			return
-		}
-		w.closeConn(c) // the server closed an idle keep-alive connection
+		w.closed(c, now, err == nil)
 		return
 	}
+	if c.tc != nil {
+		w.readTLS(c, now, c.rbuf[:n])
+		return
+	}
+	w.received(c, now, c.rbuf[:n])
+}
+
+// closed handles the end of the connection's byte stream (clean says it
+// was an orderly close): it completes a response delimited by the close,
+// and fails one still expected.
+func (w *worker) closed(c *conn, now time.Duration, clean bool) {
+	if c.pending > 0 {
+		if done, _ := c.p.eof(); clean && done {
+			c.p.close = true
+			w.complete(c, now)
+			return
+		}
+		w.readFailed(c, now)
+		return
+	}
+	w.closeConn(c) // the server closed an idle keep-alive connection
+}
+
+// received feeds response bytes to the parser.
+func (w *worker) received(c *conn, now time.Duration, data []byte) {
 	if c.pending == 0 || c.state != csReading {
 		// Bytes nobody asked for: the connection is unusable.
 		if now >= w.warm {
@@ -547,7 +634,6 @@ func (w *worker) read(c *conn) {
 		w.closeConn(c)
 		return
 	}
-	data := c.rbuf[:n]
 	for len(data) > 0 {
 		used, done, err := c.p.feed(data)
 		data = data[used:]
@@ -563,8 +649,13 @@ func (w *worker) read(c *conn) {
 }
 
 func (w *worker) readFailed(c *conn, now time.Duration) {
+	w.readFailedAs(c, now, &w.rec.errs.Read)
+}
+
+// readFailedAs counts a failed read in counter and moves the connection on.
+func (w *worker) readFailedAs(c *conn, now time.Duration, counter *int64) {
 	if now >= w.warm {
-		w.rec.errs.Read++
+		*counter++
 	}
 	w.closeConn(c)
 	w.next(c, now)
@@ -599,7 +690,7 @@ func (w *worker) complete(c *conn, now time.Duration) bool {
 			return false
 		}
 	}
-	closing := c.p.close
+	closing := c.p.close || w.reqClose
 	c.pending--
 	if c.pending > 0 && !closing {
 		c.p.reset(c.head)
@@ -650,6 +741,8 @@ func (w *worker) closeConn(c *conn) {
 		unix.Close(c.fd) // also removes it from the epoll set
 		c.fd = -1
 	}
+	c.gen++ // a handshake still running for it is now stale
+	c.tc, c.tio = nil, nil
 	c.out = false
 	if c.state != csBackoff {
 		c.state = csClosed

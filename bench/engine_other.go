@@ -4,12 +4,13 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net/netip"
 )
 
 // runEngine needs epoll and timerfd; linkgate ships for Linux only.
-func runEngine(context.Context, *Config, netip.AddrPort, []Requester) (*Result, error) {
+func runEngine(context.Context, *Config, netip.AddrPort, *tls.Config, []Requester) (*Result, error) {
 	return nil, errors.New("linkgate bench runs on Linux only")
 }
 

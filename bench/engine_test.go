@@ -333,7 +333,7 @@ func TestConfigValidate(t *testing.T) {
 		mod  func(*bench.Config)
 	}{
 		{"no url", func(c *bench.Config) { c.URL = nil }},
-		{"https", func(c *bench.Config) { c.URL = &url.URL{Scheme: "https", Host: "x"} }},
+		{"ftp", func(c *bench.Config) { c.URL = &url.URL{Scheme: "ftp", Host: "x"} }},
 		{"threads", func(c *bench.Config) { c.Threads = 0 }},
 		{"c < t", func(c *bench.Config) { c.Connections = 1 }},
 		{"duration", func(c *bench.Config) { c.Duration = 0 }},

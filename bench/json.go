@@ -31,7 +31,19 @@ type Summary struct {
 	InFlightEnd int64          `json:"in_flight_at_end"`
 	UnsentAtEnd int64          `json:"unsent_at_end"`
 	Generator   GeneratorCheck `json:"generator"`
+	TLS         *TLSSummary    `json:"tls,omitempty"`
 	Warnings    []string       `json:"warnings"`
+}
+
+// TLSSummary describes the TLS side of an https run: the version and ALPN
+// protocol negotiated, the handshakes completed in the measured window and
+// how long they took (TCP connect excluded).
+type TLSSummary struct {
+	Version    string         `json:"version"`
+	ALPN       string         `json:"alpn"`
+	Handshakes int64          `json:"handshakes"`
+	Resumed    int64          `json:"resumed"`
+	Handshake  LatencySummary `json:"handshake"`
 }
 
 // LatencySummary describes one latency histogram.
@@ -86,6 +98,10 @@ func (r *Result) Summarize(spectrum bool) Summary {
 	}
 	if r.Rate > 0 {
 		s.Mode = "constant-rate"
+	}
+	if t := r.TLS; t != nil {
+		s.TLS = &TLSSummary{Version: t.Version, ALPN: t.ALPN, Handshakes: t.Handshake.TotalCount(), Resumed: t.Resumed,
+			Handshake: summarizeLatency(t.Handshake, false)}
 	}
 	if r.Elapsed > 0 {
 		s.BytesPerSec = float64(r.Bytes) / r.Elapsed.Seconds()

@@ -16,7 +16,9 @@ type recorder struct {
 	errs                      Errors
 	status                    [600]int64 // index: status code (≥ 400 are errors)
 	inFlight, unsent          int64
-	samples                   []float64 // requests per second, one per SampleInterval
+	handshake                 *hdrhistogram.Histogram // TLS handshakes completed in the measured window
+	resumed                   int64                   // of which resumed a session
+	samples                   []float64               // requests per second, one per SampleInterval
 
 	warmSum, warmCount int64        // corrected latency during the warm-up, for calibration
 	calibration        atomic.Int64 // mean warm-up latency in ns, set when calibrated
@@ -34,6 +36,7 @@ func newRecorder(duration time.Duration) *recorder {
 		latency:     newHistogram(),
 		uncorrected: newHistogram(),
 		lag:         newHistogram(),
+		handshake:   newHistogram(),
 		samples:     make([]float64, 0, int(duration/SampleInterval)+2),
 	}
 }
@@ -58,7 +61,7 @@ func (r *recorder) latencies(corrected, uncorrected time.Duration) {
 }
 
 func (r *recorder) errorCount() int64 {
-	n := r.errs.Connect + r.errs.Read + r.errs.Write + r.errs.Timeout
+	n := r.errs.Socket()
 	for _, v := range r.status[400:] {
 		n += v
 	}
@@ -80,8 +83,12 @@ func (r *recorder) publish(withHistogram bool) {
 	}
 }
 
-// merge combines the threads' recorders into a Result.
-func merge(res *Result, recs []*recorder) {
+// merge combines the threads' recorders into a Result; withTLS adds the
+// TLS figures.
+func merge(res *Result, recs []*recorder, withTLS bool) {
+	if withTLS {
+		res.TLS = &TLSResult{Handshake: newHistogram()}
+	}
 	res.Latency, res.Uncorrected = newHistogram(), newHistogram()
 	res.SendLag, res.ReqPerSec = newHistogram(), hdrhistogram.New(1, 1<<40, histDigits)
 	res.Errors.Status = map[int]int64{}
@@ -95,6 +102,12 @@ func merge(res *Result, recs []*recorder) {
 		res.Errors.Read += r.errs.Read
 		res.Errors.Write += r.errs.Write
 		res.Errors.Timeout += r.errs.Timeout
+		res.Errors.Handshake += r.errs.Handshake
+		res.Errors.Certificate += r.errs.Certificate
+		if res.TLS != nil {
+			res.TLS.Handshake.Merge(r.handshake)
+			res.TLS.Resumed += r.resumed
+		}
 		for code, n := range r.status[400:] {
 			if n > 0 {
 				res.Errors.Status[400+code] += n

@@ -56,8 +56,21 @@ func WriteText(w io.Writer, r *Result, opt TextOptions) error {
 	}
 	elapsed := float64(r.Elapsed) / float64(time.Microsecond)
 	fmt.Fprintf(&b, "  %d requests in %s, %sB read\n", r.Requests, FormatTimeUS(elapsed), FormatBinary(float64(r.Bytes)))
-	if e := r.Errors; e.Socket() > 0 {
+	if e := r.Errors; e.Connect+e.Read+e.Write+e.Timeout > 0 {
 		fmt.Fprintf(&b, "  Socket errors: connect %d, read %d, write %d, timeout %d\n", e.Connect, e.Read, e.Write, e.Timeout)
+	}
+	if e := r.Errors; e.Handshake+e.Certificate > 0 {
+		fmt.Fprintf(&b, "  TLS errors: handshake %d, certificate %d\n", e.Handshake, e.Certificate)
+	}
+	if t := r.TLS; t != nil {
+		alpn := t.ALPN
+		if alpn == "" {
+			alpn = "none"
+		}
+		h := t.Handshake
+		fmt.Fprintf(&b, "  %s, ALPN %s: %d handshakes (%d resumed), handshake p50 %s, p99 %s, max %s\n", t.Version, alpn,
+			h.TotalCount(), t.Resumed, FormatTimeUS(float64(h.ValueAtPercentile(50))),
+			FormatTimeUS(float64(h.ValueAtPercentile(99))), FormatTimeUS(float64(h.Max())))
 	}
 	if n := r.Errors.StatusTotal(); n > 0 {
 		fmt.Fprintf(&b, "  Non-2xx or 3xx responses: %d\n", n)

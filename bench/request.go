@@ -166,6 +166,32 @@ func requestInfo(b []byte) (count int, head bool, err error) {
 	return count, head, nil
 }
 
+// requestCloses reports whether the last request in b asks the server to
+// close the connection after its response (Connection: close): the
+// generator then opens a new connection for the next request, as wrk does.
+func requestCloses(b []byte) bool {
+	closes := false
+	for len(b) > 0 {
+		end := bytes.Index(b, []byte("\r\n\r\n"))
+		if end < 0 {
+			return closes
+		}
+		closes = false
+		var length int64
+		for _, l := range bytes.Split(b[:end], []byte("\r\n"))[1:] {
+			name, value, _ := bytes.Cut(l, []byte(":"))
+			switch {
+			case asciiEqualFold(bytes.TrimSpace(name), "connection"):
+				closes = closes || hasToken(value, "close")
+			case asciiEqualFold(bytes.TrimSpace(name), "content-length"):
+				length, _ = parseLength(bytes.TrimSpace(value))
+			}
+		}
+		b = b[min(int64(len(b)), int64(end+4)+length):]
+	}
+	return closes
+}
+
 // appendUnique appends to dst the decimal digits of n, padded to width with
 // zeros; scenarios use it to make unique URLs without allocating.
 func appendUnique(dst []byte, n uint64, width int) []byte {

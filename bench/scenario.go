@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,10 +21,11 @@ import (
 // seed-compatible API: POST /shortenURL {"OriginalURL": …} answers 201 with
 // {"shortURL": id}, and GET /{id} answers 302 (never followed).
 type Scenario struct {
-	Name            string // "shorten", "redirect" or "mixed"
-	RedirectPercent int    // share of redirects in "mixed"
-	Preload         int    // links created before the run for redirects
-	Uniform         bool   // pick links uniformly instead of Zipf(1.1)
+	Name            string      // "shorten", "redirect" or "mixed"
+	RedirectPercent int         // share of redirects in "mixed"
+	Preload         int         // links created before the run for redirects
+	Uniform         bool        // pick links uniformly instead of Zipf(1.1)
+	TLS             *tls.Config // for preloading an https:// target (nil: verify with the system's roots)
 }
 
 // DefaultPreload is the number of links created for redirect scenarios when
@@ -85,7 +87,7 @@ func (s Scenario) Prepare(ctx context.Context, target *url.URL, headers Fields) 
 			n = DefaultPreload
 		}
 		var err error
-		if ids, err = Preload(ctx, target, n, headers); err != nil {
+		if ids, err = Preload(ctx, target, n, headers, s.TLS); err != nil {
 			return nil, err
 		}
 	}
@@ -157,13 +159,14 @@ func (r *scenarioRequester) Request(dst []byte) ([]byte, error) {
 }
 
 // Preload creates n links through POST /shortenURL on target and returns
-// their ids. It uses 16 connections and stops at the first failure.
-func Preload(ctx context.Context, target *url.URL, n int, headers Fields) ([]string, error) {
+// their ids. It uses 16 connections and stops at the first failure; tc
+// configures TLS for an https:// target.
+func Preload(ctx context.Context, target *url.URL, n int, headers Fields, tc *tls.Config) ([]string, error) {
 	endpoint := strings.TrimSuffix(target.Scheme+"://"+target.Host+target.Path, "/") + "/shortenURL"
 	client := &http.Client{
 		Timeout:       10 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		Transport:     &http.Transport{MaxIdleConnsPerHost: 16},
+		Transport:     &http.Transport{MaxIdleConnsPerHost: 16, TLSClientConfig: tc},
 	}
 	defer client.CloseIdleConnections()
 	ids := make([]string, n)

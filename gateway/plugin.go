@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"net/netip"
 	"slices"
 	"time"
 )
@@ -14,9 +17,10 @@ import (
 // a plugin that keeps one copies it (strings.Clone).
 type Ctx interface {
 	// Var returns an APISIX variable: remote_addr, remote_port,
-	// server_addr, server_port, uri, request_uri, query_string, host,
-	// scheme, request_method, http_<header>, arg_<name>, cookie_<name>,
-	// consumer_name, route_id, service_id; "" when unset.
+	// realip_remote_addr, server_addr, server_port, uri, request_uri,
+	// query_string (args), is_args, host, scheme, request_method,
+	// server_protocol, status, http_<header>, arg_<name>, cookie_<name>,
+	// consumer_name, route_id, route_name, service_id; "" when unset.
 	Var(name string) string
 	// SetUpstreamURI replaces the path (and query) sent upstream.
 	SetUpstreamURI(uri string)
@@ -24,15 +28,47 @@ type Ctx interface {
 	SetUpstreamHost(host string)
 	// SetUpstreamHeader sets a request header sent upstream; "" removes it.
 	SetUpstreamHeader(name, value string)
-	// SetResponseHeader sets a header of the response to the client.
+	// SetResponseHeader sets a header of the response to the client; ""
+	// removes it. Set before the response exists (rewrite, access), it is
+	// applied to whatever answers, upstream or plugin; in the header
+	// filter phase it changes the response in place.
 	SetResponseHeader(name, value string)
 	// SetResponseHeaderInt is SetResponseHeader for a number, without allocating.
 	SetResponseHeaderInt(name string, v int64)
+	// AddResponseHeader adds a value to a response header, keeping the
+	// values already there (Vary), as SetResponseHeader does otherwise.
+	AddResponseHeader(name, value string)
+	// ResponseHeader returns a header of the response (header filter phase).
+	ResponseHeader(name string) string
+	// Status is the response status (header filter and log phases).
+	Status() int
+	// SetStatus replaces the response status (header filter phase).
+	SetStatus(code int)
+	// RemoteAddr is the client address, as remote_addr.
+	RemoteAddr() netip.Addr
+	// SetRemoteAddr replaces the client address (and port, if not 0) for
+	// the rest of the request: variables, forwarded headers, limits and
+	// logs all see it (real-ip).
+	SetRemoteAddr(addr netip.Addr, port int)
+	// SetUpstream sends the request to ref's upstream instead of the
+	// route's; nil restores the route's (traffic-split). ref must be one
+	// of the instance's UpstreamChooser.Upstreams.
+	SetUpstream(ref *UpstreamRef)
+	// Buffer returns n bytes owned by the request, valid until it ends and
+	// reused by later requests: for values a plugin builds per request
+	// (request-id's id, redirect's Location) without allocating.
+	Buffer(n int) []byte
+	// SetValue and Value keep a number per request under key, typically
+	// the instance itself: what one phase tells a later one (limit-conn's
+	// counted connection, response-rewrite's vars match).
+	SetValue(key any, v int64)
+	Value(key any) (int64, bool)
 	// Consumer is the consumer an auth plugin identified, or nil.
 	Consumer() *ConsumerEntry
 	// SetConsumer records the consumer an auth plugin identified.
 	SetConsumer(c *ConsumerEntry)
-	// Expand replaces each $name in tmpl with the variable's value.
+	// Expand replaces each $name and ${name} in tmpl with the variable's
+	// value, as APISIX's core.utils.resolve_var (ExpandVars).
 	Expand(tmpl string) string
 	// LookupConsumer finds the consumer whose plugin configuration carries
 	// credential (key-auth's key), or nil.
@@ -40,22 +76,77 @@ type Ctx interface {
 }
 
 // Reply ends a request from a plugin: status and body sent to the client.
-// The zero Reply lets the request go on.
+// The zero Reply lets the request go on. A body is sent as JSON unless
+// ContentType says otherwise; without a body, an error status gets nginx's
+// error page and a 1xx-3xx status an empty body.
 type Reply struct {
-	Status int
-	Body   []byte
+	Status      int
+	Body        []byte
+	ContentType string
+}
+
+// JSONReply is a Reply whose body is {key: msg}, as APISIX's
+// core.response.exit(status, {key = msg}) writes it. Plugins build theirs
+// once per instance.
+func JSONReply(status int, key, msg string) Reply {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{key: msg})
+	return Reply{Status: status, Body: b.Bytes()}
 }
 
 // Plugin phases, in the order the engine runs them. An instance implements
-// any of them.
+// any of them. Global rules run before the route's plugins in every phase;
+// the header filter, body filter and log phases run for every response,
+// including a plugin's Reply and 404.
 type (
 	// Rewriter runs first (key-auth, proxy-rewrite).
 	Rewriter interface{ Rewrite(c Ctx) Reply }
 	// Accessor runs after every rewrite (limit-count).
 	Accessor interface{ Access(c Ctx) Reply }
+	// HeaderFilter runs once the response's status and headers are known,
+	// before they are sent (cors, request-id).
+	HeaderFilter interface{ FilterHeaders(c Ctx) }
 	// Logger runs after the response is sent (prometheus).
 	Logger interface{ Log(c Ctx, e *LogEntry) }
 )
+
+// Body phases. Implementing either declares that the instance needs the
+// whole response body: the engine buffers the responses of a route (or
+// global rule) that has one, and may stream all others. A factory whose
+// configuration does not touch the body returns an instance without them.
+type (
+	// BodyFilter rewrites the response body (response-rewrite): it returns
+	// body unchanged, or the new body appended to dst (a buffer the engine
+	// owns and reuses), or any slice that stays valid for the request.
+	// Body filters run after every header filter, by priority.
+	BodyFilter interface {
+		FilterBody(c Ctx, dst, body []byte) []byte
+	}
+	// BodyEncoder is a content encoding (gzip), as dst/body in BodyFilter:
+	// it runs after every body filter, on what they left.
+	BodyEncoder interface {
+		EncodeBody(c Ctx, dst, body []byte) []byte
+	}
+)
+
+// UpstreamRef names an upstream a plugin may send a request to: one of the
+// configuration's by ID, or Inline. Key names its runtime state (balancer,
+// health, connection pool): "upstreams/<id>" for an ID, else unique to the
+// instance (for example "routes/1#traffic-split/0/1").
+type UpstreamRef struct {
+	ID     string
+	Inline *Upstream
+	Key    string
+}
+
+// UpstreamChooser is implemented by instances that may send a request
+// elsewhere than the route's upstream (traffic-split): the engine prepares
+// every upstream they list when it loads a configuration.
+type UpstreamChooser interface {
+	Upstreams() []*UpstreamRef
+}
 
 // LogEntry is what the log phase knows about a finished request.
 type LogEntry struct {
@@ -106,6 +197,32 @@ type Authenticator interface {
 	Credential(conf json.RawMessage) (string, error)
 }
 
+// ConsumerChecker is implemented by auth factories with consumer-side rules
+// a schema cannot say; it may fill values in (jwt-auth's generated secret).
+type ConsumerChecker interface {
+	CheckConsumerConf(conf map[string]any) error
+}
+
+// AuthPreparer is implemented by auth factories that need more of a
+// consumer's configuration than its credential (basic-auth's password,
+// jwt-auth's keys): what it returns is the consumer's AuthData.
+type AuthPreparer interface {
+	PrepareConsumer(conf json.RawMessage) (any, error)
+}
+
+// API is an HTTP endpoint a plugin offers (jwt-auth's
+// /apisix/plugin/jwt/sign). As in APISIX, it is served only where a route
+// with the public-api plugin exposes it.
+type API struct {
+	Method, Path string
+	Serve        func(c Ctx) Reply
+}
+
+// APIProvider is implemented by factories that offer APIs.
+type APIProvider interface {
+	APIs() []API
+}
+
 // Registry is the explicit set of plugins a gateway offers.
 type Registry struct {
 	byName map[string]Factory
@@ -137,7 +254,7 @@ func (r *Registry) Check(plugins map[string]any, consumer bool) error {
 	for _, name := range sortedKeys(plugins) {
 		f, ok := r.byName[name]
 		if !ok {
-			return invalidf("unknown plugin [%s]", name)
+			return &ValidationError{Msg: fmt.Sprintf("unknown plugin [%s]", name), Reason: SkipUnknownPlugin}
 		}
 		conf, ok := plugins[name].(map[string]any)
 		if !ok {
@@ -159,6 +276,11 @@ func (r *Registry) Check(plugins map[string]any, consumer bool) error {
 				err = cc.CheckConf(conf)
 			}
 		}
+		if err == nil && isAuth && consumer {
+			if cc, ok := f.(ConsumerChecker); ok {
+				err = cc.CheckConsumerConf(conf)
+			}
+		}
 		if hasDisable {
 			conf["disable"] = disable
 		}
@@ -166,17 +288,28 @@ func (r *Registry) Check(plugins map[string]any, consumer bool) error {
 			conf["_meta"] = meta
 		}
 		if err != nil {
+			var ve *ValidationError
+			if errors.As(err, &ve) && ve.Reason == SkipUnsupported {
+				return unsupportedf("failed to check the configuration of plugin %s err: %v", name, err)
+			}
 			return invalidf("failed to check the configuration of plugin %s err: %v", name, err)
 		}
 	}
 	return nil
 }
 
+// Unsupported is a plugin's configuration error for a feature linkgate
+// does not have: the admin API rejects it as any invalid configuration, a
+// stored resource using it is skipped as SkipUnsupported.
+func Unsupported(format string, args ...any) error {
+	return &ValidationError{Msg: fmt.Sprintf(format, args...), Reason: SkipUnsupported}
+}
+
 // Instance is one configured plugin in a chain.
 type Instance struct {
 	Name     string
 	Priority int
-	Impl     any // implements some of Rewriter, Accessor, Logger
+	Impl     any // implements some of Rewriter, Accessor, HeaderFilter, BodyFilter, BodyEncoder, Logger
 }
 
 // Chain is a list of plugin instances ordered by priority, highest first.
@@ -188,7 +321,7 @@ func (r *Registry) Build(plugins Plugins, scope Scope) (Chain, error) {
 	for _, name := range sortedKeys(plugins) {
 		f, ok := r.byName[name]
 		if !ok {
-			return nil, fmt.Errorf("%s: unknown plugin [%s]", scope, name)
+			return nil, &buildError{SkipUnknownPlugin, fmt.Errorf("%s: unknown plugin [%s]", scope, name)}
 		}
 		raw := plugins[name]
 		var meta struct {
@@ -200,7 +333,7 @@ func (r *Registry) Build(plugins Plugins, scope Scope) (Chain, error) {
 		}
 		impl, err := f.New(raw, scope)
 		if err != nil {
-			return nil, fmt.Errorf("%s: plugin %s: %w", scope, name, err)
+			return nil, &buildError{SkipPluginError, fmt.Errorf("%s: plugin %s: %w", scope, name, err)}
 		}
 		c = append(c, Instance{Name: name, Priority: f.Priority(), Impl: impl})
 	}

@@ -38,6 +38,13 @@ type Schema struct {
 
 	AnyOf []*Schema
 	OneOf []*Schema
+	// If, Then, Else: when v matches If, it must match Then, else Else.
+	If, Then, Else *Schema
+
+	MinProperties int
+	// Dependencies: when the named property is present, the object must
+	// also match its schema.
+	Dependencies map[string]*Schema
 
 	Default any
 }
@@ -154,6 +161,15 @@ func (s *Schema) Validate(v any) error {
 			return err
 		}
 	}
+	if s.If != nil {
+		if s.If.check(v) == nil {
+			if s.Then != nil && s.Then.Validate(v) != nil {
+				return fmt.Errorf("then clause did not match")
+			}
+		} else if s.Else != nil && s.Else.Validate(v) != nil {
+			return fmt.Errorf("else clause did not match")
+		}
+	}
 	return nil
 }
 
@@ -201,6 +217,16 @@ func (s *Schema) checkObject(m map[string]any) error {
 			}
 		}
 	}
+	for _, k := range sortedKeys(s.Dependencies) {
+		if _, ok := m[k]; ok {
+			if err := s.Dependencies[k].Validate(m); err != nil {
+				return fmt.Errorf("failed to validate dependent schema for %q: %w", k, err)
+			}
+		}
+	}
+	if s.MinProperties > 0 && len(m) < s.MinProperties {
+		return fmt.Errorf("expect object to have at least %d properties", s.MinProperties)
+	}
 	return nil
 }
 
@@ -211,6 +237,9 @@ func checkType(want string, v any) error {
 		return nil
 	case want == "number" && got == "integer":
 		return nil
+	}
+	if got == "integer" {
+		got = "number" // Lua's type names, as APISIX's validator reports them
 	}
 	return fmt.Errorf("wrong type: expected %s, got %s", want, got)
 }
@@ -255,6 +284,12 @@ func inEnum(enum []any, v any) bool {
 		case bool:
 			if b, ok := v.(bool); ok && b == ev {
 				return true
+			}
+		case float64:
+			if n, ok := v.(json.Number); ok {
+				if f, err := n.Float64(); err == nil && f == ev {
+					return true
+				}
 			}
 		}
 	}

@@ -209,13 +209,21 @@ func SchemaOf(k Kind) *Schema {
 }
 
 // ValidationError is a configuration rejected with APISIX's message; the
-// admin API answers it with 400 {"error_msg": Msg}.
-type ValidationError struct{ Msg string }
+// admin API answers it with 400 {"error_msg": Msg}. Reason classifies it
+// for linkgate_gateway_skipped_resources when the resource came from a
+// store: SkipInvalid, SkipUnknownPlugin or SkipUnsupported.
+type ValidationError struct{ Msg, Reason string }
 
 func (e *ValidationError) Error() string { return e.Msg }
 
 func invalidf(format string, args ...any) error {
-	return &ValidationError{Msg: fmt.Sprintf(format, args...)}
+	return &ValidationError{Msg: fmt.Sprintf(format, args...), Reason: SkipInvalid}
+}
+
+// unsupportedf rejects a valid APISIX configuration using a feature
+// linkgate does not have.
+func unsupportedf(format string, args ...any) error {
+	return &ValidationError{Msg: fmt.Sprintf(format, args...), Reason: SkipUnsupported}
 }
 
 // Check validates doc, a decoded resource of kind k, as APISIX's admin API
@@ -269,10 +277,10 @@ func checkRoute(doc map[string]any) error {
 		}
 	}
 	if _, ok := doc["filter_func"]; ok {
-		return invalidf("invalid configuration: filter_func (Lua) is not supported by linkgate")
+		return unsupportedf("invalid configuration: filter_func (Lua) is not supported by linkgate")
 	}
 	if _, ok := doc["script"]; ok {
-		return invalidf("invalid configuration: script (Lua) is not supported by linkgate")
+		return unsupportedf("invalid configuration: script (Lua) is not supported by linkgate")
 	}
 	if v, ok := doc["vars"].([]any); ok {
 		if _, err := ParseVars(v); err != nil {
@@ -304,13 +312,13 @@ func checkUpstream(u map[string]any) error {
 		}
 	}
 	if typ == "ewma" {
-		return invalidf("invalid configuration: upstream type ewma is not supported by linkgate")
+		return unsupportedf("invalid configuration: upstream type ewma is not supported by linkgate")
 	}
 	if _, ok := u["service_name"]; ok {
-		return invalidf("invalid configuration: service discovery is not supported by linkgate")
+		return unsupportedf("invalid configuration: service discovery is not supported by linkgate")
 	}
 	if s, _ := u["scheme"].(string); s == "grpc" || s == "grpcs" {
-		return invalidf("invalid configuration: scheme %s is not supported by linkgate", s)
+		return unsupportedf("invalid configuration: scheme %s is not supported by linkgate", s)
 	}
 	switch u["pass_host"] {
 	case "rewrite":

@@ -2,13 +2,18 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"runtime/debug"
 	"slices"
 	"strings"
 )
 
-// Config is one consistent set of validated resources, by id.
+// Config is one consistent set of validated resources, by id. A resource
+// whose stored value fails validation is not in it (Skipped says why); a
+// deleted one is removed. Maps never hold nil.
 type Config struct {
 	Routes        map[string]*Route
 	Upstreams     map[string]*Upstream
@@ -17,6 +22,45 @@ type Config struct {
 	GlobalRules   map[string]*GlobalRule
 	PluginConfigs map[string]*PluginConfig
 	Revision      int64
+	// invalid: "kind/id" → why its stored value was not loaded.
+	invalid map[string]*SkipError
+}
+
+// Reasons a stored resource is not served, the reason label of
+// linkgate_gateway_skipped_resources.
+const (
+	SkipInvalid       = "invalid"           // fails APISIX's validation (or is not JSON)
+	SkipUnknownPlugin = "unknown_plugin"    // uses a plugin linkgate does not have
+	SkipUnsupported   = "unsupported"       // uses a feature linkgate does not have (Lua, ewma, discovery…)
+	SkipMissingRef    = "missing_reference" // names a service, upstream or plugin config that is not loaded
+	SkipPluginError   = "plugin_error"      // a plugin refused to build from a valid configuration
+	SkipPanic         = "panic"             // loading it panicked (a bug, recovered)
+)
+
+// SkipError is a resource left out of the served configuration.
+type SkipError struct {
+	Key    string // "routes/1"
+	Reason string // one of the Skip constants
+	Err    error
+}
+
+func (e *SkipError) Error() string { return e.Key + ": " + e.Err.Error() }
+func (e *SkipError) Unwrap() error { return e.Err }
+
+func skipErr(key string, err error) *SkipError {
+	reason := SkipInvalid
+	var ve *ValidationError
+	var pe *PanicError
+	var be *buildError
+	switch {
+	case errors.As(err, &pe):
+		reason = SkipPanic
+	case errors.As(err, &be):
+		reason = be.reason
+	case errors.As(err, &ve) && ve.Reason != "":
+		reason = ve.Reason
+	}
+	return &SkipError{Key: key, Reason: reason, Err: err}
 }
 
 // NewConfig returns an empty configuration.
@@ -24,21 +68,49 @@ func NewConfig() *Config {
 	return &Config{
 		Routes: map[string]*Route{}, Upstreams: map[string]*Upstream{}, Services: map[string]*Service{},
 		Consumers: map[string]*Consumer{}, GlobalRules: map[string]*GlobalRule{}, PluginConfigs: map[string]*PluginConfig{},
+		invalid: map[string]*SkipError{},
 	}
 }
 
-// Apply folds a store Update into c. Entries that fail validation (say, an
-// APISIX-written route using a feature linkgate lacks) are reported and
-// skipped; the last good value of that key stays in force.
+// Clone returns a copy of c that Apply can change without changing c (the
+// resources themselves are shared: they are never modified once decoded).
+func (c *Config) Clone() *Config {
+	return &Config{
+		Routes: maps.Clone(c.Routes), Upstreams: maps.Clone(c.Upstreams), Services: maps.Clone(c.Services),
+		Consumers: maps.Clone(c.Consumers), GlobalRules: maps.Clone(c.GlobalRules), PluginConfigs: maps.Clone(c.PluginConfigs),
+		Revision: c.Revision, invalid: maps.Clone(c.invalid),
+	}
+}
+
+// Skipped lists the stored resources whose values failed validation.
+func (c *Config) Skipped() []*SkipError {
+	out := make([]*SkipError, 0, len(c.invalid))
+	for _, k := range sortedKeys(c.invalid) {
+		out = append(out, c.invalid[k])
+	}
+	return out
+}
+
+// Apply folds a store Update into c. An entry that fails validation (say,
+// an APISIX-written route using a feature linkgate lacks) is left out and
+// reported, the rest loads; Skipped keeps the reasons until the entry
+// changes or is deleted. Apply never panics: an entry whose decoding
+// panics is skipped with SkipPanic.
 func (c *Config) Apply(u Update, reg *Registry) []error {
 	if u.Reset {
-		fresh := NewConfig()
-		*c = *fresh
+		*c = *NewConfig()
+	}
+	if c.invalid == nil {
+		c.invalid = map[string]*SkipError{}
 	}
 	var errs []error
 	for _, e := range u.Entries {
+		key := string(e.Kind) + "/" + e.ID
+		c.remove(e.Kind, e.ID)
 		if err := c.put(e, reg); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", e.Key(), err))
+			se := skipErr(key, err)
+			c.invalid[key] = se
+			errs = append(errs, se)
 		}
 	}
 	for _, e := range u.Deleted {
@@ -66,7 +138,8 @@ func DecodeEntry(k Kind, value []byte, reg *Registry) (map[string]any, error) {
 	return doc, nil
 }
 
-func (c *Config) put(e Entry, reg *Registry) error {
+func (c *Config) put(e Entry, reg *Registry) (err error) {
+	defer recoverAs(&err)
 	doc, err := DecodeEntry(e.Kind, e.Value, reg)
 	if err != nil {
 		return err
@@ -99,7 +172,9 @@ func store[T any](m map[string]*T, id string, doc map[string]any, setID func(*T)
 	return nil
 }
 
+// remove deletes k/id from c, whether it was loaded or skipped.
 func (c *Config) remove(k Kind, id string) {
+	delete(c.invalid, string(k)+"/"+id)
 	switch k {
 	case KindRoute:
 		delete(c.Routes, id)
@@ -113,6 +188,22 @@ func (c *Config) remove(k Kind, id string) {
 		delete(c.GlobalRules, id)
 	case KindPluginConfig:
 		delete(c.PluginConfigs, id)
+	}
+}
+
+// PanicError is a recovered panic, with the stack where it happened.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// recoverAs turns a panic into *err, a *PanicError (classified as
+// SkipPanic). Use as: defer recoverAs(&err).
+func recoverAs(err *error) {
+	if p := recover(); p != nil {
+		*err = &PanicError{Value: p, Stack: debug.Stack()}
 	}
 }
 
@@ -143,13 +234,21 @@ type ConsumerEntry struct {
 	// Chain holds the consumer's plugins other than authentication; they
 	// override the route's plugins of the same name.
 	Chain Chain
+	// auth: plugin name → what its AuthPreparer made of the consumer's conf.
+	auth map[string]any
 }
+
+// AuthData is what an auth plugin's AuthPreparer made of this consumer's
+// configuration of it, or nil.
+func (c *ConsumerEntry) AuthData(plugin string) any { return c.auth[plugin] }
 
 // Compiled is a configuration ready to serve. It is immutable once built.
 type Compiled struct {
 	Routes   []*RouteEntry
 	Global   Chain
 	Revision int64
+	// Upstreams by id, for plugins that choose one (traffic-split).
+	Upstreams map[string]*Upstream
 	// credentials: plugin name → credential → consumer.
 	credentials map[string]map[string]*ConsumerEntry
 }
@@ -159,58 +258,45 @@ func (c *Compiled) LookupConsumer(plugin, credential string) *ConsumerEntry {
 	return c.credentials[plugin][credential]
 }
 
-// Compile resolves references and instantiates plugins. A route whose
-// references cannot be resolved or whose plugins fail to build is left out
-// and reported; the rest is served.
+// Compile resolves references and instantiates plugins. A route, global
+// rule or consumer whose references cannot be resolved or whose plugins
+// fail to build is left out and reported (*SkipError); the rest is
+// served. Compile never panics: a resource whose compilation panics is
+// left out with SkipPanic.
 func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
-	out := &Compiled{Revision: cfg.Revision, credentials: map[string]map[string]*ConsumerEntry{}}
+	out := &Compiled{Revision: cfg.Revision, Upstreams: maps.Clone(cfg.Upstreams), credentials: map[string]map[string]*ConsumerEntry{}}
 	var errs []error
+	skip := func(key string, err error) { errs = append(errs, skipErr(key, err)) }
 	for _, id := range sortedKeys(cfg.GlobalRules) {
-		ch, err := reg.Build(cfg.GlobalRules[id].Plugins, Scope{KindGlobalRule, id})
+		ch, err := compileGlobalRule(reg, id, cfg.GlobalRules[id])
 		if err != nil {
-			errs = append(errs, err)
+			skip("global_rules/"+id, err)
 			continue
 		}
 		out.Global = append(out.Global, ch...)
 	}
 	sortChain(out.Global)
 	for _, name := range sortedKeys(cfg.Consumers) {
-		cons := cfg.Consumers[name]
-		ce := &ConsumerEntry{Username: cons.Username}
-		rest := Plugins{}
-		for pname, conf := range cons.Plugins {
-			f, ok := reg.Get(pname)
-			if !ok {
-				continue
-			}
-			if a, ok := f.(Authenticator); ok {
-				cred, err := a.Credential(conf)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("consumers/%s: %w", name, err))
-					continue
-				}
-				if out.credentials[pname] == nil {
-					out.credentials[pname] = map[string]*ConsumerEntry{}
-				}
-				out.credentials[pname][cred] = ce
-				continue
-			}
-			rest[pname] = conf
-		}
-		ch, err := reg.Build(rest, Scope{KindConsumer, name})
+		ce, creds, err := compileConsumer(reg, name, cfg.Consumers[name])
 		if err != nil {
-			errs = append(errs, err)
+			skip("consumers/"+name, err)
+			continue
 		}
-		ce.Chain = ch
+		for pname, cred := range creds {
+			if out.credentials[pname] == nil {
+				out.credentials[pname] = map[string]*ConsumerEntry{}
+			}
+			out.credentials[pname][cred] = ce
+		}
 	}
 	for _, id := range sortedKeys(cfg.Routes) {
 		r := cfg.Routes[id]
-		if r.Status == 0 {
+		if r != nil && r.Status == 0 {
 			continue
 		}
 		e, err := compileRoute(cfg, reg, r)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("routes/%s: %w", id, err))
+			skip("routes/"+id, err)
 			continue
 		}
 		out.Routes = append(out.Routes, e)
@@ -218,8 +304,79 @@ func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
 	return out, errs
 }
 
-func compileRoute(cfg *Config, reg *Registry, r *Route) (*RouteEntry, error) {
-	e := &RouteEntry{ID: r.ID, Name: r.Name, Paths: r.Paths(), Hosts: r.AllHosts(), Priority: r.Priority, Timeout: r.Timeout}
+// buildError carries the skip reason of a compile failure.
+type buildError struct {
+	reason string
+	err    error
+}
+
+func (e *buildError) Error() string { return e.err.Error() }
+func (e *buildError) Unwrap() error { return e.err }
+
+func missingRef(format string, args ...any) error {
+	return &buildError{SkipMissingRef, fmt.Errorf(format, args...)}
+}
+
+var errNoValue = errors.New("no value")
+
+func compileGlobalRule(reg *Registry, id string, g *GlobalRule) (ch Chain, err error) {
+	defer recoverAs(&err)
+	if g == nil {
+		return nil, errNoValue
+	}
+	return reg.Build(g.Plugins, Scope{KindGlobalRule, id})
+}
+
+// compileConsumer builds a consumer's plugin chain and reads its
+// credentials (auth plugin name → credential).
+func compileConsumer(reg *Registry, name string, cons *Consumer) (ce *ConsumerEntry, creds map[string]string, err error) {
+	defer recoverAs(&err)
+	if cons == nil {
+		return nil, nil, errNoValue
+	}
+	ce = &ConsumerEntry{Username: cons.Username}
+	creds = map[string]string{}
+	rest := Plugins{}
+	for _, pname := range sortedKeys(cons.Plugins) {
+		conf := cons.Plugins[pname]
+		f, ok := reg.Get(pname)
+		if !ok {
+			return nil, nil, &buildError{SkipUnknownPlugin, fmt.Errorf("unknown plugin [%s]", pname)}
+		}
+		if a, ok := f.(Authenticator); ok {
+			cred, err := a.Credential(conf)
+			if err != nil {
+				return nil, nil, &buildError{SkipPluginError, fmt.Errorf("plugin %s: %w", pname, err)}
+			}
+			if p, ok := f.(AuthPreparer); ok {
+				data, err := p.PrepareConsumer(conf)
+				if err != nil {
+					return nil, nil, &buildError{SkipPluginError, fmt.Errorf("plugin %s: %w", pname, err)}
+				}
+				if ce.auth == nil {
+					ce.auth = map[string]any{}
+				}
+				ce.auth[pname] = data
+			}
+			creds[pname] = cred
+			continue
+		}
+		rest[pname] = conf
+	}
+	ch, err := reg.Build(rest, Scope{KindConsumer, name})
+	if err != nil {
+		return nil, nil, err
+	}
+	ce.Chain = ch
+	return ce, creds, nil
+}
+
+func compileRoute(cfg *Config, reg *Registry, r *Route) (e *RouteEntry, err error) {
+	defer recoverAs(&err)
+	if r == nil {
+		return nil, errNoValue
+	}
+	e = &RouteEntry{ID: r.ID, Name: r.Name, Paths: r.Paths(), Hosts: r.AllHosts(), Priority: r.Priority, Timeout: r.Timeout}
 	for _, m := range r.Methods {
 		e.Methods = append(e.Methods, strings.ToUpper(m))
 	}
@@ -251,7 +408,7 @@ func compileRoute(cfg *Config, reg *Registry, r *Route) (*RouteEntry, error) {
 	if r.ServiceID != "" {
 		svc = cfg.Services[string(r.ServiceID)]
 		if svc == nil {
-			return nil, fmt.Errorf("service %s not found", r.ServiceID)
+			return nil, missingRef("service %s not found", r.ServiceID)
 		}
 		e.ServiceID, e.ServiceName = svc.ID, svc.Name
 		if len(e.Hosts) == 0 {
@@ -271,7 +428,7 @@ func compileRoute(cfg *Config, reg *Registry, r *Route) (*RouteEntry, error) {
 	if r.PluginConfigID != "" {
 		pc := cfg.PluginConfigs[string(r.PluginConfigID)]
 		if pc == nil {
-			return nil, fmt.Errorf("plugin config %s not found", r.PluginConfigID)
+			return nil, missingRef("plugin config %s not found", r.PluginConfigID)
 		}
 		layers = append(layers, layer{pc.Plugins, Scope{KindPluginConfig, pc.ID}})
 	}
@@ -301,7 +458,7 @@ func compileRoute(cfg *Config, reg *Registry, r *Route) (*RouteEntry, error) {
 	case r.UpstreamID != "":
 		u := cfg.Upstreams[string(r.UpstreamID)]
 		if u == nil {
-			return nil, fmt.Errorf("upstream %s not found", r.UpstreamID)
+			return nil, missingRef("upstream %s not found", r.UpstreamID)
 		}
 		e.Upstream, e.UpstreamKey = u, "upstreams/"+u.ID
 	case r.Upstream != nil:
@@ -309,7 +466,7 @@ func compileRoute(cfg *Config, reg *Registry, r *Route) (*RouteEntry, error) {
 	case svc != nil && svc.UpstreamID != "":
 		u := cfg.Upstreams[string(svc.UpstreamID)]
 		if u == nil {
-			return nil, fmt.Errorf("upstream %s not found", svc.UpstreamID)
+			return nil, missingRef("upstream %s not found", svc.UpstreamID)
 		}
 		e.Upstream, e.UpstreamKey = u, "upstreams/"+u.ID
 	case svc != nil && svc.Upstream != nil:

@@ -39,6 +39,10 @@ type Update struct {
 
 // Store keeps the gateway's resources. Implementations: gateway/bolt (one
 // node) and gateway/etcd (a cluster, APISIX's layout).
+//
+// A Store keeps no reference to the memory of its arguments (ids and
+// values may be views of a request buffer that is reused afterwards), and
+// the entries it returns or delivers share no memory with them.
 type Store interface {
 	Get(ctx context.Context, k Kind, id string) (Entry, error)
 	List(ctx context.Context, k Kind) ([]Entry, error)

@@ -53,23 +53,22 @@ read -r new_pid new_port <<<"$(start new)"
 pids+=("$new_pid")
 
 step "creates: base ($BASE) and this tree, rounds interleaved"
-base=() new=() cpu_base=() cpu_new=()
-for ((r = 0; r < ROUNDS; r++)); do
-	read -r x c <<<"$(wrk_run "http://127.0.0.1:$base_port/shortenURL" scripts/bench/create.lua "$base_pid")"
-	base+=("$x") cpu_base+=("$c")
-	read -r x c <<<"$(wrk_run "http://127.0.0.1:$new_port/shortenURL" scripts/bench/create.lua "$new_pid")"
-	new+=("$x") cpu_new+=("$c")
-done
+res=$work/results.jsonl
+measure "$res" \
+	-target "base http://127.0.0.1:$base_port/shortenURL lua=scripts/bench/create.lua pid=$base_pid" \
+	-target "new http://127.0.0.1:$new_port/shortenURL lua=scripts/bench/create.lua pid=$new_pid"
 # Stop both (the new build checkpoints its log on the way out) before the
 # lock is released.
 kill "$base_pid" "$new_pid"
 wait "$base_pid" "$new_pid" 2>/dev/null || true
 
 step "results"
-report "base ($BASE)" "${base[@]}"
-report "this tree" "${new[@]}"
-echo "  ratio this tree / base, medians: $(ratio "$(median "${new[@]}")" "$(median "${base[@]}")")"
-echo "server CPU per create (µs, median; range): base $(median "${cpu_base[@]}") ($(printf '%s\n' "${cpu_base[@]}" | sort -g | paste -sd' ')), this tree $(median "${cpu_new[@]}") ($(printf '%s\n' "${cpu_new[@]}" | sort -g | paste -sd' '))"
+table "$res" <<TABLE
+{{report "base ($BASE)" "base"}}
+{{report "this tree" "new"}}
+  ratio this tree / base, medians: {{printf "%.3f" (div (med "new" "rps") (med "base" "rps"))}}
+server CPU per create (µs, median; range): base {{printf "%.2f" (med "base" "cpu")}} ({{sorted "%.2f" (vals "base" "cpu")}}), this tree {{printf "%.2f" (med "new" "cpu")}} ({{sorted "%.2f" (vals "new" "cpu")}})
+TABLE
 for n in base new; do
 	if grep -qi error "$work/$n/log"; then
 		echo "linkgate-$n logged errors:" >&2

@@ -36,6 +36,7 @@ if [ "${1:-}" != --inner ]; then
 	step "build linkgate and preload"
 	go build -trimpath -o "$work/linkgate" ./cmd/linkgate
 	go build -o "$work/preload" ./tools/preload
+	go build -o "$work/benchcmp" ./tools/benchcmp
 	export BENCH_WORK=$work
 	if [ "$(id -u)" = 0 ] && unshare -n true 2>/dev/null; then
 		unshare -n "$0" --inner
@@ -49,6 +50,7 @@ fi
 # --- inside the namespace -------------------------------------------------
 ip link set lo up 2>/dev/null || true
 work=$BENCH_WORK
+benchcmp=$work/benchcmp
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
@@ -93,66 +95,46 @@ start_server cold --store dynamodb:bench --cache-size 0
 
 step "preload the hot set ($HOT ids)"
 export IDS_FILE=$work/hot.ids IDS_LIMIT=0
-python3 -c 'import secrets, string, sys
-a = string.ascii_letters + string.digits
-ids = {"".join(secrets.choice(a) for _ in range(10)) for _ in range(int(sys.argv[1]))}
-print("\n".join(ids))' "$HOT" >"$IDS_FILE"
+# HOT random 10-character ids (62¹⁰ of them: a repeat is vanishingly rare).
+(set +o pipefail; tr -dc 'A-Za-z0-9' </dev/urandom | fold -w 10 | head -n "$HOT") >"$IDS_FILE"
 for s in ddb bolt boltcache; do
 	url=URL_$s
 	taskset -c "$LOAD_CPU" "$work/preload" -url "${!url%/}" -ids "$IDS_FILE" -c 64
 done
 
 lua=scripts/bench/redirect.lua
-step "warm-up (connections, caches; not counted)"
-for s in bolt boltcache; do
-	url=URL_$s
-	DURATION=3s wrk_rps "${!url}" "$lua" >/dev/null
-done
-
-# The bolt rounds are interleaved. The DynamoDB rounds run back to back
-# after a 10 s warm-up: a hot set is read continuously, which is what keeps
-# it in the cache (links refresh in the background while they are read);
-# a 20 s pause between rounds would let part of it expire and turn the
-# start of each round into a burst of DynamoDB reads that no steady hot set
-# sees.
+res=$work/results.jsonl
+# The bolt rounds are interleaved, after a warm-up (connections, caches;
+# not counted). The DynamoDB rounds run back to back after a 10 s warm-up:
+# a hot set is read continuously, which is what keeps it in the cache
+# (links refresh in the background while they are read); a 20 s pause
+# between rounds would let part of it expire and turn the start of each
+# round into a burst of DynamoDB reads that no steady hot set sees.
 step "redirects over the hot set: bolt and bolt + cache interleaved, then DynamoDB + cache"
-bolt=() ddb=() boltcache=()
-for ((r = 0; r < ROUNDS; r++)); do
-	bolt+=("$(wrk_rps "$URL_bolt" "$lua")")
-	boltcache+=("$(wrk_rps "$URL_boltcache" "$lua")")
-done
-DURATION=10s wrk_rps "$URL_ddb" "$lua" >/dev/null
+measure "$res" -target "bolt $URL_bolt lua=$lua prewarm=3s" -target "boltcache $URL_boltcache lua=$lua prewarm=3s"
+measure "$res" -rounds 1 -d 10s -target "ddb_warm $URL_ddb lua=$lua"
 before=$(curl -fsS "${URL_ddb}metrics" | awk '/^linkgate_cache_(hits|misses)_total / {printf "%s=%s ", $1, $2}')
-for ((r = 0; r < ROUNDS; r++)); do
-	ddb+=("$(wrk_rps "$URL_ddb" "$lua")")
-done
+measure "$res" -target "ddb $URL_ddb lua=$lua"
 rss_kb=$(awk '$1 == "VmRSS:" {print $2}' "/proc/$PID_ddb/status")
 cache_metrics=$(curl -fsS "${URL_ddb}metrics" | grep -E '^linkgate_cache_|^linkgate_store_operation_duration_seconds_count\{.*op="get"' || true)
 
 step "creates against DynamoDB Local: POST /shortenURL, $CREATE_CONNS connections"
-create_rps=() create_p99=()
-for ((r = 0; r < ROUNDS; r++)); do
-	read -r rps p99 < <(CONNS=$CREATE_CONNS wrk_stats "${URL_ddb}shortenURL" scripts/bench/create.lua)
-	create_rps+=("$rps") create_p99+=("$p99")
-done
+measure "$res" -c "$CREATE_CONNS" -target "create ${URL_ddb}shortenURL lua=scripts/bench/create.lua"
 
 step "cold reads: GET /{id} with no cache (a DynamoDB GetItem each), $CREATE_CONNS connections"
-CONNS=$CREATE_CONNS DURATION=3s wrk_rps "$URL_cold" "$lua" >/dev/null
-cold_rps=() cold_p99=()
-for ((r = 0; r < ROUNDS; r++)); do
-	read -r rps p99 < <(CONNS=$CREATE_CONNS wrk_stats "$URL_cold" "$lua")
-	cold_rps+=("$rps") cold_p99+=("$p99")
-done
+measure "$res" -c "$CREATE_CONNS" -target "cold $URL_cold lua=$lua prewarm=3s"
 
 step "results"
-report "bolt GET /{id} (b)" "${bolt[@]}"
-report "DynamoDB + cache GET /{id} (a)" "${ddb[@]}"
-echo "ratio (a)/(b), medians: $(ratio "$(median "${ddb[@]}")" "$(median "${bolt[@]}")")"
-report "bolt + cache GET /{id}" "${boltcache[@]}"
-report "DynamoDB POST /shortenURL (c)" "${create_rps[@]}"
-report_ms "DynamoDB POST /shortenURL p99 (c)" "${create_p99[@]}"
-report "DynamoDB cold GET /{id} (d)" "${cold_rps[@]}"
-report_ms "DynamoDB cold GET /{id} p99 (d)" "${cold_p99[@]}"
+table "$res" <<'TABLE'
+{{report "bolt GET /{id} (b)" "bolt"}}
+{{report "DynamoDB + cache GET /{id} (a)" "ddb"}}
+ratio (a)/(b), medians: {{printf "%.3f" (div (med "ddb" "rps") (med "bolt" "rps"))}}
+{{report "bolt + cache GET /{id}" "boltcache"}}
+{{report "DynamoDB POST /shortenURL (c)" "create"}}
+{{reportms "DynamoDB POST /shortenURL p99 (c)" "create" "p99"}}
+{{report "DynamoDB cold GET /{id} (d)" "cold"}}
+{{reportms "DynamoDB cold GET /{id} p99 (d)" "cold" "p99"}}
+TABLE
 echo "linkgate (DynamoDB + cache) VmRSS after the redirect rounds: $((rss_kb / 1024)) MiB"
 echo "its cache counters before the measured DynamoDB rounds (after the warm-up): $before"
 echo "its cache and store-read counters after the redirect rounds:"

@@ -45,6 +45,7 @@ trap cleanup EXIT
 step "build linkgate and tools/gatewayproto"
 go build -trimpath -o "$tmp/linkgate" ./cmd/linkgate
 go build -trimpath -o "$tmp/gatewayproto" ./tools/gatewayproto
+go build -o "$tmp/benchcmp" ./tools/benchcmp
 if [ -n "${OLD_REF:-}" ]; then
 	step "build linkgate at $OLD_REF"
 	git worktree add -q --detach "$tmp/old-src" "$OLD_REF"
@@ -152,89 +153,44 @@ wait_tcp 127.0.0.1 "$proto_port" 10 || { cat "$tmp/proto.log"; die "gatewayproto
 ng_worker=$(pgrep -P "$(cat "$tmp/nginx.pid")" | head -1)
 [ -n "$ng_worker" ] || die "nginx baseline worker not found"
 
-# cpu_ticks PID: user+system CPU time of a process, in clock ticks.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-hz=$(getconf CLK_TCK)
-
-# wrk_run NAME URL PID: one pinned wrk run; appends "name qps avg_ms p99_ms non2xx
-# cpu_us_per_request" to results. CPU per request (of PID, the process under
-# test) is far less sensitive to a busy machine than QPS.
-to_ms() { # 200.44us | 1.11ms | 2.01s → ms
-	awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n = n; else if (v ~ /s$/) n *= 1000; printf "%.3f", n }'
-}
-wrk_run() {
-	local name=$1 url=$2 pid=$3 out c0 c1
-	c0=$(cpu_ticks "$pid")
-	out=$(taskset -c "$LOAD_CPU" wrk -t2 -c"$CONNS" -d"$DURATION" --latency "$url")
-	c1=$(cpu_ticks "$pid")
-	local qps avg p99 bad reqs cpu
-	qps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
-	reqs=$(awk '/requests in/ { print $1 }' <<<"$out")
-	cpu=$(awk -v d=$((c1 - c0)) -v n="$reqs" -v hz="$hz" 'BEGIN { printf "%.2f", d * 1e6 / hz / n }')
-	avg=$(to_ms "$(awk '$1 == "Latency" { print $2; exit }' <<<"$out")")
-	p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
-	bad=$(awk '/Non-2xx or 3xx responses:/ { print $5 }' <<<"$out")
-	printf '%-8s %10.0f %8.3f %8.3f %6s %8s\n' "$name" "$qps" "$avg" "$p99" "${bad:-0}" "$cpu" | tee -a "$tmp/results"
-}
+# Every target is warmed up for 1 s before each measured run; s1/o1 and
+# s2/o2 share a gateway whose route the -before hook switches first.
+export KEY route_plain route_plugins
+export -f put_route die
+res=$tmp/results.jsonl
+targets=(
+	-target "nginx http://127.0.0.1:$ng_port/hello pid=$ng_worker rewarm=1s"
+	-target "proto http://127.0.0.1:$proto_port/hello pid=$proto_pid rewarm=1s"
+	-target "s1 http://127.0.0.1:$gw_port/hello pid=$gw_pid rewarm=1s" -before "s1=put_route $gw_port \"\$route_plain\""
+)
+[ -n "${OLD_REF:-}" ] && targets+=(-target "o1 http://127.0.0.1:$old_port/hello pid=$old_pid rewarm=1s" -before "o1=put_route $old_port \"\$route_plain\"")
+targets+=(-target "s2 http://127.0.0.1:$gw_port/hello pid=$gw_pid rewarm=1s" -before "s2=put_route $gw_port \"\$route_plugins\"")
+[ -n "${OLD_REF:-}" ] && targets+=(-target "o2 http://127.0.0.1:$old_port/hello pid=$old_pid rewarm=1s" -before "o2=put_route $old_port \"\$route_plugins\"")
 
 step "measure: $ROUNDS rounds of wrk -t2 -c$CONNS -d$DURATION per target (holding /tmp/linkgate-bench.lock)"
 exec 9>/tmp/linkgate-bench.lock
 flock 9
-echo "target        qps   avg_ms   p99_ms non2xx cpu_us/req"
-measure() { # NAME PORT PID: warm up 1 s, then one measured run
-	taskset -c "$LOAD_CPU" wrk -t2 -c"$CONNS" -d1s "http://127.0.0.1:$2/hello" >/dev/null
-	wrk_run "$1" "http://127.0.0.1:$2/hello" "$3"
-}
-for ((r = 1; r <= ROUNDS; r++)); do
-	measure nginx "$ng_port" "$ng_worker"
-	measure proto "$proto_port" "$proto_pid"
-	put_route "$gw_port" "$route_plain"
-	measure s1 "$gw_port" "$gw_pid"
-	if [ -n "${OLD_REF:-}" ]; then
-		put_route "$old_port" "$route_plain"
-		measure o1 "$old_port" "$old_pid"
-	fi
-	put_route "$gw_port" "$route_plugins"
-	measure s2 "$gw_port" "$gw_pid"
-	if [ -n "${OLD_REF:-}" ]; then
-		put_route "$old_port" "$route_plugins"
-		measure o2 "$old_port" "$old_pid"
-	fi
-done
+"$tmp/benchcmp" run -o "$res" -cpu "$LOAD_CPU" -rounds "$ROUNDS" -t 2 -c "$CONNS" -d "$DURATION" "${targets[@]}"
 flock -u 9
 
 step "result (linkgate $(git describe --always --dirty 2>/dev/null || echo dev), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ))"
-python3 - "$tmp/results" <<'PY'
-import statistics, sys
-rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-by = {}
-for name, qps, avg, p99, bad, cpu in rows:
-    by.setdefault(name, []).append((float(qps), float(avg), float(p99), int(bad), float(cpu)))
-rounds = len(by["nginx"])
-med = statistics.median
-def rng(xs, fmt):
-    return f"{fmt.format(med(xs))} ({fmt.format(min(xs))}–{fmt.format(max(xs))})"
-def ratio(name, col, invert=False):
-    if name == "nginx":
-        return "1.00"
-    rs = [(by["nginx"][i][col] / by[name][i][col]) if invert else (by[name][i][col] / by["nginx"][i][col]) for i in range(rounds)]
-    return rng(rs, "{:.2f}")
-labels = {"nginx": "nginx proxy_pass (anchor)", "proto": "bare fasthttp proxy (tools/gatewayproto)",
-          "s1": "1: no plugins", "s2": "2: limit-count + prometheus",
-          "o1": "1: no plugins, OLD_REF", "o2": "2: limit-count + prometheus, OLD_REF"}
-targets = {"s1": "≥ 1.0×", "s2": "≥ 0.9×"}
-print("| scenario | QPS median (range) | avg latency ms | p99 latency ms | QPS × nginx | CPU µs/request | QPS per core (10⁶/CPU µs) | per core × nginx | target |")
-print("|---|---|---|---|---|---|---|---|---|")
-for name in [n for n in ("nginx", "proto", "s1", "o1", "s2", "o2") if n in by]:
-    r = by[name]
-    cpu = [x[4] for x in r]
-    print(f"| {labels[name]} | {rng([x[0] for x in r], '{:,.0f}')} | {rng([x[1] for x in r], '{:.3f}')} | "
-          f"{rng([x[2] for x in r], '{:.3f}')} | {ratio(name, 0)} | {rng(cpu, '{:.2f}')} | "
-          f"{med([1e6 / c for c in cpu]):,.0f} | {ratio(name, 4, invert=True)} | {targets.get(name, '')} |")
-print(f"\n{rounds} rounds; ratios are medians (ranges) of per-round ratios. 'QPS per core' divides a second by the")
-print("CPU time the process under test (gateway, or the nginx worker) spent per request: it is what one fully")
-print("used core would serve, and it varies far less than QPS when the machine is busy.")
-bad = sum(x[3] for r in by.values() for x in r)
-if bad:
-    print(f"\nWARNING: {bad} non-2xx responses")
-PY
+# One row per target: QPS, latencies, CPU per request and the ratios to
+# nginx as medians (ranges) of per-round ratios.
+"$tmp/benchcmp" report "$res" <<'TABLE'
+{{define "row"}}{{$n := index . 0}}| {{index . 1}} | {{mr "%.0f" (vals $n "rps")}} | {{mr "%.3f" (vals $n "avg")}} | {{mr "%.3f" (vals $n "p99")}} | {{if eq $n "nginx"}}1.00{{else}}{{mr "%.2f" (per $n "nginx" "rps")}}{{end}} | {{mr "%.2f" (vals $n "cpu")}} | {{printf "%.0f" (median (scale 1e6 (vals $n "cpu")))}} | {{if eq $n "nginx"}}1.00{{else}}{{mr "%.2f" (per "nginx" $n "cpu")}}{{end}} | {{index . 2}} |
+{{end -}}
+| scenario | QPS median (range) | avg latency ms | p99 latency ms | QPS × nginx | CPU µs/request | QPS per core (10⁶/CPU µs) | per core × nginx | target |
+|---|---|---|---|---|---|---|---|---|
+{{template "row" (list "nginx" "nginx proxy_pass (anchor)" "") -}}
+{{template "row" (list "proto" "bare fasthttp proxy (tools/gatewayproto)" "") -}}
+{{template "row" (list "s1" "1: no plugins" "≥ 1.0×") -}}
+{{if has "o1"}}{{template "row" (list "o1" "1: no plugins, OLD_REF" "")}}{{end -}}
+{{template "row" (list "s2" "2: limit-count + prometheus" "≥ 0.9×") -}}
+{{if has "o2"}}{{template "row" (list "o2" "2: limit-count + prometheus, OLD_REF" "")}}{{end}}
+{{len (vals "nginx" "rps")}} rounds; ratios are medians (ranges) of per-round ratios. 'QPS per core' divides a second by the
+CPU time the process under test (gateway, or the nginx worker) spent per request: it is what one fully
+used core would serve, and it varies far less than QPS when the machine is busy.
+{{with total "non2xx"}}
+WARNING: {{printf "%.0f" .}} non-2xx responses
+{{end -}}
+TABLE

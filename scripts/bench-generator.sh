@@ -48,55 +48,31 @@ trap 'kill $nginx_pid 2>/dev/null || true; wait $nginx_pid 2>/dev/null || true; 
 wait_tcp 127.0.0.1 "$port" 10 || die "nginx did not start: $(cat "$dir/error.log")"
 url=http://127.0.0.1:$port/
 
-# measure CMD…: prints "REQ_PER_SEC CPU_MICROSECONDS_PER_REQUEST" — the
-# generator's own CPU time (user + system) per request, which shows its cost
-# even when the target is what limits the rate.
-measure() {
-	python3 - "$@" <<'PY'
-import resource, subprocess, sys
-out = subprocess.run(sys.argv[1:], capture_output=True, text=True, check=True).stdout
-ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-rps = next(float(l.split()[1]) for l in out.splitlines() if l.startswith("Requests/sec:"))
-reqs = next(int(l.split()[0]) for l in out.splitlines() if " requests in " in l)
-print(f"{rps:.0f} {(ru.ru_utime + ru.ru_stime) * 1e6 / max(reqs, 1):.2f}")
-PY
-}
-run_wrk() { measure taskset -c "$GEN_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" "$url"; }
-run_lg() { measure taskset -c "$GEN_CPU" "$bin" bench -t1 -c"$CONNS" -d"$DURATION" "$url"; }
+go build -o .cache/bench/benchcmp ./tools/benchcmp
+res=$dir/results.jsonl
 echo "target: nginx 1 worker on cpu $TARGET_CPU; generators on cpu $GEN_CPU; -t1 -c$CONNS -d$DURATION; $RUNS runs, order alternating"
-results=()
-for i in $(seq "$RUNS"); do
-	if ((i % 2)); then w=$(run_wrk); l=$(run_lg); else l=$(run_lg); w=$(run_wrk); fi
-	read -r wr wc <<<"$w"
-	read -r lr lc <<<"$l"
-	printf 'run %d: wrk %8.0f req/s %6.2f us cpu/req   linkgate %8.0f req/s %6.2f us cpu/req\n' "$i" "$wr" "$wc" "$lr" "$lc"
-	results+=("$wr,$wc,$lr,$lc")
-done
-
-python3 - "${results[@]}" <<'PY'
-import statistics, sys
-rows = [[float(x) for x in r.split(",")] for r in sys.argv[1:]]
-w, wc, l, lc = zip(*rows)
-med = statistics.median
-ratios = [b / a for a, b in zip(w, l) if a > 0]
-cpu = [a / b for a, b in zip(wc, lc) if b > 0]
-print(f"wrk      median {med(w):8.0f} req/s  range {min(w):.0f}-{max(w):.0f}   cpu/req median {med(wc):.2f} us")
-print(f"linkgate median {med(l):8.0f} req/s  range {min(l):.0f}-{max(l):.0f}   cpu/req median {med(lc):.2f} us")
-print(f"ratio linkgate/wrk req/s: median {med(ratios):.3f}  range {min(ratios):.3f}-{max(ratios):.3f} (goal >= 0.8)")
-print(f"ratio wrk/linkgate cpu per request (efficiency, > 1: linkgate cheaper): median {med(cpu):.3f}  range {min(cpu):.3f}-{max(cpu):.3f}")
-PY
+# gencpu is the generator's own CPU time (user + system) per request,
+# which shows its cost even when the target is what limits the rate.
+.cache/bench/benchcmp run -o "$res" -cpu "$GEN_CPU" -rounds "$RUNS" -order alternate -t 1 -c "$CONNS" -d "$DURATION" \
+	-linkgate "$bin" -target "wrk $url gen=wrk" -target "linkgate $url gen=linkgate"
 
 # Pacing: at 5k req/s against the same target, the corrected median must be
 # within 0.1 ms of the uncorrected one (wrk2's 1 ms timer adds ~0.8 ms).
+.cache/bench/benchcmp run -o "$res" -cpu "$GEN_CPU" -rounds 3 -t 1 -c 50 -d "$DURATION" \
+	-linkgate "$bin" -target "pace $url gen=linkgate R=5000 warmup=1s"
+
+.cache/bench/benchcmp report "$res" <<'TABLE'
+{{range $i, $w := vals "wrk" "rps" -}}
+run {{inc $i}}: wrk {{printf "%8.0f" $w}} req/s {{printf "%6.2f" (index (vals "wrk" "gencpu") $i)}} us cpu/req   linkgate {{printf "%8.0f" (index (vals "linkgate" "rps") $i)}} req/s {{printf "%6.2f" (index (vals "linkgate" "gencpu") $i)}} us cpu/req
+{{end -}}
+wrk      median {{printf "%8.0f" (med "wrk" "rps")}} req/s  range {{rng "%.0f" (vals "wrk" "rps")}}   cpu/req median {{printf "%.2f" (med "wrk" "gencpu")}} us
+linkgate median {{printf "%8.0f" (med "linkgate" "rps")}} req/s  range {{rng "%.0f" (vals "linkgate" "rps")}}   cpu/req median {{printf "%.2f" (med "linkgate" "gencpu")}} us
+{{with per "linkgate" "wrk" "rps"}}ratio linkgate/wrk req/s: median {{printf "%.3f" (median .)}}  range {{rng "%.3f" .}} (goal >= 0.8){{end}}
+{{with per "wrk" "linkgate" "gencpu"}}ratio wrk/linkgate cpu per request (efficiency, > 1: linkgate cheaper): median {{printf "%.3f" (median .)}}  range {{rng "%.3f" .}}{{end}}
+TABLE
 echo
 echo "pacing at -R5000 (-t1 -c50 -d${DURATION}, generator on cpu $GEN_CPU):"
-for i in $(seq 3); do
-	taskset -c "$GEN_CPU" "$bin" bench -t1 -c50 -d"$DURATION" -R5000 --warmup 1s --json "$dir/pace.json" "$url" >/dev/null
-	python3 - "$dir/pace.json" <<'PY'
-import json, sys
-s = json.load(open(sys.argv[1]))
-c, u = s["latency"]["percentiles_ms"]["50"], s["uncorrected_latency"]["percentiles_ms"]["50"]
-lag = s["generator"]["send_lag"]["percentiles_ms"]["99"]
-print(f"  corrected p50 {c:.3f} ms  uncorrected p50 {u:.3f} ms  difference {c-u:.3f} ms  send lag p99 {lag:.3f} ms  achieved {s['requests_per_sec']:.0f}/s")
-PY
-done
+.cache/bench/benchcmp report "$res" <<'TABLE'
+{{range $i, $c := vals "pace" "p50"}}{{$u := index (vals "pace" "up50") $i}}  corrected p50 {{printf "%.3f" $c}} ms  uncorrected p50 {{printf "%.3f" $u}} ms  difference {{printf "%.3f" (sub $c $u)}} ms  send lag p99 {{printf "%.3f" (index (vals "pace" "lag99") $i)}} ms  achieved {{printf "%.0f" (index (vals "pace" "rps") $i)}}/s
+{{end -}}
+TABLE

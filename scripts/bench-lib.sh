@@ -46,89 +46,26 @@ CONF
 	echo $!
 }
 
-# wrk_out URL [LUA] runs wrk once with --latency, pinned to LOAD_CPU, and
-# prints its report. Non-2xx/3xx answers are reported on stderr (they
-# would make a run lie).
-wrk_out() {
-	local url=$1 lua=${2:-} out
-	local args=(-t1 -c"$CONNS" -d"$DURATION" --latency)
-	[ -n "$lua" ] && args+=(-s "$lua")
-	out=$(taskset -c "$LOAD_CPU" wrk "${args[@]}" "$url")
-	if grep -q "Non-2xx or 3xx" <<<"$out"; then
-		echo "warning: $(grep 'Non-2xx or 3xx' <<<"$out") for $url" >&2
-	fi
-	echo "$out"
+# benchcmp_build WORK builds tools/benchcmp (the statistics: interleaved
+# rounds, CPU per request from /proc, medians, ranges, ratios, tables) into
+# WORK/benchcmp and sets $benchcmp.
+benchcmp_build() {
+	go build -o "$1/benchcmp" ./tools/benchcmp
+	benchcmp=$1/benchcmp
 }
 
-# wrk_rps URL [LUA] runs wrk once, pinned to LOAD_CPU, and prints req/s.
-wrk_rps() { wrk_run "$1" "${2:-}" | cut -d' ' -f1; }
-
-# wrk_run URL LUA [PID] runs wrk once and prints "req/s cpu": cpu is the
-# CPU time process PID (and its children, e.g. nginx's worker) spent per
-# request, in µs — a figure a noisy machine disturbs far less than req/s,
-# since time stolen by other processes is not counted. "-" without a PID.
-wrk_run() {
-	local url=$1 lua=${2:-} pid=${3:-} out before after reqs
-	[ -n "$pid" ] && before=$(cpu_ticks "$pid")
-	out=$(wrk_out "$url" "$lua")
-	[ -n "$pid" ] && after=$(cpu_ticks "$pid")
-	reqs=$(awk '/requests in/ {print $1}' <<<"$out")
-	if [ -n "$pid" ] && [ "${reqs:-0}" -gt 0 ]; then
-		awk -v rps="$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")" -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" -v n="$reqs" \
-			'BEGIN {printf "%s %.2f\n", rps, t / hz * 1e6 / n}'
-	else
-		echo "$(awk '/^Requests\/sec:/ {print $2}' <<<"$out") -"
-	fi
+# measure RESULTS [benchcmp run flags…] runs interleaved rounds of the
+# generator (Debian wrk by default) pinned to LOAD_CPU — ROUNDS rounds of
+# -t1 -c$CONNS -d$DURATION unless the flags say otherwise — and appends the
+# figures to RESULTS. See tools/benchcmp for -target.
+measure() {
+	local res=$1
+	shift
+	"$benchcmp" run -o "$res" -cpu "$LOAD_CPU" -rounds "$ROUNDS" -d "$DURATION" -c "$CONNS" "$@"
 }
 
-# wrk_stats URL [LUA] runs wrk once and prints "req/s p99-in-ms".
-wrk_stats() {
-	wrk_out "$@" | awk '
-		function ms(v) {
-			if (v ~ /us$/) return substr(v, 1, length(v) - 2) / 1000
-			if (v ~ /ms$/) return substr(v, 1, length(v) - 2) + 0
-			if (v ~ /m$/) return substr(v, 1, length(v) - 1) * 60000
-			if (v ~ /s$/) return substr(v, 1, length(v) - 1) * 1000
-			return v
-		}
-		/^Requests\/sec:/ {rps = $2}
-		$1 == "99%" {p99 = ms($2)}
-		END {printf "%s %.2f\n", rps, p99}'
-}
-
-# cpu_ticks PID prints the user+system clock ticks of PID and its children.
-cpu_ticks() {
-	local p total=0
-	for p in "$1" $(pgrep -P "$1" 2>/dev/null); do
-		total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
-	done
-	echo "$total"
-}
-
-# rounds URL [LUA] runs wrk ROUNDS times and prints the req/s of each, space-separated.
-rounds() {
-	local i res=()
-	for ((i = 0; i < ROUNDS; i++)); do res+=("$(wrk_rps "$@")"); done
-	echo "${res[*]}"
-}
-
-# median prints the median of its arguments; range prints "min–max".
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-range() { printf '%s\n' "$@" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.0f–%.0f", lo, hi}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a/b}'; }
-
-# report NAME VALUES... prints one result line: median, range, every round.
-report() {
-	local name=$1; shift
-	printf '%-34s median %10.0f req/s  range %s  rounds: %s\n' "$name" "$(median "$@")" "$(range "$@")" "$*"
-}
-
-# report_ms NAME VALUES... prints one latency line: median, range, rounds.
-report_ms() {
-	local name=$1; shift
-	printf '%-34s median %10.2f ms     range %s  rounds: %s\n' "$name" "$(median "$@")" \
-		"$(printf '%s\n' "$@" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f–%.2f", lo, hi}')" "$*"
-}
+# table RESULTS… prints the table whose template is on stdin.
+table() { "$benchcmp" report "$@"; }
 
 # preloaded_links WORK N builds this tree's linkgate into WORK/linkgate and
 # makes sure a bolt store of N preloaded links and its shuffled id list
@@ -137,9 +74,10 @@ report_ms() {
 # scripts/bench/redirect.lua).
 preloaded_links() {
 	local work=$1 n=$2 cache=$LINKGATE_ROOT/.cache/bench
-	step "build linkgate and benchprep"
+	step "build linkgate, benchprep and benchcmp"
 	go build -trimpath -o "$work/linkgate" ./cmd/linkgate
 	go build -o "$work/benchprep" ./tools/benchprep
+	benchcmp_build "$work"
 	mkdir -p "$cache"
 	links_db=$cache/links-$n.db
 	export IDS_FILE=$cache/links-$n.ids

@@ -46,32 +46,25 @@ wait_tcp 127.0.0.1 "$lg_port" 30 || die "linkgate did not start: $(cat "$work/li
 nginx_url=http://127.0.0.1:$nginx_port/
 lg_url=http://127.0.0.1:$lg_port/
 lua=scripts/bench/redirect.lua
-step "warm-up (page cache, connections; not counted)"
-DURATION=3s wrk_rps "$lg_url" "$lua" >/dev/null
-DURATION=2s wrk_rps "$nginx_url" "$lua" >/dev/null
-
+res=$work/results.jsonl
 step "redirects: nginx and linkgate, rounds interleaved"
 # (a)/(b): random ids through the Lua script — realistic, but wrk's Lua
 # costs CPU on the load core, so both can be capped by wrk itself.
 # (a1)/(b1): one id, a static request (no Lua): the server-bound ratio.
+# The first round is preceded by a warm-up (page cache, connections).
 one_id=$(head -1 "$IDS_FILE")
 nginx_pid=${pids[0]}
-nginx=() lg=() nginx1=() lg1=() cpu_nginx=() cpu_lg=() cpu_nginx1=() cpu_lg1=()
-for ((r = 0; r < ROUNDS; r++)); do
-	read -r x c <<<"$(wrk_run "$nginx_url" "$lua" "$nginx_pid")"; nginx+=("$x") cpu_nginx+=("$c")
-	read -r x c <<<"$(wrk_run "$lg_url" "$lua" "$lg_pid")"; lg+=("$x") cpu_lg+=("$c")
-	read -r x c <<<"$(wrk_run "$nginx_url$one_id" "" "$nginx_pid")"; nginx1+=("$x") cpu_nginx1+=("$c")
-	read -r x c <<<"$(wrk_run "$lg_url$one_id" "" "$lg_pid")"; lg1+=("$x") cpu_lg1+=("$c")
-done
+measure "$res" \
+	-target "b $nginx_url lua=$lua pid=$nginx_pid prewarm=2s" \
+	-target "a $lg_url lua=$lua pid=$lg_pid prewarm=3s" \
+	-target "b1 $nginx_url$one_id pid=$nginx_pid" \
+	-target "a1 $lg_url$one_id pid=$lg_pid"
 
 rss() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$lg_pid/status"; }
 rss_anon=$(rss RssAnon) rss_file=$(rss RssFile) vm_rss=$(rss VmRSS)
 
 step "creates into the 1M-link store: POST /shortenURL, unique URLs"
-creates=()
-for ((r = 0; r < ROUNDS; r++)); do
-	creates+=("$(wrk_rps "${lg_url}shortenURL" scripts/bench/create.lua)")
-done
+measure "$res" -target "c ${lg_url}shortenURL lua=scripts/bench/create.lua"
 kill "$lg_pid"; wait "$lg_pid" 2>/dev/null || true
 
 step "creates into a fresh store (same pinning)"
@@ -80,23 +73,22 @@ GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$
 	--store "bolt:$work/fresh.db" --log-level warn >>"$work/linkgate.log" 2>&1 &
 pids+=($!)
 wait_tcp 127.0.0.1 "$lg_port" 30 || die "linkgate did not start: $(cat "$work/linkgate.log")"
-creates0=()
-for ((r = 0; r < ROUNDS; r++)); do
-	creates0+=("$(wrk_rps "http://127.0.0.1:$lg_port/shortenURL" scripts/bench/create.lua)")
-done
+measure "$res" -target "c0 http://127.0.0.1:$lg_port/shortenURL lua=scripts/bench/create.lua"
 
 step "results"
-report "nginx return 302, random ids (b)" "${nginx[@]}"
-report "linkgate GET /{id}, random ids (a)" "${lg[@]}"
-echo "  ratio (a)/(b), medians: $(ratio "$(median "${lg[@]}")" "$(median "${nginx[@]}")")"
-report "nginx return 302, one id (b1)" "${nginx1[@]}"
-report "linkgate GET /{id}, one id (a1)" "${lg1[@]}"
-echo "  ratio (a1)/(b1), medians: $(ratio "$(median "${lg1[@]}")" "$(median "${nginx1[@]}")")"
-echo "server CPU per request (µs, median of rounds; capacity ratio = nginx/linkgate):"
-printf '  random ids: nginx %s, linkgate %s → %s\n' "$(median "${cpu_nginx[@]}")" "$(median "${cpu_lg[@]}")" "$(ratio "$(median "${cpu_nginx[@]}")" "$(median "${cpu_lg[@]}")")"
-printf '  one id:     nginx %s, linkgate %s → %s\n' "$(median "${cpu_nginx1[@]}")" "$(median "${cpu_lg1[@]}")" "$(ratio "$(median "${cpu_nginx1[@]}")" "$(median "${cpu_lg1[@]}")")"
-report "POST /shortenURL, 1M-link store (c)" "${creates[@]}"
-report "POST /shortenURL, fresh store (c0)" "${creates0[@]}"
+table "$res" <<'TABLE'
+{{report "nginx return 302, random ids (b)" "b"}}
+{{report "linkgate GET /{id}, random ids (a)" "a"}}
+  ratio (a)/(b), medians: {{printf "%.3f" (div (med "a" "rps") (med "b" "rps"))}}
+{{report "nginx return 302, one id (b1)" "b1"}}
+{{report "linkgate GET /{id}, one id (a1)" "a1"}}
+  ratio (a1)/(b1), medians: {{printf "%.3f" (div (med "a1" "rps") (med "b1" "rps"))}}
+server CPU per request (µs, median of rounds; capacity ratio = nginx/linkgate):
+  random ids: nginx {{printf "%.2f" (med "b" "cpu")}}, linkgate {{printf "%.2f" (med "a" "cpu")}} → {{printf "%.3f" (div (med "b" "cpu") (med "a" "cpu"))}}
+  one id:     nginx {{printf "%.2f" (med "b1" "cpu")}}, linkgate {{printf "%.2f" (med "a1" "cpu")}} → {{printf "%.3f" (div (med "b1" "cpu") (med "a1" "cpu"))}}
+{{report "POST /shortenURL, 1M-link store (c)" "c"}}
+{{report "POST /shortenURL, fresh store (c0)" "c0"}}
+TABLE
 echo "linkgate memory after the redirect rounds ($N links): RssAnon $((rss_anon / 1024)) MiB, RssFile $((rss_file / 1024)) MiB, VmRSS $((vm_rss / 1024)) MiB"
 if grep -qi error "$work/linkgate.log"; then
 	echo "linkgate logged errors:" >&2

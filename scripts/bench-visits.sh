@@ -13,7 +13,7 @@
 #    every preloaded id once per pass, the worst case for aggregation (each
 #    request a link not yet pending, every flush touching up to ~100k links);
 #  - (a) saturation: Debian wrk -t1 -c$CONNS, req/s, ratio on/off, and the
-#    server's CPU time per request (bench-lib.sh wrk_run; robust to noise);
+#    server's CPU time per request (tools/benchcmp, from /proc; robust to noise);
 #  - (b) fixed rate: FIXED_SHARE (0.6) of the visits-off saturation rate,
 #    sent by `linkgate bench -R` (constant rate, latency from each
 #    request's intended send time), p99 and ratio on/off. It needs a
@@ -30,7 +30,7 @@ WORKLOADS=${WORKLOADS:-hot all}
 
 bench_workdir # $work, $pids: killed and removed on exit
 
-preloaded_links "$work" "$N"
+preloaded_links "$work" "$N" # also builds $benchcmp
 loadgen=${LOADGEN:-$work/linkgate}
 if ! "$loadgen" bench --help >/dev/null 2>&1; then
 	echo "note: $loadgen has no bench command (linkgate bench not merged here); set LOADGEN=/path/to/linkgate for the fixed-rate part" >&2
@@ -49,14 +49,6 @@ start_server() {
 	pids+=("$server_pid")
 	wait_tcp 127.0.0.1 "$port" 30 || die "linkgate ($name) did not start: $(cat "$work/$name.log")"
 	server_url=http://127.0.0.1:$port/
-}
-
-# fixed_p99 URL RATE runs linkgate bench at RATE and prints its p99 in ms.
-fixed_p99() {
-	local json=$work/fixed.json
-	taskset -c "$LOAD_CPU" "$loadgen" bench -t1 -c"$CONNS" -R"$2" -d"$DURATION" --warmup 2s \
-		-s scripts/bench/visits.lua --json "$json" "$1" >"$work/fixed.txt" 2>&1 || { cat "$work/fixed.txt" >&2; die "linkgate bench failed"; }
-	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); e=r["errors_total"]; print(r["latency"]["percentiles_ms"]["99"]); e and print("warning: %d errors" % e, file=sys.stderr)' "$json"
 }
 
 metric() { curl -s "${1}metrics" | awk -v m="$2" '$1 == m {print $2}'; }
@@ -78,33 +70,30 @@ for wl in $WORKLOADS; do
 	esac
 	step "workload $wl (IDS_LIMIT=$IDS_LIMIT): waiting for $BENCH_LOCK"
 	flock 9
-	DURATION=3s wrk_rps "$off" scripts/bench/visits.lua >/dev/null
-	DURATION=3s wrk_rps "$on" scripts/bench/visits.lua >/dev/null
-	sat_off=() sat_on=() cpu_off=() cpu_on=()
-	for ((r = 0; r < ROUNDS; r++)); do
-		read -r x c <<<"$(wrk_run "$off" scripts/bench/visits.lua "$off_pid")"; sat_off+=("$x") cpu_off+=("$c")
-		read -r x c <<<"$(wrk_run "$on" scripts/bench/visits.lua "$on_pid")"; sat_on+=("$x") cpu_on+=("$c")
-	done
-	p99_off=() p99_on=()
+	res=$work/$wl.jsonl
+	measure "$res" \
+		-target "off $off lua=scripts/bench/visits.lua pid=$off_pid prewarm=3s" \
+		-target "on $on lua=scripts/bench/visits.lua pid=$on_pid prewarm=3s"
 	rate=
 	if [ -n "$loadgen" ]; then
-		rate=$(awk -v m="$(median "${sat_off[@]}")" -v s="$FIXED_SHARE" 'BEGIN {printf "%d", m * s}')
-		for ((r = 0; r < ROUNDS; r++)); do
-			p99_off+=("$(fixed_p99 "$off" "$rate")")
-			p99_on+=("$(fixed_p99 "$on" "$rate")")
-		done
+		rate=$(table -t "{{printf \"%.0f\" (mul (med \"off\" \"rps\") $FIXED_SHARE)}}" "$res")
+		measure "$res" -gen linkgate -linkgate "$loadgen" -warmup 2s \
+			-target "fixed_off $off lua=scripts/bench/visits.lua R=$rate" \
+			-target "fixed_on $on lua=scripts/bench/visits.lua R=$rate"
 	fi
 	flock -u 9
 	step "results: workload $wl"
-	report "saturation, visits off" "${sat_off[@]}"
-	report "saturation, visits on" "${sat_on[@]}"
-	echo "saturation ratio on/off (medians): $(ratio "$(median "${sat_on[@]}")" "$(median "${sat_off[@]}")")   (target ≥ 0.95)"
-	echo "server CPU per request, µs: visits off median $(median "${cpu_off[@]}") (rounds ${cpu_off[*]}), visits on median $(median "${cpu_on[@]}") (rounds ${cpu_on[*]}); ratio off/on $(ratio "$(median "${cpu_off[@]}")" "$(median "${cpu_on[@]}")") (the throughput ratio a quiet machine would show)"
-	if [ -n "$rate" ]; then
-		report_ms "p99 at $rate req/s, visits off" "${p99_off[@]}"
-		report_ms "p99 at $rate req/s, visits on" "${p99_on[@]}"
-		echo "p99 ratio on/off (medians): $(ratio "$(median "${p99_on[@]}")" "$(median "${p99_off[@]}")")   (target ≤ 1.05)"
-	fi
+	table "$res" <<TABLE
+{{report "saturation, visits off" "off"}}
+{{report "saturation, visits on" "on"}}
+saturation ratio on/off (medians): {{printf "%.3f" (div (med "on" "rps") (med "off" "rps"))}}   (target ≥ 0.95)
+server CPU per request, µs: visits off median {{printf "%.2f" (med "off" "cpu")}} (rounds {{each "%.2f" (vals "off" "cpu")}}), visits on median {{printf "%.2f" (med "on" "cpu")}} (rounds {{each "%.2f" (vals "on" "cpu")}}); ratio off/on {{printf "%.3f" (div (med "off" "cpu") (med "on" "cpu"))}} (the throughput ratio a quiet machine would show)
+{{if has "fixed_off" -}}
+{{reportms "p99 at $rate req/s, visits off" "fixed_off" "p99"}}
+{{reportms "p99 at $rate req/s, visits on" "fixed_on" "p99"}}
+p99 ratio on/off (medians): {{printf "%.3f" (div (med "fixed_on" "p99") (med "fixed_off" "p99"))}}   (target ≤ 1.05)
+{{end -}}
+TABLE
 	echo "visits on: recorded $(metric "$on" linkgate_visits_recorded_total), flushed $(metric "$on" linkgate_visits_flushed_total) in $(metric "$on" linkgate_visits_flushes_total) batches, dropped $(metric "$on" linkgate_visits_dropped_total), flush errors $(metric "$on" linkgate_visits_flush_errors_total)"
 	echo "RssAnon: visits off $(rss "$off_pid") MiB, visits on $(rss "$on_pid") MiB"
 done

@@ -42,6 +42,8 @@ if [ ! -x .cache/bin/aws-lambda-rie ]; then
 	GOBIN="$PWD/.cache/bin" go install \
 		github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d
 fi
+step "SBOM generator (cyclonedx-gomod, pinned in tools/release)"
+go run ./tools/release install-tools
 if [ ! -x .cache/bin/staticcheck ]; then
 	step "go install staticcheck"
 	GOBIN="$PWD/.cache/bin" go install honnef.co/go/tools/cmd/staticcheck@v0.8.2

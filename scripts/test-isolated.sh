@@ -46,6 +46,11 @@ if [ -n "$timing_pkgs" ]; then
 	go test -count=1 -timeout 20m $timing_pkgs
 fi
 
+# The release and image tests build and compress every artefact twice,
+# which the race detector slows tenfold; they skip under it.
+step "go test (release artefacts, no -race)"
+go test -count=1 -timeout 10m ./tools/release
+
 step "fuzz (${FUZZTIME:=3s} per target)"
 for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")

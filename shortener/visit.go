@@ -172,6 +172,11 @@ type LinkVisits struct {
 	// returns (other links' counts there may lag; VisitStats has them all
 	// at once).
 	Limited bool
+	// CreatedAt is the visited link's CreatedAt in Unix seconds, 0 when
+	// unknown. A store may use it to keep the visits of a link apart from
+	// those of an earlier link under the same id that was deleted while
+	// its visits were pending.
+	CreatedAt int64
 	// Applied is set by VisitStore.AddVisits for each link it added, so a
 	// batch that failed half-way is retried without counting twice.
 	Applied bool
@@ -203,9 +208,10 @@ func (b *VisitBatch) Stats(i int) VisitStats {
 // VisitDelta is a link's statistics to add, in the map form of
 // VisitStats: NewVisitBatch turns deltas into a batch (tests, tools).
 type VisitDelta struct {
-	ID      string
-	Stats   VisitStats
-	Limited bool // see LinkVisits.Limited
+	ID        string
+	Stats     VisitStats
+	Limited   bool  // see LinkVisits.Limited
+	CreatedAt int64 // see LinkVisits.CreatedAt
 }
 
 // NewVisitBatch returns the batch that adds deltas; deltas of the same
@@ -225,6 +231,7 @@ func NewVisitBatch(deltas ...VisitDelta) *VisitBatch {
 		l.Total += d.Stats.Total
 		l.Bots += d.Stats.Bots
 		l.Limited = l.Limited || d.Limited
+		l.CreatedAt = max(l.CreatedAt, d.CreatedAt)
 		for kind := range NumVisitKinds {
 			for name, n := range *d.Stats.Breakdown(kind) {
 				k := VisitKey{kind, name}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,6 +40,9 @@ type targetOptions struct {
 	preload    int
 	uniform    bool
 	scriptArgs []string
+
+	noKeepAlive bool
+	tls         bench.TLSOptions
 }
 
 func (t *targetOptions) register(fs *flag.FlagSet) {
@@ -53,6 +57,22 @@ func (t *targetOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&t.scenario, "scenario", "", "built-in linkgate workload: shorten, redirect or mixed:90 (`name`)")
 	fs.IntVar(&t.preload, "preload", 0, fmt.Sprintf("links to create before a redirect or mixed scenario (default %d)", bench.DefaultPreload))
 	fs.BoolVar(&t.uniform, "uniform", false, "pick preloaded links uniformly instead of Zipf(1.1)")
+	fs.BoolVar(&t.noKeepAlive, "no-keepalive", false, "a new connection for every request (sends Connection: close)")
+	fs.StringVar(&t.tls.ServerName, "sni", "", "TLS server `name` sent and verified (default: the URL's host)")
+	fs.BoolVar(&t.tls.Insecure, "insecure", false, "do not verify the server's TLS certificate")
+	fs.BoolVar(&t.tls.Insecure, "k", false, "same as --insecure")
+	fs.StringVar(&t.tls.CAFile, "ca", "", "verify the server against the CA certificates in PEM `file`")
+	fs.StringVar(&t.tls.CertFile, "cert", "", "client certificate PEM `file` (with --key)")
+	fs.StringVar(&t.tls.KeyFile, "key", "", "client private key PEM `file` (with --cert)")
+}
+
+// tlsConfig builds the TLS configuration for https:// targets.
+func (t *targetOptions) tlsConfig() (*tls.Config, error) {
+	c, err := bench.NewTLSConfig(t.tls)
+	if err != nil {
+		return nil, &cli.UsageError{Err: err}
+	}
+	return c, nil
 }
 
 func (t *targetOptions) validate() error {
@@ -161,10 +181,7 @@ func isBoolFlag(f *flag.Flag) bool {
 func parseTargetURL(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, cli.Usagef("invalid URL %q: want http://host[:port]/path", s)
-	}
-	if u.Scheme == "https" {
-		return nil, cli.Usagef("https is not supported: linkgate bench speaks plain HTTP/1.1")
+		return nil, cli.Usagef("invalid URL %q: want http(s)://host[:port]/path", s)
 	}
 	if u.Path == "" {
 		u.Path = "/"
@@ -221,6 +238,7 @@ func parseBench(args []string, env cli.Env) (*benchOptions, error) {
 type source struct {
 	newRequester func(thread int) (bench.Requester, error)
 	script       *lua.Script
+	tls          *tls.Config
 }
 
 func (s *source) close() {
@@ -231,31 +249,38 @@ func (s *source) close() {
 
 func newSource(ctx context.Context, t *targetOptions, u *url.URL, stdout io.Writer) (*source, error) {
 	headers := bench.Fields(t.headers)
+	if t.noKeepAlive {
+		headers = append(bench.Fields(nil), headers...).Set("Connection", "close")
+	}
+	tc, err := t.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case t.script != "":
 		sc, err := lua.Load(lua.Options{Path: t.script, URL: u, Headers: headers, Args: t.scriptArgs, Stdout: stdout})
 		if err != nil {
 			return nil, &cli.UsageError{Err: err}
 		}
-		return &source{newRequester: sc.NewRequester, script: sc}, nil
+		return &source{newRequester: sc.NewRequester, script: sc, tls: tc}, nil
 	case t.scenario != "":
 		sc, err := bench.ParseScenario(t.scenario)
 		if err != nil {
 			return nil, &cli.UsageError{Err: err}
 		}
-		sc.Preload, sc.Uniform = t.preload, t.uniform
+		sc.Preload, sc.Uniform, sc.TLS = t.preload, t.uniform, tc
 		f, err := sc.Prepare(ctx, u, headers)
 		if err != nil {
 			return nil, err
 		}
-		return &source{newRequester: f}, nil
+		return &source{newRequester: f, tls: tc}, nil
 	}
 	fields := bench.Fields{{Name: "Host", Value: bench.HostHeader(u.Hostname(), u.Port())}}
 	for _, h := range headers {
 		fields = fields.Set(h.Name, h.Value)
 	}
 	req := bench.Static(bench.AppendRequest(nil, "GET", u.RequestURI(), fields, nil))
-	return &source{newRequester: func(int) (bench.Requester, error) { return req, nil }}, nil
+	return &source{newRequester: func(int) (bench.Requester, error) { return req, nil }, tls: tc}, nil
 }
 
 func runBench(ctx context.Context, args []string, env cli.Env) error {
@@ -279,7 +304,7 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 	cfg := bench.Config{
 		URL: o.url, Threads: int(o.target.threads), Connections: int(o.connections),
 		Duration: time.Duration(o.duration), Warmup: time.Duration(o.warmup), Timeout: time.Duration(o.target.timeout),
-		Rate: float64(o.rate), NewRequester: src.newRequester,
+		Rate: float64(o.rate), NewRequester: src.newRequester, TLS: src.tls,
 		OnCalibrated: func(_ int, mean time.Duration) { _ = bench.WriteCalibration(out, mean) },
 	}
 	var prog *progressLine

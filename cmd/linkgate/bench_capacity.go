@@ -140,7 +140,7 @@ func runCapacity(ctx context.Context, args []string, env cli.Env) error {
 		threads := min(int(target.threads), c)
 		return bench.Run(ctx, bench.Config{
 			URL: byName[name], Threads: threads, Connections: c, Duration: o.StepDuration, Warmup: o.Warmup,
-			Timeout: time.Duration(target.timeout), Rate: rate, NewRequester: sources[name].newRequester,
+			Timeout: time.Duration(target.timeout), Rate: rate, NewRequester: sources[name].newRequester, TLS: sources[name].tls,
 		})
 	}
 	fmt.Fprintf(env.Stdout, "Capacity search: %s, error budget %s, steps of %s after %s warm-up\n",

@@ -3,15 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/linkgate/linkgate/internal/cli"
@@ -40,7 +44,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"bad duration", []string{"bench", "-d", "soon", u}, "invalid duration"},
 		{"zero duration", []string{"bench", "-d", "0", u}, "duration must be positive"},
 		{"bad header", []string{"bench", "-H", "nocolon", u}, "invalid header"},
-		{"https", []string{"bench", "https://127.0.0.1:1/"}, "https is not supported"},
+		{"https missing CA file", []string{"bench", "--ca", filepath.Join(dir, "none.pem"), "https://127.0.0.1:1/"}, "--ca"},
+		{"https cert without key", []string{"bench", "--cert", bad, "https://127.0.0.1:1/"}, "go together"},
 		{"not a url", []string{"bench", "localhost"}, "invalid URL"},
 		{"unknown flag", []string{"bench", "--nope", u}, "not defined"},
 		{"scenario", []string{"bench", "--scenario", "delete", u}, "unknown scenario"},
@@ -147,6 +152,40 @@ func TestBenchEndToEnd(t *testing.T) {
 	}
 	if h, _ := os.ReadFile(hgrm); !strings.HasPrefix(string(h), "       Value   Percentile") {
 		t.Errorf("hgrm %q", h)
+	}
+}
+
+func TestBenchHTTPS(t *testing.T) {
+	var closes atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Close {
+			closes.Add(1)
+		}
+		w.Write([]byte("hello"))
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	defer srv.Close()
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600)
+	// httptest's certificate is for example.com and 127.0.0.1.
+	out, errOut, code := runCLI(t, nil, "bench", "-t1", "-c2", "-d1s", "-R100", "--ca", ca, "--sni", "example.com", "--no-keepalive", srv.URL+"/")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "ALPN http/1.1:") || !strings.Contains(out, "handshakes (") {
+		t.Errorf("no TLS line:\n%s", out)
+	}
+	if closes.Load() < 50 {
+		t.Errorf("%d requests asked to close the connection, want every one with --no-keepalive", closes.Load())
+	}
+	err := run(context.Background(), []string{"bench", "-t1", "-c1", "-d1s", srv.URL + "/"}, func(string) string { return "" }, strings.NewReader(""), discard{}, discard{})
+	if err == nil || !strings.Contains(err.Error(), "certificate") || !strings.Contains(err.Error(), "--insecure") {
+		t.Errorf("unverified certificate: %v", err)
+	}
+	if _, errOut, code = runCLI(t, nil, "bench", "-t1", "-c1", "-d1s", "-k", srv.URL+"/"); code != 0 {
+		t.Errorf("--insecure: exit %d: %s", code, errOut)
 	}
 }
 

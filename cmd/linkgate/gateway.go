@@ -16,10 +16,25 @@ import (
 	"github.com/linkgate/linkgate/gateway/admin"
 	"github.com/linkgate/linkgate/gateway/bolt"
 	"github.com/linkgate/linkgate/gateway/etcd"
+	"github.com/linkgate/linkgate/gateway/plugin/basicauth"
+	"github.com/linkgate/linkgate/gateway/plugin/cors"
+	"github.com/linkgate/linkgate/gateway/plugin/faultinjection"
+	"github.com/linkgate/linkgate/gateway/plugin/gzip"
+	"github.com/linkgate/linkgate/gateway/plugin/iprestriction"
+	"github.com/linkgate/linkgate/gateway/plugin/jwtauth"
 	"github.com/linkgate/linkgate/gateway/plugin/keyauth"
+	"github.com/linkgate/linkgate/gateway/plugin/limitconn"
 	"github.com/linkgate/linkgate/gateway/plugin/limitcount"
+	"github.com/linkgate/linkgate/gateway/plugin/limitreq"
 	"github.com/linkgate/linkgate/gateway/plugin/prometheus"
 	"github.com/linkgate/linkgate/gateway/plugin/proxyrewrite"
+	"github.com/linkgate/linkgate/gateway/plugin/publicapi"
+	"github.com/linkgate/linkgate/gateway/plugin/realip"
+	"github.com/linkgate/linkgate/gateway/plugin/redirect"
+	"github.com/linkgate/linkgate/gateway/plugin/redis"
+	"github.com/linkgate/linkgate/gateway/plugin/requestid"
+	"github.com/linkgate/linkgate/gateway/plugin/responserewrite"
+	"github.com/linkgate/linkgate/gateway/plugin/trafficsplit"
 	"github.com/linkgate/linkgate/gateway/proxy"
 	"github.com/linkgate/linkgate/internal/cli"
 )
@@ -27,7 +42,7 @@ import (
 type gatewayConfig struct {
 	listen, prometheusListen, store, adminVersion, logLevel, serverHeader string
 	adminKeys, viewerKeys, allowAdmin                                     string
-	maxBodySize                                                           int
+	maxBodySize, httpsPort, requestIDMachine                              int
 }
 
 // splitList splits a comma-separated flag value.
@@ -57,6 +72,8 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.serverHeader, "server-header", "linkgate", `Server header on proxied responses ("" keeps the upstream's)`)
 	fs.IntVar(&c.maxBodySize, "max-body-size", 32<<20, "largest request body proxied, in bytes")
+	fs.IntVar(&c.httpsPort, "https-port", 0, "port the redirect plugin's http_to_https sends clients to (0: 443)")
+	fs.IntVar(&c.requestIDMachine, "request-id-machine", 0, "this node's snowflake data machine id (0-4095) for request-id; distinct per node")
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {
 		return err
 	}
@@ -86,12 +103,32 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	}
 	defer store.Close()
 
+	if c.requestIDMachine < 0 || c.requestIDMachine > 4095 {
+		return cli.Usagef("--request-id-machine must be 0-4095")
+	}
 	metrics := prometheus.New()
+	redisPool := redis.NewPool()
+	defer redisPool.Close()
+	jwt := jwtauth.New()
 	reg := gateway.NewRegistry(
-		limitcount.New(logger),
+		limitcount.New(logger, redisPool),
+		limitreq.New(logger, redisPool),
+		limitconn.New(logger, redisPool),
 		metrics,
 		keyauth.New(),
+		basicauth.New(),
+		jwt,
+		publicapi.New(jwt),
 		proxyrewrite.New(),
+		cors.New(),
+		iprestriction.New(),
+		realip.New(),
+		requestid.New(uint16(c.requestIDMachine)),
+		responserewrite.New(),
+		redirect.New(c.httpsPort),
+		trafficsplit.New(),
+		gzip.New(),
+		faultinjection.New(),
 	)
 	if len(splitList(c.adminKeys)) == 0 {
 		logger.Warn("no --admin-key: the admin API refuses every call")
@@ -116,26 +153,19 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	// Config pipeline: store updates → validate → compile → atomic swap.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	reloader := gateway.NewReloader(reg, logger, func(c *gateway.Compiled) {
+		gw.Load(c)
+		metrics.SetModifyIndex(c.Revision)
+		logger.Debug("config loaded", "revision", c.Revision, "routes", len(c.Routes))
+	})
+	metrics.Register(reloadCollector{reloader})
 	loaded := make(chan struct{})
 	var once sync.Once
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		cfg := gateway.NewConfig()
-		err := store.Watch(ctx, func(u gateway.Update) {
-			for _, err := range cfg.Apply(u, reg) {
-				logger.Warn("config entry skipped", "err", err)
-			}
-			compiled, errs := gateway.Compile(cfg, reg)
-			for _, err := range errs {
-				logger.Warn("route skipped", "err", err)
-			}
-			gw.Load(compiled)
-			metrics.SetModifyIndex(compiled.Revision)
-			logger.Debug("config loaded", "revision", compiled.Revision, "routes", len(compiled.Routes))
-			once.Do(func() { close(loaded) })
-		})
+		err := reloader.Run(ctx, store, func() { once.Do(func() { close(loaded) }) })
 		if err != nil && ctx.Err() == nil {
 			logger.Error("config store watch ended", "err", err)
 		}

@@ -29,7 +29,7 @@ func TestRunDispatch(t *testing.T) {
 		{"unknown", []string{"frobnicate"}, 2, "", "Commands:"},
 		{"help", []string{"help"}, 0, "Commands:", ""},
 		{"--help", []string{"--help"}, 0, "version", ""},
-		{"version", []string{"version"}, 0, "linkgate dev go", ""},
+		{"version", []string{"version"}, 0, "linkgate dev commit unknown go", ""},
 		{"--version", []string{"--version"}, 0, "linkgate dev", ""},
 		{"version extra", []string{"version", "x"}, 2, "", ""},
 		{"help version", []string{"help", "version"}, 0, "", "Usage: linkgate version"},

@@ -22,6 +22,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/plugin/limitcount"
 	"github.com/linkgate/linkgate/gateway/plugin/prometheus"
 	"github.com/linkgate/linkgate/gateway/plugin/proxyrewrite"
+	"github.com/linkgate/linkgate/gateway/plugin/redis"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -49,7 +50,7 @@ func readSeed(name string) string {
 }
 
 func registry() *gateway.Registry {
-	return gateway.NewRegistry(limitcount.New(slog.New(slog.DiscardHandler)), prometheus.New(), keyauth.New(), proxyrewrite.New())
+	return gateway.NewRegistry(limitcount.New(slog.New(slog.DiscardHandler), redis.NewPool()), prometheus.New(), keyauth.New(), proxyrewrite.New())
 }
 
 func newAPI(t *testing.T, v3 bool) http.Handler {

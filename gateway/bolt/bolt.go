@@ -106,6 +106,7 @@ func currentRev(tx *bbolt.Tx) int64 {
 
 // Get returns one entry.
 func (s *Store) Get(_ context.Context, k gateway.Kind, id string) (gateway.Entry, error) {
+	id = strings.Clone(id)
 	var e gateway.Entry
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucketKV).Get(dbKey(k, id))
@@ -146,6 +147,7 @@ func list(tx *bbolt.Tx, k gateway.Kind) ([]gateway.Entry, error) {
 
 // Put stores a value; see gateway.Store.
 func (s *Store) Put(_ context.Context, k gateway.Kind, id string, value []byte, prevRev int64) (gateway.Entry, bool, error) {
+	id = strings.Clone(id) // kept in the watch notification
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var e gateway.Entry
@@ -186,6 +188,7 @@ func (s *Store) Put(_ context.Context, k gateway.Kind, id string, value []byte, 
 
 // Delete removes an entry.
 func (s *Store) Delete(_ context.Context, k gateway.Kind, id string) error {
+	id = strings.Clone(id) // kept in the watch notification
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var rev int64

@@ -9,6 +9,7 @@
 package etcd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -161,6 +162,7 @@ func (s *Store) wrap(err error) error {
 
 // Get returns one entry.
 func (s *Store) Get(ctx context.Context, k gateway.Kind, id string) (gateway.Entry, error) {
+	id = strings.Clone(id)
 	ctx, cancel := s.op(ctx)
 	defer cancel()
 	resp, err := s.cli.Get(ctx, s.key(k, id))
@@ -211,6 +213,7 @@ func (s *Store) entry(key, value []byte, created, modified int64) (gateway.Entry
 
 // Put stores a value, conditionally on its revision when prevRev > 0.
 func (s *Store) Put(ctx context.Context, k gateway.Kind, id string, value []byte, prevRev int64) (gateway.Entry, bool, error) {
+	id, value = strings.Clone(id), bytes.Clone(value)
 	ctx, cancel := s.op(ctx)
 	defer cancel()
 	key := s.key(k, id)

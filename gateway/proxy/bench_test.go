@@ -1,15 +1,42 @@
 package proxy_test
 
 import (
+	"log/slog"
 	"net"
 	"testing"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/gateway/plugin/basicauth"
+	"github.com/linkgate/linkgate/gateway/plugin/cors"
+	"github.com/linkgate/linkgate/gateway/plugin/faultinjection"
+	gz "github.com/linkgate/linkgate/gateway/plugin/gzip"
+	"github.com/linkgate/linkgate/gateway/plugin/iprestriction"
+	"github.com/linkgate/linkgate/gateway/plugin/jwtauth"
+	"github.com/linkgate/linkgate/gateway/plugin/keyauth"
+	"github.com/linkgate/linkgate/gateway/plugin/limitconn"
+	"github.com/linkgate/linkgate/gateway/plugin/limitcount"
+	"github.com/linkgate/linkgate/gateway/plugin/limitreq"
+	"github.com/linkgate/linkgate/gateway/plugin/prometheus"
+	"github.com/linkgate/linkgate/gateway/plugin/proxyrewrite"
+	"github.com/linkgate/linkgate/gateway/plugin/publicapi"
+	"github.com/linkgate/linkgate/gateway/plugin/realip"
+	"github.com/linkgate/linkgate/gateway/plugin/redirect"
+	"github.com/linkgate/linkgate/gateway/plugin/redis"
+	"github.com/linkgate/linkgate/gateway/plugin/requestid"
+	"github.com/linkgate/linkgate/gateway/plugin/responserewrite"
+	"github.com/linkgate/linkgate/gateway/plugin/trafficsplit"
+	"github.com/linkgate/linkgate/gateway/proxy"
 )
+
+// Scenario 3 of make bench-gateway: what an API behind auth, a rate limit,
+// CORS and request ids costs.
+const scenario3 = `{"key-auth":{},"limit-req":{"rate":1e12,"burst":1e12,"key":"remote_addr","nodelay":true},"cors":{},"request-id":{},"prometheus":{}}`
 
 // BenchmarkProxy drives the whole data plane over loopback TCP: client →
 // gateway → fasthttp upstream answering "1234567890", for the seed's two
-// scenarios. Allocations are the gateway's and the client's.
+// scenarios and scenario 3. Allocations are the gateway's and the client's.
 func BenchmarkProxy(b *testing.B) {
 	upLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -22,17 +49,20 @@ func BenchmarkProxy(b *testing.B) {
 	scenarios := map[string]string{
 		"no-plugins":             `{}`,
 		"limit-count+prometheus": `{"limit-count":{"count":2000000000000,"time_window":60,"rejected_code":503,"key":"remote_addr"},"prometheus":{}}`,
+		"scenario3":              scenario3,
 	}
-	for _, name := range []string{"no-plugins", "limit-count+prometheus"} {
+	for _, name := range []string{"no-plugins", "limit-count+prometheus", "scenario3"} {
 		b.Run(name, func(b *testing.B) {
 			w := startGateway(b)
 			w.load(b, map[string]string{"routes/1": `{"uri":"/hello","plugins":` + scenarios[name] +
-				`,"upstream":{"type":"roundrobin","nodes":{"` + node + `":1}}}`})
+				`,"upstream":{"type":"roundrobin","nodes":{"` + node + `":1}}}`,
+				"consumers/jack": `{"username":"jack","plugins":{"key-auth":{"key":"auth-one"}}}`})
 			c := &fasthttp.HostClient{Addr: w.url[len("http://"):], MaxConns: 64}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 				req.SetRequestURI(w.url + "/hello")
+				req.Header.Set("apikey", "auth-one")
 				for pb.Next() {
 					if err := c.Do(req, resp); err != nil || resp.StatusCode() != 200 {
 						b.Errorf("%v %d", err, resp.StatusCode())
@@ -42,4 +72,112 @@ func BenchmarkProxy(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchAPI answers GET /bench with a small HTML page, through public-api
+// (priority 501, the last access plugin): the upstream of BenchmarkPlugins.
+type benchAPI struct{}
+
+var benchPage = gateway.Reply{Status: 200, Body: []byte("<html><body>1234567890</body></html>\n"), ContentType: "text/html"}
+
+func (benchAPI) APIs() []gateway.API {
+	return []gateway.API{{Method: "GET", Path: "/bench", Serve: func(gateway.Ctx) gateway.Reply { return benchPage }}}
+}
+
+// BenchmarkPlugins is each plugin's cost per request in the engine itself,
+// in memory (no network): every phase runs, and public-api answers in
+// place of an upstream; subtract "none" (public-api alone) for the
+// plugin's own cost. Allocations are the engine's and the plugin's.
+func BenchmarkPlugins(b *testing.B) {
+	log := slog.New(slog.DiscardHandler)
+	jwt := jwtauth.New()
+	reg := gateway.NewRegistry(limitcount.New(log, redis.NewPool()), limitreq.New(log, redis.NewPool()), limitconn.New(log, redis.NewPool()),
+		prometheus.New(), keyauth.New(), basicauth.New(), jwt, proxyrewrite.New(), cors.New(), iprestriction.New(), realip.New(),
+		requestid.New(0), responserewrite.New(), redirect.New(0), trafficsplit.New(), gz.New(), faultinjection.New(),
+		publicapi.New(benchAPI{}))
+	consumers := map[string]string{
+		"consumers/jack": `{"username":"jack","plugins":{"key-auth":{"key":"auth-one"},"basic-auth":{"username":"jack","password":"pw"},
+			"jwt-auth":{"key":"user-key","secret":"my-secret-key"}}}`,
+		"upstreams/1": `{"type":"roundrobin","nodes":{"127.0.0.1:1":1}}`,
+	}
+	token := "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJrZXkiOiJ1c2VyLWtleSIsImV4cCI6MTg3OTMxODU0MX0.fNtFJnNmJgzbiYmGB0Yjvm-l6A6M4jRV1l4mnVFSYjs"
+	for _, tc := range []struct{ name, plugins string }{
+		{"none", `{}`},
+		{"key-auth", `{"key-auth":{}}`},
+		{"basic-auth", `{"basic-auth":{}}`},
+		{"jwt-auth", `{"jwt-auth":{"header":"x-jwt"}}`},
+		{"limit-count", `{"limit-count":{"count":2000000000000,"time_window":60,"key":"remote_addr"}}`},
+		{"limit-req", `{"limit-req":{"rate":1e12,"burst":1e12,"key":"remote_addr","nodelay":true}}`},
+		{"limit-conn", `{"limit-conn":{"conn":1000000,"burst":0,"default_conn_delay":0.1,"key":"remote_addr"}}`},
+		{"cors", `{"cors":{}}`},
+		{"ip-restriction", `{"ip-restriction":{"whitelist":["10.0.0.0/8","127.0.0.0/8"]}}`},
+		{"real-ip", `{"real-ip":{"source":"http_x_forwarded_for","trusted_addresses":["127.0.0.0/8"]}}`},
+		{"request-id", `{"request-id":{}}`},
+		{"response-rewrite", `{"response-rewrite":{"headers":{"X-Server":"linkgate"}}}`},
+		{"response-rewrite-body", `{"response-rewrite":{"body":"new body\n"}}`},
+		{"redirect", `{"redirect":{"http_to_https":true}}`},
+		{"traffic-split", `{"traffic-split":{"rules":[{"match":[{"vars":[["arg_x","==","1"]]}],"weighted_upstreams":[{"upstream_id":"1"}]}]}}`},
+		{"gzip", `{"gzip":{"types":"*","min_length":1}}`},
+		{"redirect-uri", `{"redirect":{"uri":"$uri/new","ret_code":301}}`},
+		{"fault-injection", `{"fault-injection":{"abort":{"http_status":403,"vars":[[["arg_fail","==","1"]]]}}}`},
+		{"proxy-rewrite", `{"proxy-rewrite":{"uri":"/x","headers":{"X-A":"b"}}}`},
+		{"prometheus", `{"prometheus":{}}`},
+		{"scenario3", scenario3},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			g := proxy.New(proxy.Options{})
+			cfg := gateway.NewConfig()
+			plugins := tc.plugins[:len(tc.plugins)-1]
+			if plugins != "{" {
+				plugins += ","
+			}
+			plugins += `"public-api":{"uri":"/bench"}}`
+			res := map[string]string{"routes/1": `{"uri":"/hello","plugins":` + plugins + `}`}
+			for k, v := range consumers {
+				res[k] = v
+			}
+			var u gateway.Update
+			for k, v := range res {
+				kind, id := splitKey(k)
+				u.Entries = append(u.Entries, gateway.Entry{Kind: kind, ID: id, Value: []byte(v)})
+			}
+			if errs := cfg.Apply(u, reg); len(errs) > 0 {
+				b.Fatal(errs)
+			}
+			compiled, errs := gateway.Compile(cfg, reg)
+			if len(errs) > 0 {
+				b.Fatal(errs)
+			}
+			g.Load(compiled)
+			var tmpl fasthttp.Request
+			tmpl.SetRequestURI("/hello")
+			tmpl.Header.SetHost("example.com")
+			for _, h := range [][2]string{{"apikey", "auth-one"}, {"Authorization", "Basic amFjazpwdw=="}, {"Origin", "http://a.com"},
+				{"X-Forwarded-For", "1.2.3.4"}, {"Accept-Encoding", "gzip"}, {"X-Jwt", token}} {
+				tmpl.Header.Set(h[0], h[1])
+			}
+			var fc fasthttp.RequestCtx
+			fc.Init(&fasthttp.Request{}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
+			tmpl.CopyTo(&fc.Request)
+			g.Handle(&fc)
+			if want := map[string]int{"redirect": 301, "redirect-uri": 301}[tc.name]; fc.Response.StatusCode() != max(want, 200) {
+				b.Fatalf("%s: %d %s", tc.name, fc.Response.StatusCode(), fc.Response.Body())
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				tmpl.CopyTo(&fc.Request)
+				fc.Response.Reset()
+				g.Handle(&fc)
+			}
+		})
+	}
+}
+
+func splitKey(k string) (gateway.Kind, string) {
+	for i := range k {
+		if k[i] == '/' {
+			return gateway.Kind(k[:i]), k[i+1:]
+		}
+	}
+	return gateway.Kind(k), ""
 }

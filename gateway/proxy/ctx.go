@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
@@ -24,12 +25,20 @@ type reqCtx struct {
 
 	remoteAddr netip.Addr
 	remoteStr  []byte // remote_addr, formatted once
+	remotePort int    // set by a plugin (real-ip); 0: the connection's
+	realAddr   bool   // a plugin replaced remote_addr
 	host       string // Host without port, as matched
 	node       string // address of the node that answered
 	hostSet    bool   // a plugin set the upstream Host
 	uriSet     bool   // a plugin set the upstream URI
 	timed      bool   // log plugins run: measure times
+	responding bool   // header filter phase: headers change the response in place
+	upRef      *gateway.UpstreamRef
+	start      time.Time
 	respHdrs   []respHeader
+	values     []ctxValue
+	arena      []byte // Buffer's bytes
+	bodyBuf    []byte // body filters' dst
 	scratch    []byte
 	log        gateway.LogEntry
 }
@@ -37,18 +46,45 @@ type reqCtx struct {
 type respHeader struct {
 	name string
 	val  []byte
+	op   headerOp
 }
+
+type headerOp uint8
+
+const (
+	opSet headerOp = iota
+	opAdd
+	opDel
+)
+
+type ctxValue struct {
+	key any
+	v   int64
+}
+
+// Per-request buffers larger than this are not kept in the pool.
+const maxPooledBuf = 1 << 20
 
 var _ gateway.Ctx = (*reqCtx)(nil)
 
 func (rc *reqCtx) reset() {
-	rc.fc, rc.snap, rc.route, rc.consumer = nil, nil, nil, nil
+	rc.fc, rc.snap, rc.route, rc.consumer, rc.upRef = nil, nil, nil, nil, nil
 	rc.match = router.Match{}
-	rc.remoteAddr = netip.Addr{}
+	rc.remoteAddr, rc.remotePort, rc.realAddr = netip.Addr{}, 0, false
 	rc.remoteStr = rc.remoteStr[:0]
 	rc.host, rc.node = "", ""
-	rc.hostSet, rc.uriSet, rc.timed = false, false, false
+	rc.hostSet, rc.uriSet, rc.timed, rc.responding = false, false, false, false
+	rc.start = time.Time{}
 	rc.respHdrs = rc.respHdrs[:0]
+	clear(rc.values)
+	rc.values = rc.values[:0]
+	rc.arena = rc.arena[:0]
+	if cap(rc.arena) > maxPooledBuf {
+		rc.arena = nil
+	}
+	if cap(rc.bodyBuf) > maxPooledBuf {
+		rc.bodyBuf = nil
+	}
 	rc.log = gateway.LogEntry{}
 }
 
@@ -76,9 +112,18 @@ func (rc *reqCtx) Var(name string) string {
 	case "remote_addr":
 		return b2s(rc.remoteStr)
 	case "remote_port":
+		port := rc.remotePort
+		if port == 0 {
+			ta, ok := fc.RemoteAddr().(*net.TCPAddr)
+			if !ok {
+				return ""
+			}
+			port = ta.Port
+		}
+		return rc.appendVar(strconv.AppendInt(rc.scratch[:0], int64(port), 10))
+	case "realip_remote_addr":
 		if ta, ok := fc.RemoteAddr().(*net.TCPAddr); ok {
-			rc.scratch = strconv.AppendInt(rc.scratch[:0], int64(ta.Port), 10)
-			return b2s(rc.scratch)
+			return rc.appendVar(ta.AddrPort().Addr().Unmap().AppendTo(rc.scratch[:0]))
 		}
 		return ""
 	case "server_addr", "server_port":
@@ -87,17 +132,24 @@ func (rc *reqCtx) Var(name string) string {
 			return ""
 		}
 		if name == "server_port" {
-			rc.scratch = strconv.AppendInt(rc.scratch[:0], int64(ta.Port), 10)
-		} else {
-			rc.scratch = ta.AddrPort().Addr().Unmap().AppendTo(rc.scratch[:0])
+			return rc.appendVar(strconv.AppendInt(rc.scratch[:0], int64(ta.Port), 10))
 		}
-		return b2s(rc.scratch)
+		return rc.appendVar(ta.AddrPort().Addr().Unmap().AppendTo(rc.scratch[:0]))
 	case "uri":
 		return b2s(fc.Path())
 	case "request_uri":
 		return b2s(fc.Request.Header.RequestURI())
 	case "query_string", "args":
 		return b2s(fc.URI().QueryString())
+	case "is_args":
+		if len(fc.URI().QueryString()) > 0 {
+			return "?"
+		}
+		return ""
+	case "server_protocol":
+		return b2s(fc.Request.Header.Protocol())
+	case "status":
+		return rc.appendVar(strconv.AppendInt(rc.scratch[:0], int64(fc.Response.StatusCode()), 10))
 	case "host":
 		return rc.host
 	case "scheme":
@@ -136,6 +188,19 @@ func (rc *reqCtx) Var(name string) string {
 				rc.scratch[i] = '-'
 			}
 		}
+		if name == "http_x_forwarded_for" {
+			// As nginx's $http_x_forwarded_for: every such header, joined.
+			if all := fc.Request.Header.PeekAll(b2s(rc.scratch)); len(all) > 1 {
+				b := rc.scratch[:0]
+				for i, v := range all {
+					if i > 0 {
+						b = append(b, ", "...)
+					}
+					b = append(b, v...)
+				}
+				return rc.appendVar(b)
+			}
+		}
 		return b2s(fc.Request.Header.PeekBytes(rc.scratch))
 	case strings.HasPrefix(name, "arg_"):
 		return b2s(fc.QueryArgs().Peek(name[4:]))
@@ -143,6 +208,15 @@ func (rc *reqCtx) Var(name string) string {
 		return b2s(fc.Request.Header.Cookie(name[7:]))
 	}
 	return ""
+}
+
+// appendVar copies a formatted variable into the request's buffer, so it
+// stays valid for the rest of the request (the scratch buffer does not).
+func (rc *reqCtx) appendVar(b []byte) string {
+	buf := rc.Buffer(len(b))
+	copy(buf, b)
+	rc.scratch = b
+	return b2s(buf)
 }
 
 func (rc *reqCtx) SetUpstreamURI(uri string) {
@@ -164,61 +238,191 @@ func (rc *reqCtx) SetUpstreamHeader(name, value string) {
 }
 
 func (rc *reqCtx) SetResponseHeader(name, value string) {
-	rc.addRespHeader(name, func(b []byte) []byte { return append(b, value...) })
+	if rc.responding {
+		rc.delRespHeader(name)
+		if value != "" {
+			rc.fc.Response.Header.Set(name, value)
+		}
+		return
+	}
+	op := opSet
+	if value == "" {
+		op = opDel
+	}
+	rc.addRespHeader(name, op, func(b []byte) []byte { return append(b, value...) })
 }
 
 func (rc *reqCtx) SetResponseHeaderInt(name string, v int64) {
-	rc.addRespHeader(name, func(b []byte) []byte { return strconv.AppendInt(b, v, 10) })
+	if rc.responding {
+		rc.delRespHeader(name)
+		rc.scratch = strconv.AppendInt(rc.scratch[:0], v, 10)
+		rc.fc.Response.Header.SetBytesV(name, rc.scratch)
+		return
+	}
+	rc.addRespHeader(name, opSet, func(b []byte) []byte { return strconv.AppendInt(b, v, 10) })
 }
 
-func (rc *reqCtx) addRespHeader(name string, fill func([]byte) []byte) {
-	for i := range rc.respHdrs {
-		if rc.respHdrs[i].name == name {
-			rc.respHdrs[i].val = fill(rc.respHdrs[i].val[:0])
-			return
+func (rc *reqCtx) AddResponseHeader(name, value string) {
+	if rc.responding {
+		rc.fc.Response.Header.Add(name, value)
+		return
+	}
+	rc.addRespHeader(name, opAdd, func(b []byte) []byte { return append(b, value...) })
+}
+
+// addRespHeader records a header change for applyRespHeaders: a set or
+// delete replaces an earlier set or delete of the same name.
+func (rc *reqCtx) addRespHeader(name string, op headerOp, fill func([]byte) []byte) {
+	if op != opAdd {
+		for i := range rc.respHdrs {
+			if h := &rc.respHdrs[i]; h.name == name && h.op != opAdd {
+				h.val, h.op = fill(h.val[:0]), op
+				return
+			}
 		}
 	}
 	if len(rc.respHdrs) < cap(rc.respHdrs) {
 		rc.respHdrs = rc.respHdrs[:len(rc.respHdrs)+1]
 		h := &rc.respHdrs[len(rc.respHdrs)-1]
-		h.name, h.val = name, fill(h.val[:0])
+		h.name, h.val, h.op = name, fill(h.val[:0]), op
 		return
 	}
-	rc.respHdrs = append(rc.respHdrs, respHeader{name: name, val: fill(nil)})
+	rc.respHdrs = append(rc.respHdrs, respHeader{name: name, val: fill(nil), op: op})
 }
 
-// applyRespHeaders copies plugin-set headers onto the response.
+// applyRespHeaders copies plugin-set headers onto the response; from then
+// on header changes go to the response directly.
 func (rc *reqCtx) applyRespHeaders() {
-	for _, h := range rc.respHdrs {
-		rc.fc.Response.Header.SetBytesV(h.name, h.val)
+	h := &rc.fc.Response.Header
+	for _, rh := range rc.respHdrs {
+		switch rh.op {
+		case opSet:
+			h.SetBytesV(rh.name, rh.val)
+		case opAdd:
+			h.AddBytesV(rh.name, rh.val)
+		case opDel:
+			h.Del(rh.name)
+		}
+	}
+	rc.responding = true
+}
+
+func (rc *reqCtx) ResponseHeader(name string) string {
+	if !rc.responding {
+		for i := len(rc.respHdrs) - 1; i >= 0; i-- {
+			if h := &rc.respHdrs[i]; strings.EqualFold(h.name, name) && h.op != opDel {
+				return b2s(h.val)
+			}
+		}
+		return ""
+	}
+	if len(name) == len(headerContentLength) && equalFold(unsafeBytes(name), headerContentLength) {
+		// The body is whole: what will be sent is its length.
+		if b := rc.fc.Response.Body(); len(b) > 0 {
+			return rc.appendVar(strconv.AppendInt(rc.scratch[:0], int64(len(b)), 10))
+		}
+	}
+	for k, v := range rc.fc.Response.Header.All() {
+		if len(k) == len(name) && equalFold(k, unsafeBytes(name)) {
+			return b2s(v)
+		}
+	}
+	return ""
+}
+
+var (
+	headerContentType   = []byte("Content-Type")
+	headerContentLength = []byte("Content-Length")
+)
+
+// delRespHeader removes a response header whatever the case of its name:
+// upstream headers keep the spelling the upstream sent (the pool does not
+// normalize them), and HTTP header names are case-insensitive.
+func (rc *reqCtx) delRespHeader(name string) {
+	h := &rc.fc.Response.Header
+	if len(name) == len(headerContentType) && equalFold(unsafeBytes(name), headerContentType) {
+		h.DelBytes(headerContentType) // kept apart by fasthttp, whatever the spelling
+		return
+	}
+	for range 16 { // bounded, should a header refuse to go
+		found := false
+		for k := range h.All() {
+			if len(k) == len(name) && equalFold(k, unsafeBytes(name)) {
+				rc.scratch, found = append(rc.scratch[:0], k...), true
+				break
+			}
+		}
+		if !found {
+			return
+		}
+		h.DelBytes(rc.scratch)
 	}
 }
 
-func (rc *reqCtx) Consumer() *gateway.ConsumerEntry     { return rc.consumer }
-func (rc *reqCtx) SetConsumer(c *gateway.ConsumerEntry) { rc.consumer = c }
+func (rc *reqCtx) Status() int            { return rc.fc.Response.StatusCode() }
+func (rc *reqCtx) SetStatus(code int)     { rc.fc.Response.SetStatusCode(code) }
+func (rc *reqCtx) RemoteAddr() netip.Addr { return rc.remoteAddr }
+
+func (rc *reqCtx) SetRemoteAddr(addr netip.Addr, port int) {
+	rc.remoteAddr = addr.Unmap()
+	rc.remoteStr = rc.remoteAddr.AppendTo(rc.remoteStr[:0])
+	rc.realAddr = true
+	if port != 0 {
+		rc.remotePort = port
+	}
+}
+
+func (rc *reqCtx) SetUpstream(ref *gateway.UpstreamRef) { rc.upRef = ref }
+
+func (rc *reqCtx) Buffer(n int) []byte {
+	if len(rc.arena)+n > cap(rc.arena) {
+		// A new block; slices handed out from the old one stay valid.
+		rc.arena = make([]byte, 0, max(2*cap(rc.arena), n, 256))
+	}
+	i := len(rc.arena)
+	rc.arena = rc.arena[:i+n]
+	return rc.arena[i : i+n : i+n]
+}
+
+func (rc *reqCtx) SetValue(key any, v int64) {
+	for i := range rc.values {
+		if rc.values[i].key == key {
+			rc.values[i].v = v
+			return
+		}
+	}
+	rc.values = append(rc.values, ctxValue{key, v})
+}
+
+func (rc *reqCtx) Value(key any) (int64, bool) {
+	for i := range rc.values {
+		if rc.values[i].key == key {
+			return rc.values[i].v, true
+		}
+	}
+	return 0, false
+}
+
+func (rc *reqCtx) Consumer() *gateway.ConsumerEntry { return rc.consumer }
+
+func (rc *reqCtx) SetConsumer(c *gateway.ConsumerEntry) {
+	rc.consumer = c
+	// The consumer's own log plugins need the request timed from here on.
+	if c != nil && !rc.timed && hasLogger(c.Chain) {
+		rc.timed, rc.start = true, time.Now()
+	}
+}
 func (rc *reqCtx) LookupConsumer(plugin, credential string) *gateway.ConsumerEntry {
 	return rc.snap.compiled.LookupConsumer(plugin, credential)
 }
 
-// expand replaces each $name in tmpl with the variable's value (APISIX's
-// var_combination / vars_combinations keys). It allocates; only those
+// expand replaces each $name and ${name} in tmpl with the variable's value,
+// as APISIX's core.utils.resolve_var (the regex (?<!\\)\$\{?(\w+)\}?): a
+// "$" after a backslash stays as it is. It serves var_combination keys,
+// proxy-rewrite and response-rewrite values; it allocates, and only those
 // configurations use it.
 func (rc *reqCtx) expand(tmpl string) string {
-	var b strings.Builder
-	for i := 0; i < len(tmpl); {
-		if tmpl[i] != '$' {
-			b.WriteByte(tmpl[i])
-			i++
-			continue
-		}
-		j := i + 1
-		for j < len(tmpl) && (tmpl[j] == '_' || tmpl[j] >= 'a' && tmpl[j] <= 'z' || tmpl[j] >= 'A' && tmpl[j] <= 'Z' || tmpl[j] >= '0' && tmpl[j] <= '9') {
-			j++
-		}
-		b.WriteString(rc.Var(tmpl[i+1 : j]))
-		i = j
-	}
-	return b.String()
+	return gateway.ExpandVars(tmpl, rc)
 }
 
 // Expand is expand for plugins (limit-count's var_combination).

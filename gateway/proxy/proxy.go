@@ -20,7 +20,6 @@ import (
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/linkgate/linkgate/gateway"
 	"github.com/linkgate/linkgate/gateway/router"
@@ -68,20 +67,31 @@ type snapshot struct {
 	compiled *gateway.Compiled
 	router   *router.Router
 	routes   map[*gateway.RouteEntry]*routeRT
+	global   phases
+	// pluginUps are the upstreams plugins may choose (traffic-split).
+	pluginUps map[*gateway.UpstreamRef]*upstreamRT
 }
 
 type routeRT struct {
 	e  *gateway.RouteEntry
 	up *upstreamRT
-	// chain phases, split once per snapshot
-	rewrite []gateway.Rewriter
-	access  []accessStep
-	log     []gateway.Logger
+	phases
 }
 
-type accessStep struct {
+// phases is a chain split by phase once per snapshot.
+type phases struct {
+	rewrite  []step[gateway.Rewriter]
+	access   []step[gateway.Accessor]
+	headers  []step[gateway.HeaderFilter]
+	bodies   []step[gateway.BodyFilter]
+	encoders []step[gateway.BodyEncoder]
+	log      []step[gateway.Logger]
+}
+
+// step is one plugin instance of a phase; name finds a consumer's override.
+type step[T any] struct {
 	name string
-	a    gateway.Accessor
+	p    T
 }
 
 // New returns a Gateway serving an empty configuration (every request 404).
@@ -106,7 +116,7 @@ func New(opts Options) *Gateway {
 	g := &Gateway{opts: opts, log: opts.Logger, pools: newPools(), checkers: map[checkerKey]*checker{}}
 	g.ctxs.New = func() any { return &reqCtx{respHdrs: make([]respHeader, 0, 4)} }
 	if opts.Admin != nil {
-		g.admin = fasthttpadaptor.NewFastHTTPHandler(opts.Admin)
+		g.admin = adminHandler(opts.Admin)
 	}
 	g.snap.Store(g.build(&gateway.Compiled{}))
 	return g
@@ -121,10 +131,11 @@ func (g *Gateway) Load(c *gateway.Compiled) {
 }
 
 func (g *Gateway) build(c *gateway.Compiled) *snapshot {
-	s := &snapshot{compiled: c, router: router.Build(c.Routes), routes: make(map[*gateway.RouteEntry]*routeRT, len(c.Routes))}
+	s := &snapshot{compiled: c, router: router.Build(c.Routes), routes: make(map[*gateway.RouteEntry]*routeRT, len(c.Routes)),
+		global: splitChain(c.Global)}
 	ups := map[string]*upstreamRT{}
 	for _, e := range c.Routes {
-		rt := &routeRT{e: e}
+		rt := &routeRT{e: e, phases: splitChain(e.Chain)}
 		if e.Upstream != nil {
 			// Upstreams shared by id share one balancer, unless a route overrides the timeout.
 			key := e.UpstreamKey
@@ -138,31 +149,130 @@ func (g *Gateway) build(c *gateway.Compiled) *snapshot {
 			}
 			rt.up = up
 		}
-		rt.rewrite, rt.access, rt.log = splitChain(e.Chain)
 		s.routes[e] = rt
+		s.addPluginUpstreams(g.pools, ups, e.Chain)
 	}
+	s.addPluginUpstreams(g.pools, ups, c.Global)
 	return s
 }
 
-func splitChain(c gateway.Chain) (rw []gateway.Rewriter, ac []accessStep, lg []gateway.Logger) {
+// addPluginUpstreams prepares the upstreams the chain's instances may
+// choose; one referred to by id shares its runtime with the routes using it.
+func (s *snapshot) addPluginUpstreams(p *pools, ups map[string]*upstreamRT, c gateway.Chain) {
 	for _, in := range c {
-		if r, ok := in.Impl.(gateway.Rewriter); ok {
-			rw = append(rw, r)
+		ch, ok := in.Impl.(gateway.UpstreamChooser)
+		if !ok {
+			continue
 		}
-		if a, ok := in.Impl.(gateway.Accessor); ok {
-			ac = append(ac, accessStep{in.Name, a})
-		}
-		if l, ok := in.Impl.(gateway.Logger); ok {
-			lg = append(lg, l)
+		for _, ref := range ch.Upstreams() {
+			u := ref.Inline
+			if ref.ID != "" {
+				u = s.compiled.Upstreams[ref.ID]
+			}
+			if u == nil {
+				continue // answered 502 when chosen
+			}
+			up, ok := ups[ref.Key]
+			if !ok {
+				up = newUpstreamRT(p, ref.Key, u, u.Timeout)
+				ups[ref.Key] = up
+			}
+			if s.pluginUps == nil {
+				s.pluginUps = map[*gateway.UpstreamRef]*upstreamRT{}
+			}
+			s.pluginUps[ref] = up
 		}
 	}
-	return
+}
+
+func splitChain(c gateway.Chain) phases {
+	var ph phases
+	for _, in := range c {
+		addStep(&ph.rewrite, in)
+		addStep(&ph.access, in)
+		addStep(&ph.headers, in)
+		addStep(&ph.bodies, in)
+		addStep(&ph.encoders, in)
+		addStep(&ph.log, in)
+	}
+	return ph
+}
+
+func addStep[T any](steps *[]step[T], in gateway.Instance) {
+	if p, ok := in.Impl.(T); ok {
+		*steps = append(*steps, step[T]{in.Name, p})
+	}
+}
+
+func hasLogger(c gateway.Chain) bool {
+	for _, in := range c {
+		if _, ok := in.Impl.(gateway.Logger); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// run calls fn for each instance of a phase until it returns false: the
+// route's, with a consumer's own configuration of a plugin replacing the
+// route's (APISIX's merge of consumer and route plugins), then the
+// consumer's plugins the route lacks. It reports whether fn never stopped.
+func run[T any](steps []step[T], con *gateway.ConsumerEntry, fn func(T) bool) bool {
+	if con == nil || len(con.Chain) == 0 {
+		for i := range steps {
+			if !fn(steps[i].p) {
+				return false
+			}
+		}
+		return true
+	}
+	for i := range steps {
+		p, ok := override(con, steps[i])
+		if ok && !fn(p) {
+			return false
+		}
+	}
+	for _, in := range con.Chain {
+		if q, ok := in.Impl.(T); ok && !hasStep(steps, in.Name) {
+			if !fn(q) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// override is the consumer's own instance of step's plugin, if it has one;
+// ok is false when that instance is not in this phase.
+func override[T any](con *gateway.ConsumerEntry, st step[T]) (p T, ok bool) {
+	for _, in := range con.Chain {
+		if in.Name == st.name {
+			p, ok = in.Impl.(T)
+			return p, ok
+		}
+	}
+	return st.p, true
+}
+
+func hasStep[T any](steps []step[T], name string) bool {
+	for i := range steps {
+		if steps[i].name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *Gateway) reconcileCheckers(s *snapshot) {
 	want := map[checkerKey]*upstreamRT{}
+	all := make([]*upstreamRT, 0, len(s.routes)+len(s.pluginUps))
 	for _, rt := range s.routes {
-		up := rt.up
+		all = append(all, rt.up)
+	}
+	for _, up := range s.pluginUps {
+		all = append(all, up)
+	}
+	for _, up := range all {
 		if up == nil {
 			continue
 		}
@@ -306,29 +416,64 @@ func (g *Gateway) Handle(fc *fasthttp.RequestCtx) {
 		rc.route = s.routes[rc.match.Route]
 	}
 	// Timing costs clock reads; only the log phase needs it.
-	rc.timed = len(s.compiled.Global) > 0 || (rc.route != nil && len(rc.route.log) > 0)
-	var start time.Time
+	rc.timed = len(s.global.log) > 0 || (rc.route != nil && len(rc.route.log) > 0)
 	var reqLen int64
 	if rc.timed {
-		start = time.Now()
+		rc.start = time.Now()
 		reqLen = int64(len(fc.Request.Header.RawHeaders()) + len(fc.Request.Body()))
 	}
 	g.serve(rc)
+	rc.applyRespHeaders()
+	g.filter(rc)
 	if rc.timed {
-		rc.fillLog(start, reqLen)
-		for _, in := range s.compiled.Global {
-			if l, ok := in.Impl.(gateway.Logger); ok {
-				l.Log(rc, &rc.log)
-			}
-		}
+		rc.fillLog(rc.start, reqLen)
+		logAll := func(l gateway.Logger) bool { l.Log(rc, &rc.log); return true }
+		run(s.global.log, nil, logAll)
 		if rc.route != nil {
-			for _, l := range rc.route.log {
-				l.Log(rc, &rc.log)
-			}
+			run(rc.route.log, rc.consumer, logAll)
 		}
 	}
 	rc.reset()
 	g.ctxs.Put(rc)
+}
+
+// filter runs the header filter phase, then the body filters and encoders
+// on the whole body.
+func (g *Gateway) filter(rc *reqCtx) {
+	s, rt, con := rc.snap, rc.route, rc.consumer
+	filterAll := func(f gateway.HeaderFilter) bool { f.FilterHeaders(rc); return true }
+	run(s.global.headers, nil, filterAll)
+	var routePh *phases
+	if rt != nil {
+		routePh = &rt.phases
+		run(rt.headers, con, filterAll)
+	}
+	if len(s.global.bodies)+len(s.global.encoders) == 0 && (routePh == nil || (len(routePh.bodies)+len(routePh.encoders) == 0 && (con == nil || len(con.Chain) == 0))) {
+		return
+	}
+	resp := &rc.fc.Response
+	apply := func(out []byte) {
+		if len(out) != len(resp.Body()) || (len(out) > 0 && &out[0] != &resp.Body()[0]) {
+			resp.SetBody(out) // copies: out may be dst, reused below
+		}
+	}
+	// dst is big enough for most rewrites and encodings of the body.
+	dst := func() []byte {
+		if n := len(resp.Body()) + 64; cap(rc.bodyBuf) < n {
+			rc.bodyBuf = make([]byte, 0, n)
+		}
+		return rc.bodyBuf[:0]
+	}
+	bodyAll := func(f gateway.BodyFilter) bool { apply(f.FilterBody(rc, dst(), resp.Body())); return true }
+	encodeAll := func(f gateway.BodyEncoder) bool { apply(f.EncodeBody(rc, dst(), resp.Body())); return true }
+	run(s.global.bodies, nil, bodyAll)
+	if routePh != nil {
+		run(routePh.bodies, con, bodyAll)
+	}
+	run(s.global.encoders, nil, encodeAll)
+	if routePh != nil {
+		run(routePh.encoders, con, encodeAll)
+	}
 }
 
 // responseSize is the response's size on the wire: status line, headers,
@@ -363,26 +508,18 @@ func (rc *reqCtx) fillLog(start time.Time, reqLen int64) {
 	}
 }
 
-// serve runs the plugin phases and proxies.
+// serve runs the rewrite and access phases, then proxies; it leaves the
+// answer (upstream's, a plugin's Reply, or an error) in the response.
 func (g *Gateway) serve(rc *reqCtx) {
 	fc := rc.fc
 	s := rc.snap
+	var rep gateway.Reply
+	rewrite := func(r gateway.Rewriter) bool { rep = r.Rewrite(rc); return rep.Status == 0 }
+	access := func(a gateway.Accessor) bool { rep = a.Access(rc); return rep.Status == 0 }
 	// Global rules run first, even when no route matched.
-	for _, in := range s.compiled.Global {
-		if r, ok := in.Impl.(gateway.Rewriter); ok {
-			if rep := r.Rewrite(rc); rep.Status != 0 {
-				rc.reply(rep)
-				return
-			}
-		}
-	}
-	for _, in := range s.compiled.Global {
-		if a, ok := in.Impl.(gateway.Accessor); ok {
-			if rep := a.Access(rc); rep.Status != 0 {
-				rc.reply(rep)
-				return
-			}
-		}
+	if !run(s.global.rewrite, nil, rewrite) || !run(s.global.access, nil, access) {
+		rc.reply(rep)
+		return
 	}
 	rt := rc.route
 	if rt == nil {
@@ -391,70 +528,58 @@ func (g *Gateway) serve(rc *reqCtx) {
 		fc.Response.SetBodyRaw(notFoundBody)
 		return
 	}
-	for _, r := range rt.rewrite {
-		if rep := r.Rewrite(rc); rep.Status != 0 {
-			rc.reply(rep)
-			return
-		}
+	if !run(rt.rewrite, nil, rewrite) {
+		rc.reply(rep)
+		return
 	}
-	for _, st := range rt.access {
-		a := st.a
-		// A consumer's own configuration of a plugin overrides the route's.
-		if c := rc.consumer; c != nil && len(c.Chain) > 0 {
-			for _, in := range c.Chain {
-				if in.Name == st.name {
-					a, _ = in.Impl.(gateway.Accessor)
-				}
-			}
-			if a == nil {
-				continue
-			}
-		}
-		if rep := a.Access(rc); rep.Status != 0 {
-			rc.reply(rep)
-			return
-		}
-	}
-	if c := rc.consumer; c != nil {
+	// An auth plugin may have identified a consumer: its own plugins run
+	// from here on (their rewrite first), merged with the route's.
+	if c := rc.consumer; c != nil && len(c.Chain) > 0 {
 		for _, in := range c.Chain {
-			if a, ok := in.Impl.(gateway.Accessor); ok && !rt.hasAccess(in.Name) {
-				if rep := a.Access(rc); rep.Status != 0 {
-					rc.reply(rep)
-					return
-				}
+			if r, ok := in.Impl.(gateway.Rewriter); ok && !rewrite(r) {
+				rc.reply(rep)
+				return
 			}
 		}
 	}
-	if rt.up == nil {
+	if !run(rt.access, rc.consumer, access) {
+		rc.reply(rep)
+		return
+	}
+	up := rt.up
+	if rc.upRef != nil {
+		if up = s.pluginUps[rc.upRef]; up == nil {
+			g.log.Error("failed to find upstream by id", "route", rt.e.ID, "upstream", rc.upRef.ID)
+			rc.reply(gateway.Reply{Status: http.StatusBadGateway})
+			return
+		}
+	}
+	if up == nil {
 		fc.SetStatusCode(http.StatusBadGateway)
 		fc.Response.Header.SetContentTypeBytes(jsonType)
 		fc.Response.SetBodyRaw(noUpstreamMsg)
 		return
 	}
-	g.proxy(rc, rt.up)
-	rc.applyRespHeaders()
-}
-
-func (rt *routeRT) hasAccess(name string) bool {
-	for _, st := range rt.access {
-		if st.name == name {
-			return true
-		}
-	}
-	return false
+	g.proxy(rc, up)
 }
 
 func (rc *reqCtx) reply(rep gateway.Reply) {
 	fc := rc.fc
 	fc.SetStatusCode(rep.Status)
-	if len(rep.Body) > 0 {
-		fc.Response.Header.SetContentTypeBytes(jsonType)
+	switch {
+	case len(rep.Body) > 0:
+		if rep.ContentType != "" {
+			fc.Response.Header.SetContentType(rep.ContentType)
+		} else {
+			fc.Response.Header.SetContentTypeBytes(jsonType)
+		}
 		fc.Response.SetBodyRaw(rep.Body)
-	} else {
+	case rep.Status < 300 || rep.Status == http.StatusNotModified:
+		// nginx sends no page for these.
+	default:
 		fc.Response.Header.SetContentType("text/html; charset=utf-8")
 		fc.Response.SetBodyRaw(errorPage(rep.Status))
 	}
-	rc.applyRespHeaders()
 }
 
 // Forwarded header names in fasthttp's canonical form (as its parser

@@ -16,10 +16,14 @@ import (
 	"time"
 
 	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/gateway/plugin/cors"
 	"github.com/linkgate/linkgate/gateway/plugin/keyauth"
 	"github.com/linkgate/linkgate/gateway/plugin/limitcount"
+	"github.com/linkgate/linkgate/gateway/plugin/limitreq"
 	"github.com/linkgate/linkgate/gateway/plugin/prometheus"
 	"github.com/linkgate/linkgate/gateway/plugin/proxyrewrite"
+	"github.com/linkgate/linkgate/gateway/plugin/redis"
+	"github.com/linkgate/linkgate/gateway/plugin/requestid"
 	"github.com/linkgate/linkgate/gateway/proxy"
 	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/internal/testdep"
@@ -42,7 +46,8 @@ func startGateway(t testing.TB) *gw {
 func startGatewayWith(t testing.TB, opts proxy.Options) *gw {
 	t.Helper()
 	prom := prometheus.New()
-	reg := gateway.NewRegistry(limitcount.New(slog.New(slog.DiscardHandler)), prom, keyauth.New(), proxyrewrite.New())
+	reg := gateway.NewRegistry(limitcount.New(slog.New(slog.DiscardHandler), redis.NewPool()), prom, keyauth.New(), proxyrewrite.New(),
+		limitreq.New(slog.New(slog.DiscardHandler), redis.NewPool()), cors.New(), requestid.New(0))
 	g := proxy.New(opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

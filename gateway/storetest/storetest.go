@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/linkgate/linkgate/gateway"
 )
@@ -59,6 +60,7 @@ func Run(t *testing.T, newStore func(t *testing.T) gateway.Store) {
 			t.Fatalf("NextID: %q %q %v %v", a, b, err1, err2)
 		}
 	})
+	t.Run("RetainsNothing", func(t *testing.T) { retainsNothing(t, newStore(t)) })
 	t.Run("Watch", func(t *testing.T) {
 		s := newStore(t)
 		if _, _, err := s.Put(ctx, gateway.KindRoute, "1", []byte(`{"uri":"/a"}`), 0); err != nil {
@@ -92,6 +94,65 @@ func Run(t *testing.T, newStore func(t *testing.T) gateway.Store) {
 			t.Fatalf("delete update: %+v", u)
 		}
 	})
+}
+
+// requestBuffer imitates fasthttp's reusable request buffer: id and value
+// are views of buf, overwritten once the "request" is over.
+type requestBuffer struct{ buf []byte }
+
+func (b *requestBuffer) views(id, value string) (string, []byte) {
+	b.buf = append(append(b.buf[:0], id...), value...)
+	return unsafe.String(&b.buf[0], len(id)), b.buf[len(id):]
+}
+
+func (b *requestBuffer) reuse() {
+	for i := range b.buf {
+		b.buf[i] = 'x'
+	}
+}
+
+// retainsNothing: a store keeps no reference to its arguments' memory.
+func retainsNothing(t *testing.T, s gateway.Store) {
+	ctx := context.Background()
+	wctx, cancel := context.WithCancel(ctx)
+	updates := make(chan gateway.Update, 16)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = s.Watch(wctx, func(u gateway.Update) { updates <- u })
+	}()
+	defer func() { cancel(); wg.Wait() }()
+	next(t, updates) // the initial reset
+	var b requestBuffer
+	id, value := b.views("17", `{"uri":"/kept"}`)
+	put, _, err := s.Put(ctx, gateway.KindRoute, id, value, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.reuse()
+	if put.ID != "17" || string(put.Value) != `{"uri":"/kept"}` {
+		t.Errorf("Put's entry changed with the caller's buffer: %q %q", put.ID, put.Value)
+	}
+	u := next(t, updates)
+	if len(u.Entries) != 1 || u.Entries[0].ID != "17" || string(u.Entries[0].Value) != `{"uri":"/kept"}` {
+		t.Errorf("watched put changed with the caller's buffer: %+v", u)
+	}
+	id, _ = b.views("17", "")
+	got, err := s.Get(ctx, gateway.KindRoute, id)
+	b.reuse()
+	if err != nil || got.ID != "17" {
+		t.Errorf("Get's entry changed with the caller's buffer: %q %v", got.ID, err)
+	}
+	id, _ = b.views("17", "")
+	if err := s.Delete(ctx, gateway.KindRoute, id); err != nil {
+		t.Fatal(err)
+	}
+	b.reuse()
+	u = next(t, updates)
+	if len(u.Deleted) != 1 || u.Deleted[0].ID != "17" {
+		t.Errorf("watched delete changed with the caller's buffer: %+v", u)
+	}
 }
 
 func next(t *testing.T, ch <-chan gateway.Update) gateway.Update {

@@ -92,9 +92,10 @@ type Config struct {
 // VisitRecorder counts visits (visits.Aggregator). Record must not block
 // nor retain its arguments, which alias the request's buffers; ip is the
 // client's (see TrustedProxies), country what a trusted CloudFront said
-// ("" if nothing), limited says the link has a visit limit.
+// ("" if nothing); link is the link as the redirect resolved it (its ID
+// and URL are empty).
 type VisitRecorder interface {
-	Record(id, referrer, userAgent []byte, ip netip.Addr, country string, now time.Time, limited bool)
+	Record(id, referrer, userAgent []byte, ip netip.Addr, country string, now time.Time, link shortener.Link)
 }
 
 // Validate checks the configuration.

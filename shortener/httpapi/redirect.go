@@ -36,7 +36,7 @@ func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte) {
 		ctx.SetStatusCode(h.redirectStatus)
 		if h.visits != nil && ctx.IsGet() {
 			ip, country := h.cfg.TrustedProxies.client(ctx)
-			h.visits.Record(id, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ip, country, ctx.Time(), l.MaxVisits > 0)
+			h.visits.Record(id, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ip, country, ctx.Time(), l)
 		}
 	}
 	*buf = loc

@@ -48,6 +48,7 @@ type entry struct {
 	bots    uint32
 	head    int32          // this link's first pair, -1: none
 	last    [numDims]int32 // per dimension, the pair counted last
+	created int64          // the link's CreatedAt, Unix seconds: the latest seen
 	idLen   uint8
 	limited bool
 	keys    [numDims]uint8 // distinct keys per dimension
@@ -190,6 +191,7 @@ func (g *aggregate) addBatch(b *shortener.VisitBatch) {
 		e.total += uint32(l.Total)
 		e.bots += uint32(l.Bots)
 		e.limited = e.limited || l.Limited
+		e.created = max(e.created, l.CreatedAt)
 		for _, c := range l.Counts {
 			g.count(e, kindDim[b.Keys[c.Key].Kind], keys[c.Key], uint32(c.N))
 		}
@@ -282,7 +284,7 @@ func (g *aggregate) build(b *shortener.VisitBatch) {
 		}
 		b.Links = append(b.Links, shortener.LinkVisits{
 			ID:    ids[e.idOff : e.idOff+uint32(e.idLen)],
-			Total: int64(e.total), Bots: int64(e.bots), Limited: e.limited,
+			Total: int64(e.total), Bots: int64(e.bots), Limited: e.limited, CreatedAt: e.created,
 			Counts: g.counts[start:len(g.counts):len(g.counts)],
 		})
 	}

@@ -17,6 +17,7 @@ import (
 // A raw record:
 //
 //	u64  hash of the id (the aggregate's key)
+//	i64  the link's CreatedAt, Unix seconds (0: unknown)
 //	u32  day: days since 1970-01-01, UTC
 //	u8   id length
 //	u8   referrer host length, or hostInvalid
@@ -27,7 +28,7 @@ import (
 //	     letters, when a trusted front end said it) or else its IP address
 //	     (4 or 16 bytes, with a GeoIP database only)
 const (
-	recHeader   = 17
+	recHeader   = 25
 	hostInvalid = 0xff // the Referer header has no usable host
 )
 
@@ -47,6 +48,7 @@ const maxIDLength = 255
 // rawVisit is a decoded raw record; its slices alias the buffer.
 type rawVisit struct {
 	hash    uint64
+	created int64
 	day     uint32
 	flags   byte
 	agentID byte
@@ -64,12 +66,13 @@ func appendRecord(buf []byte, v *rawVisit, hostLen byte) []byte {
 	n := len(buf)
 	b := buf[:n+recordSize(v)]
 	binary.LittleEndian.PutUint64(b[n:], v.hash)
-	binary.LittleEndian.PutUint32(b[n+8:], v.day)
-	b[n+12] = byte(len(v.id))
-	b[n+13] = hostLen
-	b[n+14] = v.flags
-	b[n+15] = v.agentID
-	b[n+16] = byte(len(v.agentName))
+	binary.LittleEndian.PutUint64(b[n+8:], uint64(v.created))
+	binary.LittleEndian.PutUint32(b[n+16:], v.day)
+	b[n+20] = byte(len(v.id))
+	b[n+21] = hostLen
+	b[n+22] = v.flags
+	b[n+23] = v.agentID
+	b[n+24] = byte(len(v.agentName))
 	p := n + recHeader
 	p += copy(b[p:], v.id)
 	p += copy(b[p:], v.host)
@@ -87,9 +90,10 @@ func recordSize(v *rawVisit) int {
 // formed.
 func nextRecord(b []byte, v *rawVisit) []byte {
 	v.hash = binary.LittleEndian.Uint64(b)
-	v.day = binary.LittleEndian.Uint32(b[8:])
-	idLen, hostLen, agentLen := int(b[12]), int(b[13]), int(b[16])
-	v.flags, v.agentID = b[14], b[15]
+	v.created = int64(binary.LittleEndian.Uint64(b[8:]))
+	v.day = binary.LittleEndian.Uint32(b[16:])
+	idLen, hostLen, agentLen := int(b[20]), int(b[21]), int(b[24])
+	v.flags, v.agentID = b[22], b[23]
 	p := recHeader
 	v.id = b[p : p+idLen]
 	p += idLen

@@ -182,16 +182,22 @@ func New(cfg Config) (*Aggregator, error) {
 // Record counts one visit of the link id: its Referer and User-Agent
 // header values, the client's address (used only with a GeoIP database),
 // its country when a trusted front end said it (CloudFront-Viewer-Country;
-// "" otherwise, and then the GeoIP database decides), the time, and
-// whether the link has a visit limit. It retains none of its arguments and
-// never blocks on the store; when the buffers are full the visit is
-// dropped and counted.
-func (a *Aggregator) Record(id, referrer, userAgent []byte, ip netip.Addr, country string, now time.Time, limited bool) {
+// "" otherwise, and then the GeoIP database decides), the time, and the
+// link as the redirect found it (ID and URL unused): whether it has a
+// visit limit, and its CreatedAt, which tells it from an earlier link
+// under the same id (shortener.LinkVisits.CreatedAt). It retains none of
+// its arguments and never blocks on the store; when the buffers are full
+// the visit is dropped and counted.
+func (a *Aggregator) Record(id, referrer, userAgent []byte, ip netip.Addr, country string, now time.Time, link shortener.Link) {
 	if len(id) == 0 || len(id) > maxIDLength || a.closed.Load() {
 		return
 	}
+	limited := link.MaxVisits > 0
 	var hostBuf [MaxHostLength]byte
 	v := rawVisit{id: id, host: ReferrerHost(referrer, hostBuf[:])}
+	if !link.CreatedAt.IsZero() {
+		v.created = link.CreatedAt.Unix()
+	}
 	hostLen := byte(len(v.host))
 	if v.host == nil {
 		hostLen = hostInvalid
@@ -404,6 +410,7 @@ func (a *Aggregator) add(v *rawVisit) {
 	if v.flags&flagLimited != 0 {
 		e.limited = true
 	}
+	e.created = max(e.created, v.created)
 	g.count(e, dimDay, g.dict.day(v.day), 1)
 	g.count(e, dimReferrer, g.dict.referrer(v.host), 1)
 	g.count(e, dimAgent, g.dict.agent(v.agentID, bot, v.agent), 1)

@@ -29,6 +29,8 @@ type store struct {
 	calls atomic.Int32
 	// badBatch describes a malformed batch AddVisits was given.
 	badBatch atomic.Value
+	// createdAt is, per link, the CreatedAt of its last batch.
+	createdAt sync.Map
 }
 
 func (s *store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) error {
@@ -37,6 +39,7 @@ func (s *store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 	// once, key numbers in range.
 	for i := range batch.Links {
 		l := &batch.Links[i]
+		s.createdAt.Store(l.ID, l.CreatedAt)
 		if i > 0 && batch.Links[i-1].ID >= l.ID {
 			s.badBatch.Store(fmt.Sprintf("links %q, %q out of order", batch.Links[i-1].ID, l.ID))
 		}
@@ -106,15 +109,18 @@ func newAggregator(t *testing.T, s shortener.VisitStore, cfg visits.Config) *vis
 
 func record(a *visits.Aggregator, id, ref, ua string, n int) {
 	for range n {
-		a.Record([]byte(id), []byte(ref), []byte(ua), netip.Addr{}, "", day, false)
+		a.Record([]byte(id), []byte(ref), []byte(ua), netip.Addr{}, "", day, shortener.Link{})
 	}
 }
+
+// limitedLink is a link with a visit limit as a redirect resolves it.
+var limitedLink = shortener.Link{MaxVisits: 1000, CreatedAt: time.Unix(1_700_000_000, 0)}
 
 // recordLimited records visits of a link with a visit limit, as the
 // redirect handler does.
 func recordLimited(a *visits.Aggregator, id, ref, ua string, n int) {
 	for range n {
-		a.Record([]byte(id), []byte(ref), []byte(ua), netip.Addr{}, "", day, true)
+		a.Record([]byte(id), []byte(ref), []byte(ua), netip.Addr{}, "", day, limitedLink)
 	}
 }
 
@@ -294,6 +300,35 @@ func TestPendingAndStatsCountEachVisitOnce(t *testing.T) {
 	}
 }
 
+// A batch says, per link, the CreatedAt of the link its visits were of
+// (the latest, if the id was a new link part-way), also when a failed
+// batch is retried with the next one.
+func TestBatchCarriesCreatedAt(t *testing.T) {
+	s := newStore(t, "again")
+	s.fail.Store(1)
+	a := newAggregator(t, s, visits.Config{})
+	old := shortener.Link{CreatedAt: time.Unix(1_700_000_000, 0)}
+	renewed := shortener.Link{CreatedAt: time.Unix(1_700_000_500, 0)}
+	a.Record([]byte("again"), nil, []byte("Chrome"), netip.Addr{}, "", day, old)
+	if err := a.Flush(context.Background()); err == nil {
+		t.Fatal("flush did not fail")
+	}
+	if got, _ := s.createdAt.Load("again"); got != int64(1_700_000_000) {
+		t.Errorf("CreatedAt of the first batch = %v, want 1700000000", got)
+	}
+	a.Record([]byte("again"), nil, []byte("Chrome"), netip.Addr{}, "", day, renewed)
+	a.Record([]byte("again"), nil, []byte("Chrome"), netip.Addr{}, "", day, old)
+	if err := a.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.createdAt.Load("again"); got != int64(1_700_000_500) {
+		t.Errorf("CreatedAt of the retried batch = %v, want 1700000500", got)
+	}
+	if st := stored(t, s, "again"); st.Total != 3 {
+		t.Errorf("stored %d visits, want 3", st.Total)
+	}
+}
+
 // The Service enforces visit limits on the live count: a link with
 // max_visits 3 closes after the third visit, before any flush.
 func TestServiceLimitUsesLiveCount(t *testing.T) {
@@ -306,10 +341,11 @@ func TestServiceLimitUsesLiveCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if _, _, err := svc.AppendResolve(ctx, nil, []byte(l.ID)); err != nil {
+		_, rl, err := svc.AppendResolve(ctx, nil, []byte(l.ID))
+		if err != nil {
 			t.Fatalf("visit %d: %v", i+1, err)
 		}
-		a.Record([]byte(l.ID), nil, []byte("Chrome"), netip.Addr{}, "", day, true)
+		a.Record([]byte(l.ID), nil, []byte("Chrome"), netip.Addr{}, "", day, rl)
 		if i == 1 {
 			a.Flush(ctx) // part stored, part pending
 		}
@@ -339,7 +375,7 @@ func TestConcurrentRecordAndFlush(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range per {
-				a.Record([]byte(ids[(g+i)%len(ids)]), []byte("https://r.example/"), []byte("Chrome"), netip.MustParseAddr("127.0.0.1"), "", day, false)
+				a.Record([]byte(ids[(g+i)%len(ids)]), []byte("https://r.example/"), []byte("Chrome"), netip.MustParseAddr("127.0.0.1"), "", day, shortener.Link{})
 			}
 		})
 	}
@@ -365,19 +401,19 @@ func (g geo) Country(ip net.IP) string { return g[ip.String()] }
 func TestCountries(t *testing.T) {
 	s := newStore(t, "geo")
 	a := newAggregator(t, s, visits.Config{Geo: geo{"192.0.2.1": "DE"}})
-	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.1"), "", day, false)
-	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.9"), "", day, false)
+	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.1"), "", day, shortener.Link{})
+	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.9"), "", day, shortener.Link{})
 	// A country a trusted front end gave wins over the database, with or
 	// without one; anything but two capital letters is ignored.
-	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.1"), "FR", day, false)
-	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("::ffff:192.0.2.1"), "fr", day, false)
+	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.1"), "FR", day, shortener.Link{})
+	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("::ffff:192.0.2.1"), "fr", day, shortener.Link{})
 	a.Flush(context.Background())
 	if got := stored(t, s, "geo"); got.Countries["DE"] != 2 || got.Countries["FR"] != 1 || len(got.Countries) != 2 {
 		t.Errorf("countries %v", got.Countries)
 	}
 	s2 := newStore(t, "nogeo")
 	b := newAggregator(t, s2, visits.Config{})
-	b.Record([]byte("nogeo"), nil, []byte("Chrome"), netip.Addr{}, "JP", day, false)
+	b.Record([]byte("nogeo"), nil, []byte("Chrome"), netip.Addr{}, "JP", day, shortener.Link{})
 	b.Flush(context.Background())
 	if got := stored(t, s2, "nogeo"); got.Countries["JP"] != 1 || len(got.Countries) != 1 {
 		t.Errorf("countries without a database %v", got.Countries)
@@ -399,10 +435,10 @@ func BenchmarkRecord(b *testing.B) {
 	s := &store{}
 	a, _ := visits.New(visits.Config{Store: s, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), FlushInterval: time.Hour})
 	id, ref, ua := []byte("abcDEF0123"), []byte("https://news.example.com/item?id=1"), []byte("Chrome")
-	a.Record(id, ref, ua, netip.Addr{}, "", day, false)
+	a.Record(id, ref, ua, netip.Addr{}, "", day, shortener.Link{})
 	b.ReportAllocs()
 	for b.Loop() {
-		a.Record(id, ref, ua, netip.Addr{}, "", day, false)
+		a.Record(id, ref, ua, netip.Addr{}, "", day, shortener.Link{})
 	}
 }
 
@@ -419,7 +455,7 @@ func TestPerBatchBounds(t *testing.T) {
 	for i := range 20 {
 		ip := netip.MustParseAddr(fmt.Sprintf("192.0.2.%d", i%6))
 		when := day.Add(time.Duration(i%3) * 24 * time.Hour)
-		a.Record([]byte("busy"), []byte(fmt.Sprintf("https://r%d.example/", i)), []byte(fmt.Sprintf("agent%d", i%6)), ip, "", when, false)
+		a.Record([]byte("busy"), []byte(fmt.Sprintf("https://r%d.example/", i)), []byte(fmt.Sprintf("agent%d", i%6)), ip, "", when, shortener.Link{})
 	}
 	a.Flush(context.Background())
 	st := stored(t, s, "busy")
@@ -450,12 +486,12 @@ func BenchmarkRecordSpread(b *testing.B) {
 	}
 	ref, ua := []byte("https://news.example.com/x"), []byte("Chrome")
 	for _, id := range ids {
-		a.Record(id, ref, ua, netip.Addr{}, "", day, false)
+		a.Record(id, ref, ua, netip.Addr{}, "", day, shortener.Link{})
 	}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		a.Record(ids[i%len(ids)], ref, ua, netip.Addr{}, "", day, false)
+		a.Record(ids[i%len(ids)], ref, ua, netip.Addr{}, "", day, shortener.Link{})
 		i++
 	}
 }
@@ -474,7 +510,7 @@ func BenchmarkFlush(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		for j := range 5 * len(ids) {
-			a.Record([]byte(ids[j%len(ids)]), ref, ua, netip.Addr{}, "", day, false)
+			a.Record([]byte(ids[j%len(ids)]), ref, ua, netip.Addr{}, "", day, shortener.Link{})
 		}
 		b.StartTimer()
 		a.Flush(context.Background())
@@ -499,7 +535,7 @@ func TestFlushWhileFirstVisits(t *testing.T) {
 		}
 	})
 	for i := range 4000 {
-		a.Record([]byte(fmt.Sprintf("f%d", i%4)), nil, []byte("Chrome"), netip.Addr{}, "", day, false)
+		a.Record([]byte(fmt.Sprintf("f%d", i%4)), nil, []byte("Chrome"), netip.Addr{}, "", day, shortener.Link{})
 	}
 	close(stop)
 	wg.Wait()

@@ -12,10 +12,11 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/gateway/plugin/internal/limitkey"
+	"github.com/linkgate/linkgate/gateway/plugin/redis"
 )
 
 // Name and Priority as APISIX.
@@ -29,24 +30,21 @@ const (
 type Factory struct {
 	log   *slog.Logger
 	local *localStore
-	redis *redisPool
+	redis *redis.Pool
 	now   func() time.Time
 }
 
 var _ gateway.Factory = (*Factory)(nil)
 
-// New returns the plugin factory.
-func New(logger *slog.Logger) *Factory {
-	return &Factory{log: logger, local: newLocalStore(), redis: newRedisPool(), now: time.Now}
+// New returns the plugin factory; its redis policies use pool's clients.
+func New(logger *slog.Logger, pool *redis.Pool) *Factory {
+	return &Factory{log: logger, local: newLocalStore(), redis: pool, now: time.Now}
 }
-
-// Close closes the redis connections.
-func (f *Factory) Close() error { return f.redis.close() }
 
 func (f *Factory) Name() string  { return Name }
 func (f *Factory) Priority() int { return Priority }
 
-var schema = &gateway.Schema{Type: "object", Required: []string{"count", "time_window"}, Properties: map[string]*gateway.Schema{
+var schema = redis.Schema(&gateway.Schema{Type: "object", Required: []string{"count", "time_window"}, Properties: map[string]*gateway.Schema{
 	"count":                   {Type: "integer", Minimum: gateway.Num(0), ExclusiveMin: true},
 	"time_window":             {Type: "integer", Minimum: gateway.Num(0), ExclusiveMin: true},
 	"group":                   {Type: "string"},
@@ -54,38 +52,17 @@ var schema = &gateway.Schema{Type: "object", Required: []string{"count", "time_w
 	"key":                     {Type: "string", Default: "remote_addr"},
 	"rejected_code":           {Type: "integer", Minimum: gateway.Num(200), Maximum: gateway.Num(599), Default: 503},
 	"rejected_msg":            {Type: "string", MinLength: 1},
-	"policy":                  {Type: "string", Enum: []any{"local", "redis", "redis-cluster"}, Default: "local"},
 	"allow_degradation":       {Type: "boolean", Default: false},
 	"show_limit_quota_header": {Type: "boolean", Default: true},
-	"redis_host":              {Type: "string", MinLength: 2},
-	"redis_port":              {Type: "integer", Minimum: gateway.Num(1)},
-	"redis_password":          {Type: "string", MinLength: 0},
-	"redis_database":          {Type: "integer", Minimum: gateway.Num(0)},
-	"redis_timeout":           {Type: "integer", Minimum: gateway.Num(1)},
-	"redis_cluster_nodes":     {Type: "array", MinItems: 2, Items: &gateway.Schema{Type: "string", MinLength: 2, MaxLength: 100}},
-	"redis_cluster_name":      {Type: "string"},
-}}
+}})
 
 // Schema is APISIX 2.14's.
 func (f *Factory) Schema() *gateway.Schema { return schema }
 
 var groupPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
-// CheckConf enforces what the policy requires.
+// CheckConf checks the group's name.
 func (f *Factory) CheckConf(c map[string]any) error {
-	switch c["policy"] {
-	case "redis":
-		if _, ok := c["redis_host"]; !ok {
-			return fmt.Errorf("property \"redis_host\" is required")
-		}
-	case "redis-cluster":
-		if _, ok := c["redis_cluster_nodes"]; !ok {
-			return fmt.Errorf("property \"redis_cluster_nodes\" is required")
-		}
-		if _, ok := c["redis_cluster_name"]; !ok {
-			return fmt.Errorf("property \"redis_cluster_name\" is required")
-		}
-	}
 	if g, ok := c["group"].(string); ok && !groupPattern.MatchString(g) {
 		return fmt.Errorf("property \"group\" validation failed: failed to match pattern %q with %q", groupPattern.String(), g)
 	}
@@ -94,35 +71,28 @@ func (f *Factory) CheckConf(c map[string]any) error {
 
 // Conf is a validated configuration.
 type Conf struct {
-	Count                int64    `json:"count"`
-	TimeWindow           int64    `json:"time_window"`
-	Group                string   `json:"group"`
-	KeyType              string   `json:"key_type"`
-	Key                  string   `json:"key"`
-	RejectedCode         int      `json:"rejected_code"`
-	RejectedMsg          string   `json:"rejected_msg"`
-	Policy               string   `json:"policy"`
-	AllowDegradation     bool     `json:"allow_degradation"`
-	ShowLimitQuotaHeader *bool    `json:"show_limit_quota_header"`
-	RedisHost            string   `json:"redis_host"`
-	RedisPort            int      `json:"redis_port"`
-	RedisPassword        string   `json:"redis_password"`
-	RedisDatabase        int      `json:"redis_database"`
-	RedisTimeout         int      `json:"redis_timeout"`
-	RedisClusterNodes    []string `json:"redis_cluster_nodes"`
-	RedisClusterName     string   `json:"redis_cluster_name"`
+	Count                int64  `json:"count"`
+	TimeWindow           int64  `json:"time_window"`
+	Group                string `json:"group"`
+	KeyType              string `json:"key_type"`
+	Key                  string `json:"key"`
+	RejectedCode         int    `json:"rejected_code"`
+	RejectedMsg          string `json:"rejected_msg"`
+	AllowDegradation     bool   `json:"allow_degradation"`
+	ShowLimitQuotaHeader *bool  `json:"show_limit_quota_header"`
+	redis.Conf
 }
 
 type instance struct {
 	f           *Factory
 	c           Conf
-	prefix      string // stable: group, or scope + config hash
+	key         limitkey.Key
 	window      time.Duration
 	rejected    gateway.Reply
 	failed      gateway.Reply
 	showHeaders bool
 	local       *localStore   // policy local
-	redis       *redisCounter // policy redis, redis-cluster
+	redis       *redis.Client // policy redis, redis-cluster
 }
 
 // New builds an instance for scope.
@@ -142,25 +112,16 @@ func (f *Factory) New(raw json.RawMessage, scope gateway.Scope) (any, error) {
 	}
 	in := &instance{f: f, c: c, window: time.Duration(c.TimeWindow) * time.Second,
 		showHeaders: c.ShowLimitQuotaHeader == nil || *c.ShowLimitQuotaHeader}
-	if c.Group != "" {
-		in.prefix = "group:" + c.Group + ":"
-	} else {
-		in.prefix = scope.String() + ":" + strconv.FormatUint(uint64(gateway.ConfHash(raw)), 16) + ":"
-	}
-	in.rejected = gateway.Reply{Status: c.RejectedCode}
-	if c.RejectedMsg != "" {
-		b, _ := json.Marshal(map[string]string{"error_msg": c.RejectedMsg})
-		in.rejected.Body = append(b, '\n')
-	}
-	in.failed = gateway.Reply{Status: 500, Body: []byte(`{"error_msg":"failed to limit count"}` + "\n")}
-	switch c.Policy {
-	case "redis", "redis-cluster":
-		rc, err := f.redis.get(c)
+	in.key = limitkey.New(scope, raw, c.KeyType, c.Key, c.Group)
+	in.rejected = limitkey.Rejected(c.RejectedCode, c.RejectedMsg)
+	in.failed = gateway.JSONReply(500, "error_msg", "failed to limit count")
+	if c.Shared() {
+		rc, err := f.redis.Client(c.Conf)
 		if err != nil {
 			return nil, err
 		}
 		in.redis = rc
-	default:
+	} else {
 		in.local = f.local
 	}
 	return in, nil
@@ -174,31 +135,19 @@ const (
 
 // Access counts the request and rejects it over the limit.
 func (in *instance) Access(c gateway.Ctx) gateway.Reply {
-	var value string
-	switch in.c.KeyType {
-	case "constant":
-		value = in.c.Key
-	case "var_combination":
-		value = c.Expand(in.c.Key)
-	default:
-		value = c.Var(in.c.Key)
-	}
-	if value == "" {
-		value = c.Var("remote_addr")
-	}
 	var (
 		remaining int64
 		reset     time.Duration
 		err       error
 	)
+	// The key in a stack buffer: the local store copies it only when it
+	// creates a counter, so counting allocates nothing.
+	var arr [128]byte
+	key := in.key.Append(arr[:0], c)
 	if in.local != nil {
-		// prefix+value in a stack buffer: the local store copies the key
-		// only when it creates a counter, so counting allocates nothing.
-		var arr [128]byte
-		buf := append(append(arr[:0], in.prefix...), value...)
-		remaining, reset = in.local.incoming(b2s(buf), in.c.Count, in.window, in.f.now())
+		remaining, reset = in.local.incoming(b2s(key), in.c.Count, in.window, in.f.now())
 	} else {
-		remaining, reset, err = in.redis.incoming(in.prefix+value, in.c.Count, in.window)
+		remaining, reset, err = incomingRedis(in.redis, string(key), in.c.Count, in.window)
 	}
 	if err != nil {
 		if in.c.AllowDegradation {

@@ -45,12 +45,8 @@ func TestLocalSweep(t *testing.T) {
 	for i := range 1000 {
 		s.incoming(fmt.Sprint("late", i), 5, time.Second, t0.Add(time.Minute))
 	}
-	n := 0
-	for i := range s.shards {
-		n += len(s.shards[i].m)
-	}
-	if n != 1000 {
-		t.Errorf("%d windows kept, want the 1000 live ones", n)
+	if n := s.m.Len(); n != 1000 {
+		t.Errorf("%d windows kept, want the 1000 live ones", s.m.Len())
 	}
 }
 

@@ -157,6 +157,10 @@ func (f *Factory) series(l labels) *series {
 // SetModifyIndex records the config revision served (apisix_etcd_modify_indexes).
 func (f *Factory) SetModifyIndex(rev int64) { f.modify.Store(rev) }
 
+// Register adds collectors of the gateway's own metrics to the registry
+// Handler exports.
+func (f *Factory) Register(cs ...prometheus.Collector) { f.reg.MustRegister(cs...) }
+
 // ServerStats are the engine's connection and request counts.
 type ServerStats struct {
 	Active, Accepted, Handled, Reading, Writing, Waiting, Requests int64

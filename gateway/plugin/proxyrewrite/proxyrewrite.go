@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/gateway/plugin/internal/nginxre"
 )
 
 // Name and Priority as APISIX.
@@ -47,7 +48,7 @@ func (*Factory) CheckConf(c map[string]any) error {
 		}
 	}
 	if _, ok := c["scheme"]; ok {
-		return fmt.Errorf("scheme rewriting is not supported by linkgate; set the upstream's scheme")
+		return gateway.Unsupported("scheme rewriting is not supported by linkgate; set the upstream's scheme")
 	}
 	return nil
 }
@@ -61,8 +62,6 @@ type instance struct {
 	host     string
 	headers  []header
 }
-
-var dollarN = regexp.MustCompile(`\$(\d+)`)
 
 // New builds an instance.
 func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
@@ -81,8 +80,7 @@ func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		// nginx's $1 is Go's ${1}.
-		in.re, in.template = re, dollarN.ReplaceAllString(c.RegexURI[1], "$${$1}")
+		in.re, in.template = re, nginxre.Template(c.RegexURI[1])
 	}
 	for k, v := range c.Headers {
 		in.headers = append(in.headers, header{k, v})

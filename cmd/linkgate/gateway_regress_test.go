@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/linkgate/linkgate/internal/etcdtest"
+	"github.com/linkgate/linkgate/internal/eventually"
+)
+
+// The two production bugs of issue 11, as a user met them: admin calls in
+// quick succession on one keep-alive connection (http.DefaultClient reuses
+// it), against the real command on the bolt store.
+//
+//  1. PUT routes 1–4, then /hello and /hello1 answered 404 while the admin
+//     API listed them, and after PUT routes/1 + GET routes/7 route 1's
+//     metrics carried route="7": ids taken from fasthttp's reusable request
+//     buffer ended up as keys of the live configuration.
+//  2. DELETE routes/2 panicked in gateway.Compile and killed the process.
+func TestGatewayAdminSequenceKeepsRoutes(t *testing.T) {
+	g := startGatewayCmd(t, "--config-store", "bolt:"+filepath.Join(t.TempDir(), "gw.db"))
+	up := helloUpstream(t)
+	paths := []string{"/hello", "/hello1", "/server_port", "/status"}
+	for i, p := range paths {
+		body := fmt.Sprintf(`{"uri":%q,"plugins":{"prometheus":{}},"upstream":{"type":"roundrobin","nodes":{%q:1}}}`, p, up)
+		if code, resp := do(t, "PUT", fmt.Sprintf("%s/apisix/admin/routes/%d", g.url, i+1), body, "X-API-KEY", seedKey); code != 201 {
+			t.Fatalf("PUT routes/%d: %d %s", i+1, code, resp)
+		}
+	}
+	for _, p := range paths {
+		eventually.True(t, 2*time.Second, p+" served", func() bool {
+			code, _ := do(t, "GET", g.url+p, "")
+			return code == 200
+		})
+	}
+	// Every route keeps answering: none was lost to a later admin call.
+	for _, p := range paths {
+		if code, body := do(t, "GET", g.url+p, ""); code != 200 || body != "1234567890" {
+			t.Errorf("GET %s after four PUTs: %d %q", p, code, body)
+		}
+	}
+
+	// PUT route 1 again, then GET a route that does not exist: route 1's
+	// metrics must still say route="1".
+	body := fmt.Sprintf(`{"uri":"/hello","plugins":{"prometheus":{}},"upstream":{"type":"roundrobin","nodes":{%q:1}}}`, up)
+	if code, resp := do(t, "PUT", g.url+"/apisix/admin/routes/1", body, "X-API-KEY", seedKey); code != 200 {
+		t.Fatalf("PUT routes/1 again: %d %s", code, resp)
+	}
+	if code, _ := do(t, "GET", g.url+"/apisix/admin/routes/7", "", "X-API-KEY", seedKey); code != 404 {
+		t.Fatalf("GET routes/7: %d, want 404", code)
+	}
+	for range 3 {
+		if code, _ := do(t, "GET", g.url+"/hello", ""); code != 200 {
+			t.Fatalf("GET /hello: %d", code)
+		}
+	}
+	_, metrics := do(t, "GET", g.promURL+"/apisix/prometheus/metrics", "")
+	if !strings.Contains(metrics, `matched_uri="/hello",node="127.0.0.1",route="1"`) || strings.Contains(metrics, `route="7"`) {
+		t.Errorf("route 1's metrics are not labelled route=\"1\":\n%s", grepLines(metrics, "apisix_http_status"))
+	}
+
+	// DELETE route 2: the process survives, route 2 is gone, the rest serves.
+	if code, resp := do(t, "DELETE", g.url+"/apisix/admin/routes/2", "", "X-API-KEY", seedKey); code != 200 {
+		t.Fatalf("DELETE routes/2: %d %s", code, resp)
+	}
+	eventually.True(t, 2*time.Second, "/hello1 gone after DELETE routes/2", func() bool {
+		code, _ := do(t, "GET", g.url+"/hello1", "")
+		return code == 404
+	})
+	for _, p := range []string{"/hello", "/server_port", "/status"} {
+		if code, _ := do(t, "GET", g.url+p, ""); code != 200 {
+			t.Errorf("GET %s after DELETE routes/2: %d", p, code)
+		}
+	}
+	_, list := do(t, "GET", g.url+"/apisix/admin/routes", "", "X-API-KEY", seedKey)
+	if !strings.Contains(list, `"count":3`) {
+		t.Errorf("admin list after delete: %s", list)
+	}
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// Resources written to etcd by someone else (APISIX, a script) that linkgate
+// cannot serve are skipped with one log line each and counted by reason;
+// the rest serves, and fixing one brings it back.
+func TestGatewaySkipsBadEtcdEntries(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	up := helloUpstream(t)
+	good := fmt.Sprintf(`{"uri":"/good","upstream":{"type":"roundrobin","nodes":{%q:1}}}`, up)
+	for k, v := range map[string]string{
+		"/apisix/routes/1": good,
+		"/apisix/routes/2": fmt.Sprintf(`{"uri":"/ext","plugins":{"ext-plugin-pre-req":{"conf":[]}},"upstream":{"type":"roundrobin","nodes":{%q:1}}}`, up),
+		"/apisix/routes/3": `{"uri":"/bad","methods":["GOT"]}`,
+		"/apisix/routes/4": `{"uri":"/svc","service_id":"nope"}`,
+		"/apisix/routes/5": `{"uri":"/lua","filter_func":"function(vars) return true end","upstream_id":"1"}`,
+		"/apisix/routes/6": `{not json`,
+	} {
+		if _, err := cli.Put(t.Context(), k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := startGatewayCmd(t, "--config-store", "etcd://"+srv.Endpoint())
+	if code, body := do(t, "GET", g.url+"/good", ""); code != 200 || body != "1234567890" {
+		t.Fatalf("good route next to bad ones: %d %q", code, body)
+	}
+	// More changes reload everything; the bad entries are not logged again.
+	for i := range 3 {
+		if _, err := cli.Put(t.Context(), fmt.Sprintf("/apisix/routes/1%d", i), strings.Replace(good, "/good", fmt.Sprintf("/good%d", i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually.True(t, 2*time.Second, "new routes served", func() bool {
+		code, _ := do(t, "GET", g.url+"/good2", "")
+		return code == 200
+	})
+	_, metrics := do(t, "GET", g.promURL+"/apisix/prometheus/metrics", "")
+	for _, want := range []string{
+		`linkgate_gateway_skipped_resources{reason="unknown_plugin"} 1`,
+		`linkgate_gateway_skipped_resources{reason="invalid"} 2`,
+		`linkgate_gateway_skipped_resources{reason="missing_reference"} 1`,
+		`linkgate_gateway_skipped_resources{reason="unsupported"} 1`,
+		`linkgate_gateway_reload_panics_total 0`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(metrics, "linkgate_gateway"))
+		}
+	}
+	logs := g.stderr.String()
+	for _, key := range []string{"routes/2", "routes/3", "routes/4", "routes/5", "routes/6"} {
+		if n := strings.Count(logs, `msg="resource skipped" key=`+key+" "); n != 1 {
+			t.Errorf("%s logged %d times, want once:\n%s", key, n, logs)
+		}
+	}
+	if _, err := cli.Put(t.Context(), "/apisix/routes/3", strings.Replace(good, "/good", "/bad", 1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 2*time.Second, "fixed route served", func() bool {
+		code, _ := do(t, "GET", g.url+"/bad", "")
+		return code == 200
+	})
+	_, metrics = do(t, "GET", g.promURL+"/apisix/prometheus/metrics", "")
+	if !strings.Contains(metrics, `linkgate_gateway_skipped_resources{reason="invalid"} 1`) {
+		t.Errorf("after the fix:\n%s", grepLines(metrics, "linkgate_gateway"))
+	}
+}

@@ -1,0 +1,207 @@
+// Package cors is APISIX's cors plugin: it answers preflight (OPTIONS)
+// requests itself and adds the Access-Control-* headers to every response
+// whose Origin is allowed — listed, matched by a regex, or any.
+package cors
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/linkgate/linkgate/gateway"
+)
+
+// Name and Priority as APISIX.
+const (
+	Name     = "cors"
+	Priority = 4000
+)
+
+// Factory makes cors instances.
+type Factory struct{}
+
+var (
+	_ gateway.Factory     = (*Factory)(nil)
+	_ gateway.ConfChecker = (*Factory)(nil)
+)
+
+// New returns the plugin factory.
+func New() *Factory { return &Factory{} }
+
+func (*Factory) Name() string  { return Name }
+func (*Factory) Priority() int { return Priority }
+
+var originsPattern = regexp.MustCompile(`^(\*|\*\*|null|\w+://[^,]+(,\w+://[^,]+)*)$`)
+
+var schema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Schema{
+	"allow_origins":             {Type: "string", Pattern: originsPattern, Default: "*"},
+	"allow_methods":             {Type: "string", Default: "*"},
+	"allow_headers":             {Type: "string", Default: "*"},
+	"expose_headers":            {Type: "string", Default: "*"},
+	"max_age":                   {Type: "integer", Default: 5},
+	"allow_credential":          {Type: "boolean", Default: false},
+	"allow_origins_by_regex":    {Type: "array", MinItems: 1, UniqueItems: true, Items: &gateway.Schema{Type: "string", MinLength: 1, MaxLength: 4096}},
+	"allow_origins_by_metadata": {Type: "array", MinItems: 1, UniqueItems: true, Items: &gateway.Schema{Type: "string", MinLength: 1, MaxLength: 4096}},
+}}
+
+// Schema is APISIX 2.14's.
+func (*Factory) Schema() *gateway.Schema { return schema }
+
+// CheckConf enforces what the schema cannot say.
+func (*Factory) CheckConf(c map[string]any) error {
+	if c["allow_credential"] == true {
+		for _, k := range []string{"allow_origins", "allow_methods", "allow_headers", "expose_headers"} {
+			if c[k] == "*" {
+				return fmt.Errorf("you can not set '*' for other option when 'allow_credential' is true")
+			}
+		}
+	}
+	if list, ok := c["allow_origins_by_regex"].([]any); ok {
+		for _, r := range list {
+			if _, err := regexp.Compile(r.(string)); err != nil {
+				return err
+			}
+		}
+	}
+	if _, ok := c["allow_origins_by_metadata"]; ok {
+		return gateway.Unsupported("allow_origins_by_metadata is not supported by linkgate (no plugin metadata)")
+	}
+	return nil
+}
+
+// Conf is a validated configuration.
+type Conf struct {
+	AllowOrigins        string   `json:"allow_origins"`
+	AllowMethods        string   `json:"allow_methods"`
+	AllowHeaders        string   `json:"allow_headers"`
+	ExposeHeaders       string   `json:"expose_headers"`
+	MaxAge              *int     `json:"max_age"`
+	AllowCredential     bool     `json:"allow_credential"`
+	AllowOriginsByRegex []string `json:"allow_origins_by_regex"`
+}
+
+type instance struct {
+	origins  Origins
+	re       *regexp.Regexp // allow_origins_by_regex, joined with |
+	methods  string
+	headers  string
+	reqHdrs  bool // allow_headers "**": echo Access-Control-Request-Headers
+	expose   string
+	maxAge   string
+	withCred bool
+}
+
+// New builds an instance: origins parsed, regexes compiled, header values
+// formatted once.
+func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
+	c := Conf{AllowOrigins: "*", AllowMethods: "*", AllowHeaders: "*", ExposeHeaders: "*"}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, err
+	}
+	in := &instance{origins: ParseOrigins(c.AllowOrigins), methods: c.AllowMethods, headers: c.AllowHeaders,
+		reqHdrs: c.AllowHeaders == "**", expose: c.ExposeHeaders, maxAge: "5", withCred: c.AllowCredential}
+	if c.MaxAge != nil {
+		in.maxAge = strconv.Itoa(*c.MaxAge)
+	}
+	if in.methods == "**" {
+		in.methods = "GET,POST,PUT,DELETE,PATCH,HEAD,OPTIONS,CONNECT,TRACE"
+	}
+	if len(c.AllowOriginsByRegex) > 0 {
+		re, err := regexp.Compile(strings.Join(c.AllowOriginsByRegex, "|"))
+		if err != nil {
+			return nil, err
+		}
+		in.re = re
+	}
+	return in, nil
+}
+
+// Rewrite answers preflight requests.
+func (in *instance) Rewrite(c gateway.Ctx) gateway.Reply {
+	if c.Var("request_method") == "OPTIONS" {
+		return gateway.Reply{Status: 200}
+	}
+	return gateway.Reply{}
+}
+
+// FilterHeaders adds the CORS headers when the origin is allowed.
+func (in *instance) FilterHeaders(c gateway.Ctx) {
+	origin := c.Var("http_origin")
+	allow, ok := in.origins.Allow(origin)
+	if !ok {
+		allow = ""
+		if in.re != nil && origin != "" && in.re.MatchString(origin) {
+			allow = origin
+		}
+	}
+	if allow == "" {
+		return
+	}
+	c.SetResponseHeader("Access-Control-Allow-Origin", allow)
+	if allow != "*" {
+		c.AddResponseHeader("Vary", "Origin")
+	}
+	c.SetResponseHeader("Access-Control-Allow-Methods", in.methods)
+	c.SetResponseHeader("Access-Control-Max-Age", in.maxAge)
+	c.SetResponseHeader("Access-Control-Expose-Headers", in.expose)
+	if in.reqHdrs {
+		c.SetResponseHeader("Access-Control-Allow-Headers", c.Var("http_access_control_request_headers"))
+	} else {
+		c.SetResponseHeader("Access-Control-Allow-Headers", in.headers)
+	}
+	if in.withCred {
+		c.SetResponseHeader("Access-Control-Allow-Credentials", "true")
+	}
+}
+
+// Origins is a parsed allow_origins: "*" (any), "**" (any, echoed back
+// even with credentials), one origin, or a comma-separated list.
+type Origins struct {
+	any, echo bool
+	one       string
+	list      map[string]struct{}
+}
+
+// ParseOrigins parses allow_origins as APISIX does: a value with commas is
+// a list of exact origins, anything else is taken as one.
+func ParseOrigins(s string) Origins {
+	switch {
+	case s == "*":
+		return Origins{any: true}
+	case s == "**":
+		return Origins{echo: true}
+	case strings.Contains(s, ","):
+		o := Origins{list: map[string]struct{}{}}
+		for _, e := range strings.Split(s, ",") {
+			if e != "" {
+				o.list[e] = struct{}{}
+			}
+		}
+		return o
+	}
+	return Origins{one: s}
+}
+
+// Allow returns the Access-Control-Allow-Origin value for a request's
+// origin ("" if it sent none) and whether allow_origins decided it; when
+// it did not, the regexes get their turn. A decided "" sends no headers.
+func (o Origins) Allow(origin string) (string, bool) {
+	switch {
+	case o.any:
+		return "*", true
+	case o.echo:
+		if origin == "" {
+			return "*", true
+		}
+		return origin, true
+	case o.list != nil:
+		if _, ok := o.list[origin]; ok && origin != "" {
+			return origin, true
+		}
+		// APISIX compares a missing origin with a missing match: equal.
+		return "", origin == ""
+	}
+	return o.one, origin == o.one
+}

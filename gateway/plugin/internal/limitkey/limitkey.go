@@ -1,0 +1,61 @@
+// Package limitkey is what the rate-limiting plugins (limit-count,
+// limit-req, limit-conn) share about the key they count a request under:
+// the configured variable (key_type var), template (var_combination) or
+// constant, the client address when that is empty, and a prefix naming
+// the plugin instance stably — the resource it is configured on and a
+// hash of its configuration, or a group — never a node-local version, so
+// every node counts the same key (APISIX #6760). And their rejection.
+package limitkey
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/linkgate/linkgate/gateway"
+)
+
+// Key builds the counter key of a request.
+type Key struct {
+	prefix string
+	typ    string // var, var_combination, constant
+	key    string
+}
+
+// New returns the key of an instance configured with raw on scope; group,
+// if set, replaces the instance's identity (limit-count's shared groups).
+func New(scope gateway.Scope, raw json.RawMessage, keyType, key, group string) Key {
+	k := Key{typ: keyType, key: key}
+	if group != "" {
+		k.prefix = "group:" + group + ":"
+	} else {
+		k.prefix = scope.String() + ":" + strconv.FormatUint(uint64(gateway.ConfHash(raw)), 16) + ":"
+	}
+	return k
+}
+
+// Append appends the request's key to dst: into a stack buffer, it costs
+// no allocation unless key_type is var_combination.
+func (k Key) Append(dst []byte, c gateway.Ctx) []byte {
+	var v string
+	switch k.typ {
+	case "constant":
+		v = k.key
+	case "var_combination":
+		v = c.Expand(k.key)
+	default:
+		v = c.Var(k.key)
+	}
+	if v == "" {
+		v = c.Var("remote_addr")
+	}
+	return append(append(dst, k.prefix...), v...)
+}
+
+// Rejected is the reply over the limit: rejected_code, with
+// {"error_msg": rejected_msg} when one is set.
+func Rejected(code int, msg string) gateway.Reply {
+	if msg != "" {
+		return gateway.JSONReply(code, "error_msg", msg)
+	}
+	return gateway.Reply{Status: code}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/linkgate/linkgate/bench"
+)
+
+// A generator is one load generator this tool can drive: how to run it for
+// a target and how to read what it printed into the figures of a Record.
+// To add one (an anchor such as h2load), write its args and parse, add it to
+// generators, and test parse against a saved output of the real tool.
+type generator struct {
+	// args is the command line, without the taskset prefix; json is a
+	// file the generator may write its report to.
+	args func(t *Target, json string) []string
+	// parse reads stdout (and the json file) into figures.
+	parse func(stdout []byte, json string) (map[string]float64, error)
+}
+
+var generators = map[string]generator{
+	"wrk":      {args: wrkArgs, parse: func(out []byte, _ string) (map[string]float64, error) { return parseWrk(out) }},
+	"linkgate": {args: linkgateArgs, parse: func(_ []byte, json string) (map[string]float64, error) { return parseLinkgateJSON(json) }},
+}
+
+func wrkArgs(t *Target, _ string) []string {
+	a := []string{t.Bin, "-t" + strconv.Itoa(t.Threads), "-c" + strconv.Itoa(t.Conns), "-d" + seconds(t.Duration), "--latency"}
+	if t.Lua != "" {
+		a = append(a, "-s", t.Lua)
+	}
+	a = append(a, t.Args...)
+	return append(a, t.URL)
+}
+
+func linkgateArgs(t *Target, json string) []string {
+	a := []string{t.Bin, "bench", "-t" + strconv.Itoa(t.Threads), "-c" + strconv.Itoa(t.Conns), "-d" + seconds(t.Duration), "--json", json}
+	if t.Rate > 0 {
+		a = append(a, "-R"+strconv.FormatFloat(t.Rate, 'f', -1, 64))
+	}
+	if t.Warmup > 0 {
+		a = append(a, "--warmup", t.Warmup.String())
+	}
+	if t.Lua != "" {
+		a = append(a, "-s", t.Lua)
+	}
+	a = append(a, t.Args...)
+	return append(a, t.URL)
+}
+
+// seconds is a duration as wrk reads it: whole seconds, at least one.
+func seconds(d time.Duration) string {
+	return strconv.FormatInt(max(int64(d.Round(time.Second)/time.Second), 1), 10) + "s"
+}
+
+// parseWrk reads wrk's text report (with --latency): Requests/sec, the
+// request count, mean and percentile latencies, socket errors and non-2xx
+// responses. Latencies come out in milliseconds.
+func parseWrk(out []byte) (map[string]float64, error) {
+	v := map[string]float64{"errors": 0, "non2xx": 0}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) >= 2 && f[0] == "Requests/sec:":
+			r, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				return nil, fmt.Errorf("wrk: Requests/sec %q: %w", f[1], err)
+			}
+			v["rps"] = r
+		case len(f) >= 3 && f[1] == "requests" && f[2] == "in":
+			n, err := strconv.ParseFloat(f[0], 64)
+			if err != nil {
+				return nil, fmt.Errorf("wrk: request count %q: %w", f[0], err)
+			}
+			v["requests"] = n
+		case len(f) >= 2 && f[0] == "Latency" && !strings.HasPrefix(f[1], "Distribution"):
+			ms, err := wrkMillis(f[1])
+			if err != nil {
+				return nil, err
+			}
+			v["avg"] = ms
+		case len(f) == 2 && strings.HasSuffix(f[0], "%"):
+			p, err := strconv.ParseFloat(strings.TrimSuffix(f[0], "%"), 64)
+			if err != nil {
+				continue
+			}
+			ms, err := wrkMillis(f[1])
+			if err != nil {
+				return nil, err
+			}
+			v["p"+strconv.FormatFloat(p, 'f', -1, 64)] = ms
+		case len(f) >= 5 && f[0] == "Non-2xx":
+			n, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				return nil, fmt.Errorf("wrk: %q: %w", sc.Text(), err)
+			}
+			v["non2xx"] = n
+		case len(f) >= 10 && f[0] == "Socket" && f[1] == "errors:":
+			// Socket errors: connect 0, read 0, write 0, timeout 0
+			for i := 3; i < len(f); i += 2 {
+				n, err := strconv.ParseFloat(strings.TrimSuffix(f[i], ","), 64)
+				if err != nil {
+					return nil, fmt.Errorf("wrk: %q: %w", sc.Text(), err)
+				}
+				v["errors"] += n
+			}
+		}
+	}
+	if _, ok := v["rps"]; !ok {
+		return nil, fmt.Errorf("wrk printed no Requests/sec line:\n%s", out)
+	}
+	if _, ok := v["requests"]; !ok {
+		return nil, fmt.Errorf("wrk printed no request count:\n%s", out)
+	}
+	return v, nil
+}
+
+// wrkMillis reads one of wrk's durations ("812.00us", "1.25ms", "4.41s",
+// "1.50m") in milliseconds.
+func wrkMillis(s string) (float64, error) {
+	for _, u := range []struct {
+		suffix string
+		ms     float64
+	}{{"us", 1e-3}, {"ms", 1}, {"s", 1e3}, {"m", 6e4}, {"h", 3.6e6}} {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			x, err := strconv.ParseFloat(num, 64)
+			if err != nil {
+				break
+			}
+			return x * u.ms, nil
+		}
+	}
+	return 0, fmt.Errorf("wrk: unreadable duration %q", s)
+}
+
+// parseLinkgateJSON reads linkgate bench --json.
+func parseLinkgateJSON(path string) (map[string]float64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s bench.Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	v := map[string]float64{
+		"rps": s.RequestsPerSec, "requests": float64(s.Requests), "avg": s.Latency.MeanMs,
+		"errors": float64(s.Errors.Socket()), "non2xx": float64(s.Errors.StatusTotal()),
+		"max": s.Latency.MaxMs, "up50": s.Uncorrected.Percentiles["50"], "up99": s.Uncorrected.Percentiles["99"],
+		"lag99": s.Generator.SendLag.Percentiles["99"],
+	}
+	for k, ms := range s.Latency.Percentiles {
+		v["p"+k] = ms
+	}
+	return v, nil
+}

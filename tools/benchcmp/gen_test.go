@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/linkgate/linkgate/bench"
+)
+
+func TestParseWrk(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		want map[string]float64
+	}{
+		{"wrk-ok.txt", map[string]float64{"rps": 18878.45, "requests": 20601, "avg": 9.40, "p50": 0.143, "p75": 6.33,
+			"p90": 37.26, "p99": 91.24, "errors": 0, "non2xx": 0}},
+		{"wrk-404.txt", map[string]float64{"rps": 6578.58, "requests": 6628, "avg": 42.27, "p50": 0.591, "p99": 290.36,
+			"non2xx": 6628}},
+	} {
+		out, err := os.ReadFile(filepath.Join("testdata", c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := parseWrk(out)
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		for k, want := range c.want {
+			if g, ok := got[k]; !ok || !near(g, want) {
+				t.Errorf("%s: %s = %v (present %v), want %v", c.file, k, g, ok, want)
+			}
+		}
+	}
+}
+
+func TestParseWrkSocketErrorsAndUnits(t *testing.T) {
+	out := []byte(`    Latency     1.50s    2.00m   3.00m   50.00%
+     50%    1.00m
+     99%    2.00s
+  10 requests in 1.00s, 1.00KB read
+  Socket errors: connect 1, read 2, write 3, timeout 4
+Requests/sec:     10.00
+`)
+	got, err := parseWrk(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["errors"] != 10 || got["avg"] != 1500 || got["p50"] != 60000 || got["p99"] != 2000 {
+		t.Errorf("got %v", got)
+	}
+}
+
+func TestParseWrkRejectsOtherOutput(t *testing.T) {
+	for _, out := range []string{"", "unable to connect to 127.0.0.1:1 Connection refused\n", "Requests/sec: 5\n",
+		"  5 requests in 1s\nRequests/sec: x\n", "    Latency  5parsecs\n"} {
+		if _, err := parseWrk([]byte(out)); err == nil {
+			t.Errorf("parseWrk(%q) succeeded", out)
+		}
+	}
+}
+
+func TestParseLinkgateJSON(t *testing.T) {
+	s := bench.Summary{RequestsPerSec: 5000, Requests: 25000,
+		Latency:     bench.LatencySummary{MeanMs: 0.2, MaxMs: 3, Percentiles: map[string]float64{"50": 0.1, "99.9": 2}},
+		Uncorrected: bench.LatencySummary{Percentiles: map[string]float64{"50": 0.07, "99": 0.5}},
+		Errors:      bench.Errors{Connect: 1, Timeout: 2, Status: map[int]int64{503: 4}},
+		Generator:   bench.GeneratorCheck{SendLag: bench.LatencySummary{Percentiles: map[string]float64{"99": 0.3}}},
+	}
+	b, _ := json.Marshal(s)
+	path := filepath.Join(t.TempDir(), "run.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseLinkgateJSON(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"rps": 5000, "requests": 25000, "avg": 0.2, "max": 3, "p50": 0.1, "p99.9": 2,
+		"up50": 0.07, "up99": 0.5, "errors": 3, "non2xx": 4, "lag99": 0.3}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s = %v, want %v", k, got[k], w)
+		}
+	}
+}
+
+func TestGeneratorArgs(t *testing.T) {
+	tg := &Target{Name: "x", URL: "http://127.0.0.1:1/", Bin: "wrk", Threads: 2, Conns: 16, Duration: 5 * time.Second, Lua: "a.lua", Args: []string{"-H", "A: b"}}
+	got := wrkArgs(tg, "")
+	want := []string{"wrk", "-t2", "-c16", "-d5s", "--latency", "-s", "a.lua", "-H", "A: b", "http://127.0.0.1:1/"}
+	if !equal(got, want) {
+		t.Errorf("wrk args %q, want %q", got, want)
+	}
+	tg.Bin, tg.Rate, tg.Warmup, tg.Lua, tg.Args = "lg", 5000, 2*time.Second, "", nil
+	got = linkgateArgs(tg, "/tmp/r.json")
+	want = []string{"lg", "bench", "-t2", "-c16", "-d5s", "--json", "/tmp/r.json", "-R5000", "--warmup", "2s", "http://127.0.0.1:1/"}
+	if !equal(got, want) {
+		t.Errorf("linkgate args %q, want %q", got, want)
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func near(a, b float64) bool { d := a - b; return d < 1e-9 && d > -1e-9 }

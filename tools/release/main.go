@@ -1,0 +1,125 @@
+// Command release builds linkgate's release artefacts, reproducibly: two
+// runs on one commit write the same bytes.
+//
+// Usage, from the repository root (the Makefile targets run it):
+//
+//	go run ./tools/release build -version V -out dist    # make cross: static binaries per arch
+//	go run ./tools/release release -version vX.Y.Z       # make release: dist/release/
+//	go run ./tools/release notice                        # go generate ./...: NOTICE
+//	go run ./tools/release install-tools                 # the pinned SBOM generator (install-deps.sh)
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+)
+
+//go:generate go run . -C ../.. notice -o NOTICE
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(os.Stderr, "release: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: release [-C root] command [flags]
+
+Commands:
+  build -version V -out DIR       static binaries DIR/PROGRAM_linux_ARCH (make cross)
+  release -version vX.Y.Z [-out DIR] [-allow-dirty]
+                                  archives, SBOMs, licences, SHA256SUMS (make release)
+  notice [-o FILE]                regenerate NOTICE (go generate ./...)
+  install-tools                   build the pinned cyclonedx-gomod into .cache/bin
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	top := flag.NewFlagSet("release", flag.ContinueOnError)
+	top.SetOutput(stderr)
+	top.Usage = func() { fmt.Fprint(stderr, usage) }
+	root := top.String("C", ".", "the repository root")
+	if err := top.Parse(args); err != nil {
+		return err
+	}
+	if top.NArg() == 0 {
+		top.Usage()
+		return errors.New("no command given")
+	}
+	cmd, rest := top.Arg(0), top.Args()[1:]
+	fs := flag.NewFlagSet("release "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	switch cmd {
+	case "build":
+		version := fs.String("version", "dev", "version stamped into the binaries")
+		out := fs.String("out", "dist", "output folder, relative to the root")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		s, err := readStamp(ctx, *root, *version)
+		if err != nil {
+			return err
+		}
+		return buildBinaries(ctx, *root, inRoot(*root, *out), s)
+	case "release":
+		version := fs.String("version", "", "release version, vMAJOR.MINOR.PATCH[-PRERELEASE]")
+		out := fs.String("out", "dist/release", "output folder, relative to the root (emptied first)")
+		allowDirty := fs.Bool("allow-dirty", false, "release a tree with uncommitted changes (for tests)")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if !semverRE.MatchString(*version) {
+			return fmt.Errorf("-version %q: want vMAJOR.MINOR.PATCH, e.g. make release VERSION=v0.1.0", *version)
+		}
+		s, err := readStamp(ctx, *root, *version)
+		if err != nil {
+			return err
+		}
+		if s.Dirty() && !*allowDirty {
+			return fmt.Errorf("the tree has uncommitted changes: commit them first, so the release is reproducible from its commit")
+		}
+		return release(ctx, *root, inRoot(*root, *out), s, stdout)
+	case "notice":
+		out := fs.String("o", "NOTICE", "file to write, relative to the root; - for stdout")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		mods, err := linkedModules(ctx, *root)
+		if err != nil {
+			return err
+		}
+		text, err := renderNotice(mods)
+		if err != nil {
+			return err
+		}
+		if *out == "-" {
+			_, err = stdout.Write(text)
+			return err
+		}
+		return os.WriteFile(inRoot(*root, *out), text, 0o644)
+	case "install-tools":
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		return installSBOMTool(ctx, *root)
+	}
+	top.Usage()
+	return fmt.Errorf("unknown command %q", cmd)
+}
+
+// inRoot resolves a path given relative to the repository root.
+func inRoot(root, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(root, p)
+}
