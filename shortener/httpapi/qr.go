@@ -52,6 +52,7 @@ type qrCodes struct {
 	cache   *otter.Cache[string, qrImage]
 	renders chan struct{} // a token per draw in progress
 	draws   prometheus.Counter
+	draw    func(text, format string, size int) (qrImage, error) // drawQR; tests count
 }
 
 func newQRCodes(cacheBytes, renders int, draws prometheus.Counter) (*qrCodes, error) {
@@ -64,7 +65,7 @@ func newQRCodes(cacheBytes, renders int, draws prometheus.Counter) (*qrCodes, er
 	if err != nil {
 		return nil, err
 	}
-	return &qrCodes{cache: c, renders: make(chan struct{}, renders), draws: draws}, nil
+	return &qrCodes{cache: c, renders: make(chan struct{}, renders), draws: draws, draw: drawQR}, nil
 }
 
 var errQRBusy = &shortener.Error{Code: shortener.Unavailable, Message: "QR codes are being drawn for other requests, retry later"}
@@ -81,7 +82,7 @@ func (q *qrCodes) get(ctx context.Context, text, format string, size int) (qrIma
 		}
 		defer func() { <-q.renders }()
 		q.draws.Inc()
-		return drawQR(text, format, size)
+		return q.draw(text, format, size)
 	}))
 }
 

@@ -2,10 +2,19 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"image/png"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	go_qr "github.com/piglig/go-qr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/linkgate/linkgate/shortener"
 )
 
 // The hand-written PNG is what image/png reads back, pixel for pixel the
@@ -38,6 +47,47 @@ func TestQRPNGPixels(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// At most renders draws run at once; the other requests wait their turn,
+// and give up with 503 unavailable when their deadline passes first.
+func TestQRRendersBounded(t *testing.T) {
+	q, err := newQRCodes(DefaultQRCacheBytes, 2, prometheus.NewCounter(prometheus.CounterOpts{Name: "draws"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var running, peak atomic.Int32
+	release := make(chan struct{})
+	q.draw = func(text, format string, size int) (qrImage, error) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		<-release
+		return drawQR(text, format, size)
+	}
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			if _, err := q.get(context.Background(), "https://sho.rt/"+strconv.Itoa(i), "png", 512); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for running.Load() < 2 {
+		runtime.Gosched()
+	}
+	// A request whose deadline passes while it waits gets 503.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := q.get(ctx, "https://sho.rt/late", "png", 512); shortener.ErrorCode(err) != shortener.Unavailable {
+		t.Errorf("waiting past the deadline: %v, want unavailable", err)
+	}
+	close(release)
+	wg.Wait()
+	if p := peak.Load(); p != 2 {
+		t.Errorf("%d draws ran at once, want 2", p)
 	}
 }
 

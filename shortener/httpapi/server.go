@@ -93,13 +93,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if w == nil {
 		return err
 	}
-	done := make(chan struct{})
-	go func() { w.lingering.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		if err == nil {
-			err = ctx.Err()
+	// Wait for the last connections to be closed, lingering included.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for w.live.Load() > 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return err
 		}
 	}
 	return err

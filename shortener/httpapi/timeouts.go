@@ -53,7 +53,10 @@ type watchdog struct {
 	closed bool // no more connections: stop once conns is empty
 	done   chan struct{}
 
-	lingering sync.WaitGroup // closes still reading what the client sends
+	// live counts the connections accepted and not yet closed for good
+	// (lingering closes included): fasthttp's Shutdown may return before
+	// it has closed its last connections.
+	live atomic.Int64
 }
 
 func newWatchdog(read, write, idle time.Duration) *watchdog {
@@ -100,6 +103,7 @@ func (w *watchdog) add(c *timedConn) bool {
 		return false
 	}
 	w.conns[c] = struct{}{}
+	w.live.Add(1)
 	return true
 }
 
@@ -214,11 +218,11 @@ func (c *timedConn) Close() error {
 	c.w.remove(c)
 	cw, ok := c.Conn.(interface{ CloseWrite() error })
 	if !ok || cw.CloseWrite() != nil {
+		defer c.w.live.Add(-1)
 		return c.Conn.Close()
 	}
-	c.w.lingering.Add(1)
 	go func() {
-		defer c.w.lingering.Done()
+		defer c.w.live.Add(-1)
 		c.Conn.SetReadDeadline(time.Now().Add(lingerTimeout))
 		io.CopyN(io.Discard, c.Conn, lingerBytes)
 		c.Conn.Close()
