@@ -195,6 +195,25 @@ func TestURLPolicyCheck(t *testing.T) {
 	}
 }
 
+func TestURLPolicyAllowLoopback(t *testing.T) {
+	p := shortener.URLPolicy{AllowLoopback: true, SelfHosts: []string{"sho.rt"}}
+	for _, tt := range []struct {
+		url, host string
+		want      shortener.Code
+	}{
+		{"http://localhost:3000/", "127.0.0.1:8080", ""},
+		{"http://127.0.0.1:3000/", "localhost:8080", ""},
+		{"http://127.1:3000/", "127.0.0.1:8080", shortener.SelfReference},
+		{"http://[::ffff:7f00:1]/", "127.0.0.1", shortener.SelfReference},
+		{"http://localhost./x", "LOCALHOST:8080", shortener.SelfReference},
+		{"https://sho.rt/x", "", shortener.SelfReference},
+	} {
+		if got := shortener.ErrorCode(p.Check(tt.url, tt.host)); got != tt.want {
+			t.Errorf("Check(%q, host %q) = %q, want %q", tt.url, tt.host, got, tt.want)
+		}
+	}
+}
+
 func TestURLPolicySchemes(t *testing.T) {
 	p := shortener.URLPolicy{Schemes: []string{"https", "mailto"}}
 	if err := p.Check("http://a.example/", ""); shortener.ErrorCode(err) != shortener.SchemeNotAllowed {

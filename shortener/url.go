@@ -26,6 +26,11 @@ type URLPolicy struct {
 	Schemes   []string   // allowed schemes, compared case-insensitively; nil means DefaultSchemes
 	Blocklist *Blocklist // domains refused (suffix match); nil blocks none
 	SelfHosts []string   // host names of this service (e.g. from --public-url)
+	// AllowLoopback accepts targets on a loopback or unspecified address
+	// or localhost (development: links to http://localhost:3000/); they
+	// are refused by default, as this machine to whoever follows them.
+	// The request's Host and SelfHosts are refused all the same.
+	AllowLoopback bool
 }
 
 // Check validates raw as a target URL. requestHost is the Host the request
@@ -71,7 +76,7 @@ func (p URLPolicy) Check(raw, requestHost string) error {
 	if err != nil {
 		return Errorf(InvalidURL, "url's host is not a valid domain name or IP address")
 	}
-	if IsLoopbackHost(host, isIP) {
+	if !p.AllowLoopback && IsLoopbackHost(host, isIP) {
 		return Errorf(SelfReference, "url points at a loopback address (%s): this machine", host)
 	}
 	if requestHost != "" && sameHost(host, hostOnly(requestHost)) || slices.ContainsFunc(p.SelfHosts, func(s string) bool { return sameHost(host, s) }) {

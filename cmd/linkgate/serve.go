@@ -38,6 +38,7 @@ type serveConfig struct {
 	server          httpapi.ServerConfig
 	maxURLLength    int
 	allowSchemes    cli.ListFlag
+	allowLoopback   bool
 	blocklist       string
 	shutdownTimeout time.Duration
 	logFormat       string
@@ -122,6 +123,7 @@ func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat strin
 	fs.StringVar(&c.api.AdminKey, "admin-key", "", "`key` for the admin routes (list, delete); empty: they answer 403")
 	fs.IntVar(&c.maxURLLength, "max-url-length", shortener.DefaultMaxURLLength, "longest target URL accepted, in `bytes`")
 	fs.Var(&c.allowSchemes, "allow-schemes", "comma-separated `schemes` a target URL may use")
+	fs.BoolVar(&c.allowLoopback, "allow-loopback-targets", false, "accept target URLs on this machine (localhost, 127.0.0.0/8, ::1: development); refused by default")
 	fs.StringVar(&c.blocklist, "blocklist", "", "`file` of blocked domains, one per line (subdomains blocked too)")
 	fs.DurationVar(&c.api.RequestTimeout, "request-timeout", 5*time.Second, "deadline for the store calls of one request")
 	fs.StringVar(&c.logFormat, "log-format", logFormat, "log format: text or json")
@@ -300,7 +302,7 @@ func wrapStore(logger *slog.Logger, raw shortener.Store, kind string, c serveCon
 // its metrics on reg: everything `serve` runs except the listener. The
 // Lambda mode serves the same handler.
 func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Store, reg *prometheus.Registry) (*httpapi.Handler, error) {
-	policy := shortener.URLPolicy{MaxLength: c.maxURLLength, Schemes: c.allowSchemes}
+	policy := shortener.URLPolicy{MaxLength: c.maxURLLength, Schemes: c.allowSchemes, AllowLoopback: c.allowLoopback}
 	if c.blocklist != "" {
 		f, err := os.Open(c.blocklist)
 		if err != nil {
