@@ -17,7 +17,6 @@ import (
 
 	"github.com/linkgate/linkgate/internal/cli"
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/bolt"
 	"github.com/linkgate/linkgate/shortener/cache"
 	"github.com/linkgate/linkgate/shortener/dynamodb"
 	"github.com/linkgate/linkgate/shortener/httpapi"
@@ -57,9 +56,11 @@ counted in memory and written in batches (--visits-flush-interval).
 SIGINT/SIGTERM drain requests in flight, flush the visits, then close the
 store.
 
-Stores: bolt:PATH (embedded bbolt file, created with its directory), or
-dynamodb:TABLE (default table goUrlShortener; create it with 'linkgate
-dynamodb create-table'). DynamoDB settings come from the AWS SDK's standard
+Stores: pebble:DIR (the embedded store, a pebble database in DIR, created
+with its directory), or dynamodb:TABLE (default table goUrlShortener; create it with 'linkgate
+dynamodb create-table'). A store of an earlier release (DIR.db, a bbolt
+file, or bolt:PATH) is migrated into DIR on the first start, its files
+kept ('linkgate store migrate' does it by hand). DynamoDB settings come from the AWS SDK's standard
 chain: AWS_REGION, AWS_PROFILE, credentials, AWS_ENDPOINT_URL_DYNAMODB.
 
 With DynamoDB, reads go through an in-memory cache (--cache-size,
@@ -96,7 +97,7 @@ func defaultServeConfig() serveConfig {
 // listener's and, through registerShortener, those the Lambda mode shares.
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", ":8080", "`address` to listen on, host:port")
-	c.registerShortener(fs, "bolt:data/links.db", "text")
+	c.registerShortener(fs, "pebble:data/links", "text")
 	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "redirects and lookups in flight beyond which new ones get 503 overloaded at once (0: no limit)")
 	fs.IntVar(&c.api.MaxInflightCreates, "max-inflight-creates", 256, "creates in flight beyond which new ones get 503 overloaded (0: no limit); a budget of their own, so a create flood never sheds redirects")
 	fs.IntVar(&c.api.MaxInflightQR, "max-inflight-qr", 32, "QR code and statistics requests in flight beyond which new ones get 503 overloaded (0: no limit)")
@@ -112,7 +113,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 // store and its cache, the API, the URL policy, logging. store and
 // logFormat are the defaults of --store and --log-format.
 func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat string) {
-	fs.StringVar(&c.store, "store", store, "where links live: bolt:PATH or dynamodb:TABLE")
+	fs.StringVar(&c.store, "store", store, "where links live: pebble:DIR or dynamodb:TABLE (bolt:PATH, a store of an earlier release, is migrated to pebble first)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", dynamodb.DefaultTimeout, "deadline of each DynamoDB call, retries included")
 	fs.BoolVar(&c.consistentReads, "consistent-reads", false, "strongly consistent DynamoDB reads (twice the read cost)")
 	fs.Var(&c.cacheSize, "cache-size", "read cache `entries`; 0: no cache; auto: "+fmt.Sprint(defaultCacheSize)+" with dynamodb, none with bolt")
@@ -188,12 +189,23 @@ func splitStore(spec string) (kind, arg string, err error) {
 	switch {
 	case kind == "dynamodb" && arg == "":
 		return kind, dynamodb.DefaultTable, nil
+	case kind == "pebble" && arg == "":
+		return "", "", cli.Usagef("--store %q: want pebble:DIR", spec)
 	case kind == "bolt" && arg == "":
 		return "", "", cli.Usagef("--store %q: want bolt:PATH", spec)
-	case kind == "bolt", kind == "dynamodb":
+	case kind == "pebble", kind == "bolt", kind == "dynamodb":
 		return kind, arg, nil
 	}
-	return "", "", cli.Usagef("--store %q: unknown store %q (supported: bolt:PATH, dynamodb:TABLE)", spec, kind)
+	return "", "", cli.Usagef("--store %q: unknown store %q (supported: pebble:DIR, bolt:PATH, dynamodb:TABLE)", spec, kind)
+}
+
+// pebbleDirOf is the pebble directory a bolt file migrates to by default:
+// data/links.db → data/links.
+func pebbleDirOf(path string) string {
+	if dir, ok := strings.CutSuffix(path, ".db"); ok && dir != "" {
+		return dir
+	}
+	return path + ".pebble"
 }
 
 // openStore opens the store a --store value names. A DynamoDB table that
@@ -205,9 +217,16 @@ func openStore(ctx context.Context, logger *slog.Logger, c serveConfig) (shorten
 		return nil, "", err
 	}
 	switch kind {
-	case "bolt":
-		s, err := bolt.Open(arg)
+	case "pebble":
+		s, err := openPebble(ctx, logger, arg, arg+".db")
 		return s, kind, err
+	case "bolt":
+		// The format of earlier releases: migrated, then served from
+		// the pebble store beside it.
+		dir := pebbleDirOf(arg)
+		logger.Warn("--store bolt: names a store of an earlier release; it is served from the pebble store migrated from it", "bolt", arg, "store", "pebble:"+dir)
+		s, err := openPebble(ctx, logger, dir, arg)
+		return s, "pebble", err
 	case "dynamodb":
 		s, err := dynamodb.Open(ctx, dynamodb.Options{Table: arg, ConsistentReads: c.consistentReads, Timeout: c.storeTimeout})
 		if err != nil {
@@ -349,6 +368,7 @@ type shortenerApp struct {
 func newShortener(logger *slog.Logger, c serveConfig, raw shortener.Store, kind string) (*shortenerApp, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerStoreMetrics(raw, reg)
 	store, err := wrapStore(logger, raw, kind, c, reg)
 	if err != nil {
 		raw.Close()

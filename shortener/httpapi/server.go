@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -34,8 +34,7 @@ type Server struct {
 	srv *fasthttp.Server
 	cfg ServerConfig
 
-	mu sync.Mutex
-	w  *watchdog // of the running Serve
+	live atomic.Int64 // connections not yet closed for good (linger.go)
 }
 
 // NewServer returns a Server for h.
@@ -71,32 +70,22 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	w := newWatchdog(s.cfg.ReadTimeout, s.cfg.WriteTimeout, s.cfg.IdleTimeout)
-	defer w.close() // the connections still open keep their timeouts
-	s.mu.Lock()
-	s.w = w
-	s.mu.Unlock()
-	return s.srv.Serve(&timedListener{Listener: ln, w: w})
+	return s.srv.Serve(timedListener(lingerListener{Listener: ln, live: &s.live}, s.cfg))
 }
 
 // Shutdown stops accepting connections, answers the requests it has
 // received (with Connection: close), closes idle keep-alive connections
 // and waits for the requests in flight, until ctx is done; then it closes
-// what is left. Connections close gracefully (timedConn.Close): a client
+// what is left. Connections close gracefully (lingerConn.Close): a client
 // that sends a request just as its idle connection is closed sees the
 // connection end, never a reset, and may send it again elsewhere.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.srv.ShutdownWithContext(ctx)
-	s.mu.Lock()
-	w := s.w
-	s.mu.Unlock()
-	if w == nil {
-		return err
-	}
-	// Wait for the last connections to be closed, lingering included.
+	// fasthttp's Shutdown may return before it has closed its last
+	// connections: wait for them, lingering closes included.
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	for w.live.Load() > 0 {
+	for s.live.Load() > 0 {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():

@@ -52,11 +52,17 @@ func stats(total, bots int64, day, ref, browser string) shortener.VisitStats {
 
 func wantStats(t *testing.T, got, want shortener.VisitStats) {
 	t.Helper()
-	eq := func(a, b shortener.Breakdown) bool { return len(a) == len(b) && maps.Equal(a, b) }
-	if got.Total != want.Total || got.Bots != want.Bots || !eq(got.Days, want.Days) || !eq(got.Referrers, want.Referrers) ||
-		!eq(got.Browsers, want.Browsers) || !eq(got.BotAgents, want.BotAgents) || !eq(got.Countries, want.Countries) {
+	if !EqualStats(got, want) {
 		t.Errorf("stats\ngot  %+v\nwant %+v", got, want)
 	}
+}
+
+// EqualStats reports whether two statistics are the same, an empty and a
+// missing breakdown alike. Adapter tests may use it too.
+func EqualStats(a, b shortener.VisitStats) bool {
+	eq := func(x, y shortener.Breakdown) bool { return len(x) == len(y) && maps.Equal(x, y) }
+	return a.Total == b.Total && a.Bots == b.Bots && eq(a.Days, b.Days) && eq(a.Referrers, b.Referrers) &&
+		eq(a.Browsers, b.Browsers) && eq(a.BotAgents, b.BotAgents) && eq(a.Countries, b.Countries)
 }
 
 func addVisits(t *testing.T, vs shortener.VisitStore, deltas ...shortener.VisitDelta) {

@@ -15,15 +15,15 @@ import (
 	"time"
 
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/bolt"
+	"github.com/linkgate/linkgate/shortener/pebble"
 	"github.com/linkgate/linkgate/shortener/visits"
 )
 
 var day = time.Date(2026, 3, 14, 12, 0, 0, 0, time.UTC)
 
-// store is a real bolt store whose AddVisits can be made to fail or block.
+// store is a real pebble store whose AddVisits can be made to fail or block.
 type store struct {
-	*bolt.Store
+	*pebble.Store
 	fail  atomic.Int32  // fail this many AddVisits calls
 	gate  chan struct{} // if set, AddVisits waits for it
 	calls atomic.Int32
@@ -60,7 +60,7 @@ func (s *store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 
 func newStore(t testing.TB, ids ...string) *store {
 	t.Helper()
-	b, err := bolt.Open(filepath.Join(t.TempDir(), "links.db"))
+	b, err := pebble.Open(filepath.Join(t.TempDir(), "links"), pebble.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
