@@ -16,9 +16,12 @@ declare -A want=(
 	[unshare]=util-linux
 	[python3]=python3
 	[zip]=zip
+	[nginx]=nginx-light
 	[podman]=podman
 	[runc]=runc
 	[update-ca-certificates]=ca-certificates
+	[systemd-analyze]=systemd
+	[strace]=strace
 )
 missing=()
 for cmd in "${!want[@]}"; do
