@@ -26,7 +26,7 @@ type proc struct {
 	exited chan error
 }
 
-var listeningRE = regexp.MustCompile(`listening" addr=(\S+)`)
+var listeningRE = regexp.MustCompile(`listening"(?: addr=|,"addr":")([0-9.:\[\]]+)`)
 
 // startLogged starts argv with env added to a minimal environment and
 // waits until it logs its listen address.

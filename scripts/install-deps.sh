@@ -22,6 +22,7 @@ declare -A want=(
 	[update-ca-certificates]=ca-certificates
 	[systemd-analyze]=systemd
 	[strace]=strace
+	[curl]=curl
 )
 missing=()
 for cmd in "${!want[@]}"; do
