@@ -227,13 +227,13 @@ type Conn struct {
 	w      *Watchdog
 	limits *Limits
 
-	rd, wd  atomic.Int64  // deadlines on the watchdog's clock; 0: none
+	rd, wd atomic.Int64 // deadlines on the watchdog's clock; 0: none
 	// perRead, perWrite (ns), when set, give each Read or Write its own
 	// deadline from its start (SetCallTimeouts).
 	perRead, perWrite atomic.Int64
-	busy    atomic.Uint32 // read|write: a call is in progress
-	expired atomic.Uint32 // read|write: the real deadline is in the past
-	mu      sync.Mutex    // orders expiring and reviving the real deadline
+	busy              atomic.Uint32 // read|write: a call is in progress
+	expired           atomic.Uint32 // read|write: the real deadline is in the past
+	mu                sync.Mutex    // orders expiring and reviving the real deadline
 
 	requests uint64 // requests handed to the handler
 	idleFrom uint64 // requests when the last idle wait began
