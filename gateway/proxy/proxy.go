@@ -33,6 +33,8 @@ type Options struct {
 	Admin http.Handler
 	// ServerHeader replaces the upstream's Server header ("" keeps it).
 	ServerHeader string
+	// Router is the route matching algorithm (apisix.router.http).
+	Router router.Mode
 	// MaxBodySize limits request bodies (bytes).
 	MaxBodySize int
 	// ReadTimeout bounds reading a client request (headers and body).
@@ -132,7 +134,7 @@ func (g *Gateway) Load(c *gateway.Compiled) {
 }
 
 func (g *Gateway) build(c *gateway.Compiled) *snapshot {
-	s := &snapshot{compiled: c, router: router.Build(c.Routes), routes: make(map[*gateway.RouteEntry]*routeRT, len(c.Routes)),
+	s := &snapshot{compiled: c, router: router.BuildMode(c.Routes, g.opts.Router), routes: make(map[*gateway.RouteEntry]*routeRT, len(c.Routes)),
 		global: splitChain(c.Global)}
 	ups := map[string]*upstreamRT{}
 	for _, e := range c.Routes {
