@@ -9,6 +9,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -35,6 +36,9 @@ type Options struct {
 	ServerHeader string
 	// Router is the route matching algorithm (apisix.router.http).
 	Router router.Mode
+	// ShowUpstreamStatus sends X-APISIX-Upstream-Status on every proxied
+	// response, not only after a 5xx (show_upstream_status_in_response_header).
+	ShowUpstreamStatus bool
 	// MaxBodySize limits request bodies (bytes).
 	MaxBodySize int
 	// ReadTimeout bounds reading a client request (headers and body).
@@ -663,7 +667,7 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		if err == nil {
 			status := fc.Response.StatusCode()
 			up.passive(n, outcomeHTTP, status)
-			if status >= 500 {
+			if status >= 500 || g.opts.ShowUpstreamStatus {
 				rc.upStatus = strconv.AppendInt(rc.upStatus, int64(status), 10)
 				fc.Response.Header.SetBytesV(headerUpstreamState, rc.upStatus)
 			}
@@ -689,8 +693,12 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		}
 	}
 	status := http.StatusBadGateway
-	if lastErr != nil && classify(lastErr) == outcomeTimeout {
+	var dnsErr *net.DNSError
+	switch {
+	case lastErr != nil && classify(lastErr) == outcomeTimeout:
 		status = http.StatusGatewayTimeout
+	case errors.As(lastErr, &dnsErr):
+		status = http.StatusServiceUnavailable // APISIX: failed to parse domain
 	}
 	if lastErr != nil && g.log.Enabled(context.Background(), slog.LevelWarn) {
 		g.log.Warn("upstream failed", "route", rc.route.e.ID, "upstream", up.key, "err", lastErr)

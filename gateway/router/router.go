@@ -341,7 +341,7 @@ func (r *Router) matchHostURI(method, host, path string, addr netip.Addr, vars g
 		}
 	}
 	for _, s := range r.bySufx {
-		if len(host) > len(s.suffix) && strings.EqualFold(host[len(host)-len(s.suffix):], s.suffix) {
+		if len(host) >= len(s.suffix) && strings.EqualFold(host[len(host)-len(s.suffix):], s.suffix) {
 			if m := s.r.Match(method, host, path, addr, vars); m.Route != nil {
 				return m
 			}
@@ -411,7 +411,7 @@ func hostMatches(c *cand, host string) bool {
 		}
 	}
 	for _, s := range c.suffixes {
-		if len(host) > len(s) && strings.EqualFold(host[len(host)-len(s):], s) {
+		if len(host) >= len(s) && strings.EqualFold(host[len(host)-len(s):], s) {
 			return true
 		}
 	}
