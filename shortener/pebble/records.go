@@ -38,6 +38,7 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 	results := make([]shortener.ImportResult, len(recs))
 	first := make(map[string]int, len(recs)) // id → index of the record stored for it
 	var key []byte
+	var vals [][]byte // the values stored, for the read index
 	for i := range recs {
 		l := &recs[i].Link
 		if j, ok := first[l.ID]; ok {
@@ -60,6 +61,7 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 		}
 		first[l.ID] = i
 		val := appendLink(nil, l)
+		vals = append(vals, val)
 		if err := b.Set(key, val, nil); err != nil {
 			return nil, unavailable("import", err)
 		}
@@ -74,6 +76,13 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 	}
 	if err := b.Commit(pebbledb.Sync); err != nil {
 		return nil, unavailable("import", err)
+	}
+	j := 0
+	for i, r := range results {
+		if r == shortener.Imported {
+			s.indexed(recs[i].Link.ID, vals[j])
+			j++
+		}
 	}
 	return results, nil
 }
