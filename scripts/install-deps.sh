@@ -16,9 +16,13 @@ declare -A want=(
 	[unshare]=util-linux
 	[python3]=python3
 	[zip]=zip
+	[nginx]=nginx-light
 	[podman]=podman
 	[runc]=runc
 	[update-ca-certificates]=ca-certificates
+	[systemd-analyze]=systemd
+	[strace]=strace
+	[curl]=curl
 )
 missing=()
 for cmd in "${!want[@]}"; do

@@ -55,7 +55,7 @@ func runLambda(ctx context.Context, args []string, env cli.Env) error {
 	if err != nil {
 		return err
 	}
-	raw, err := dynamodb.Open(ctx, dynamodb.Options{Table: table, ConsistentReads: c.consistentReads, Timeout: c.storeTimeout})
+	raw, err := dynamodb.Open(ctx, c.dynamoOptions(logger, table))
 	if err != nil {
 		return err
 	}

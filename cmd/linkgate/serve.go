@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -30,6 +31,7 @@ type serveConfig struct {
 	store           string
 	storeTimeout    time.Duration
 	consistentReads bool
+	visitInterval   time.Duration // DynamoDB: how long visits gather before they are written
 	cacheSize       cacheSizeFlag
 	cacheTTL        time.Duration
 	cacheNegTTL     time.Duration
@@ -110,6 +112,7 @@ func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat strin
 	fs.StringVar(&c.store, "store", store, "where links live: pebble:DIR or dynamodb:TABLE (bolt:PATH, a store of an earlier release, is migrated to pebble first)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", dynamodb.DefaultTimeout, "deadline of each DynamoDB call, retries included")
 	fs.BoolVar(&c.consistentReads, "consistent-reads", false, "strongly consistent DynamoDB reads (twice the read cost)")
+	fs.DurationVar(&c.visitInterval, "dynamodb-visit-interval", dynamodb.DefaultVisitInterval, "DynamoDB: how long visits of links without a visit limit are gathered before they are written, as one record (how late other instances see them; a crash loses at most this much)")
 	fs.Var(&c.cacheSize, "cache-size", "read cache `entries`; 0: no cache; auto: "+fmt.Sprint(defaultCacheSize)+" with dynamodb, none with bolt")
 	fs.DurationVar(&c.cacheTTL, "cache-ttl", time.Minute, "how long a link is served from the read cache (the staleness bound across instances)")
 	fs.DurationVar(&c.cacheNegTTL, "cache-negative-ttl", time.Second, "how long the read cache remembers an unknown id (0: not at all; at most --cache-ttl)")
@@ -153,6 +156,8 @@ func (c serveConfig) validateShortener() error {
 		return cli.Usagef("--max-url-length must be positive")
 	case c.storeTimeout <= 0:
 		return cli.Usagef("--store-timeout must be positive")
+	case c.visitInterval <= 0:
+		return cli.Usagef("--dynamodb-visit-interval must be positive")
 	case c.cacheTTL <= 0:
 		return cli.Usagef("--cache-ttl must be positive")
 	case c.cacheNegTTL < 0 || c.cacheNegTTL > c.cacheTTL:
@@ -217,7 +222,7 @@ func openStore(ctx context.Context, logger *slog.Logger, c serveConfig) (shorten
 		s, err := openPebble(ctx, logger, dir, arg)
 		return s, "pebble", err
 	case "dynamodb":
-		s, err := dynamodb.Open(ctx, dynamodb.Options{Table: arg, ConsistentReads: c.consistentReads, Timeout: c.storeTimeout})
+		s, err := dynamodb.Open(ctx, c.dynamoOptions(logger, arg))
 		if err != nil {
 			return nil, "", err
 		}
@@ -231,6 +236,12 @@ func openStore(ctx context.Context, logger *slog.Logger, c serveConfig) (shorten
 		return s, kind, nil
 	}
 	return nil, "", fmt.Errorf("unreachable: store kind %q", kind)
+}
+
+// dynamoOptions are the DynamoDB store's options for a table.
+func (c serveConfig) dynamoOptions(logger *slog.Logger, table string) dynamodb.Options {
+	return dynamodb.Options{Table: table, ConsistentReads: c.consistentReads, Timeout: c.storeTimeout,
+		VisitInterval: c.visitInterval, Logger: logger}
 }
 
 // defaultCacheSize is --cache-size auto with DynamoDB: about 20-40 MB of
@@ -321,7 +332,10 @@ type shortenerApp struct {
 	handler *httpapi.Handler
 	store   shortener.Store
 	visits  *visits.Aggregator // nil with --visits=false
-	closers []func() error     // closed after the visits are flushed, before the store
+	// flush writes what the store holds of the visits (DynamoDB's visit
+	// log), after the aggregator's last batch; nil when it holds none.
+	flush   func(context.Context) error
+	closers []func() error // closed after the visits are flushed, before the store
 }
 
 // newShortener builds the shortenerApp over a raw store: metrics registry,
@@ -337,6 +351,10 @@ func newShortener(logger *slog.Logger, c serveConfig, raw shortener.Store, kind 
 		return nil, err
 	}
 	app := &shortenerApp{store: store}
+	if d, ok := raw.(*dynamodb.Store); ok && c.visits.enabled {
+		app.flush = d.FlushVisits
+		registerVisitLogMetrics(reg, d.VisitLogStats)
+	}
 	if c.visits.enabled {
 		agg, geo, err := newVisits(logger, c.visits, store, reg)
 		if err != nil {
@@ -364,6 +382,11 @@ func (a *shortenerApp) Close(ctx context.Context, logger *slog.Logger) error {
 			logger.Error("flush visits on shutdown", "error", err, "recorded", m.Recorded, "flushed", m.FlushedVisits)
 		} else {
 			logger.Info("visits flushed", "flushed_total", a.visits.Metrics().FlushedVisits)
+		}
+	}
+	if a.flush != nil {
+		if err := a.flush(ctx); err != nil {
+			logger.Error("write the visit log on shutdown", "error", err)
 		}
 	}
 	for _, c := range a.closers {
@@ -403,12 +426,15 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("linkgate serve listening", "addr", ln.Addr().String(), "store", c.store,
 		"cache_entries", c.cacheSize.entries(kind), "version", version)
+	sd := notifyReady(logger, "serving on "+ln.Addr().String()+", store "+c.store, probeHTTP(ln.Addr(), "/healthz", http.StatusOK))
+	defer sd.Stopping()
 
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	sd.Stopping()
 	logger.Info("shutting down: draining requests in flight", "timeout", c.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/linkgate/linkgate/shortener"
 )
@@ -139,16 +140,25 @@ func testVisitsMissing(t *testing.T, s shortener.Store, vs shortener.VisitStore)
 }
 
 func testVisitsDeleted(t *testing.T, s shortener.Store, vs shortener.VisitStore) {
-	mustCreate(t, s, link("reused0001", "https://a.example/"))
-	addVisits(t, vs, shortener.VisitDelta{ID: "reused0001", Stats: stats(3, 0, "2026-03-14", "r.example", "Safari")})
+	first := link("reused0001", "https://a.example/")
+	mustCreate(t, s, first)
+	// Visits say which link they were of (the aggregator takes CreatedAt
+	// from the redirect): the second batch is of the first link, counted
+	// before its delete and written after it, before the id is taken
+	// again.
+	old := shortener.VisitDelta{ID: "reused0001", Stats: stats(3, 0, "2026-03-14", "r.example", "Safari"), CreatedAt: first.CreatedAt.Unix()}
+	addVisits(t, vs, old)
 	if err := s.Delete(ctx(t), "reused0001"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := vs.VisitStats(ctx(t), "reused0001"); !errors.Is(err, shortener.ErrNotFound) {
 		t.Errorf("VisitStats after Delete = %v, want ErrNotFound", err)
 	}
+	addVisits(t, vs, old)
 	// A new link under the same id starts from zero.
-	mustCreate(t, s, link("reused0001", "https://b.example/"))
+	second := link("reused0001", "https://b.example/")
+	second.CreatedAt = first.CreatedAt.Add(time.Minute)
+	mustCreate(t, s, second)
 	wantStats(t, mustStats(t, vs, "reused0001"), shortener.VisitStats{})
 	if got := mustGet(t, s, "reused0001").Visits; got != 0 {
 		t.Errorf("Visits of the new link = %d, want 0", got)
