@@ -209,9 +209,18 @@ func (rc *reqCtx) Var(name string) string {
 				return rc.appendVar(b)
 			}
 		}
-		return b2s(fc.Request.Header.PeekBytes(rc.scratch))
+		v := fc.Request.Header.PeekBytes(rc.scratch)
+		if v == nil && strings.IndexByte(name[5:], '_') >= 0 {
+			// nginx (underscores_in_headers on) also matches "custom_header"
+			v = fc.Request.Header.Peek(name[5:])
+		}
+		return b2s(v)
 	case strings.HasPrefix(name, "arg_"):
 		return b2s(fc.QueryArgs().Peek(name[4:]))
+	case strings.HasPrefix(name, "post_arg_"):
+		// nginx's get_post_args: urlencoded bodies only (fasthttp's
+		// PostArgs parses nothing else).
+		return b2s(fc.PostArgs().Peek(name[9:]))
 	case strings.HasPrefix(name, "cookie_"):
 		return b2s(fc.Request.Header.Cookie(name[7:]))
 	}
