@@ -93,6 +93,9 @@ func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 func (rc *reqCtx) init(fc *fasthttp.RequestCtx) {
 	rc.fc = fc
+	// Response header names go out as set (plugins set canonical ones, an
+	// upstream's keep its spelling): no per-header normalization.
+	fc.Response.Header.DisableNormalizing()
 	if ta, ok := fc.RemoteAddr().(*net.TCPAddr); ok {
 		ap := ta.AddrPort()
 		rc.remoteAddr = ap.Addr().Unmap()
@@ -241,7 +244,7 @@ func (rc *reqCtx) SetResponseHeader(name, value string) {
 	if rc.responding {
 		rc.delRespHeader(name)
 		if value != "" {
-			rc.fc.Response.Header.Set(name, value)
+			rc.fc.Response.Header.SetCanonical(unsafeBytes(name), unsafeBytes(value))
 		}
 		return
 	}
@@ -256,7 +259,7 @@ func (rc *reqCtx) SetResponseHeaderInt(name string, v int64) {
 	if rc.responding {
 		rc.delRespHeader(name)
 		rc.scratch = strconv.AppendInt(rc.scratch[:0], v, 10)
-		rc.fc.Response.Header.SetBytesV(name, rc.scratch)
+		rc.fc.Response.Header.SetCanonical(unsafeBytes(name), rc.scratch)
 		return
 	}
 	rc.addRespHeader(name, opSet, func(b []byte) []byte { return strconv.AppendInt(b, v, 10) })
@@ -297,9 +300,9 @@ func (rc *reqCtx) applyRespHeaders() {
 	for _, rh := range rc.respHdrs {
 		switch rh.op {
 		case opSet:
-			h.SetBytesV(rh.name, rh.val)
+			h.SetCanonical(unsafeBytes(rh.name), rh.val)
 		case opAdd:
-			h.AddBytesV(rh.name, rh.val)
+			h.AddBytesKV(unsafeBytes(rh.name), rh.val)
 		case opDel:
 			h.Del(rh.name)
 		}
