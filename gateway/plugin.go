@@ -63,6 +63,10 @@ type Ctx interface {
 	// counted connection, response-rewrite's vars match).
 	SetValue(key any, v int64)
 	Value(key any) (int64, bool)
+	// SetText and Text keep a string the same way (cors's Origin as the
+	// client sent it); s must stay valid for the request (see Buffer).
+	SetText(key any, s string)
+	Text(key any) (string, bool)
 	// Consumer is the consumer an auth plugin identified, or nil.
 	Consumer() *ConsumerEntry
 	// SetConsumer records the consumer an auth plugin identified.

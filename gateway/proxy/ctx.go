@@ -60,6 +60,7 @@ const (
 type ctxValue struct {
 	key any
 	v   int64
+	s   string
 }
 
 // Per-request buffers larger than this are not kept in the pool.
@@ -387,23 +388,39 @@ func (rc *reqCtx) Buffer(n int) []byte {
 	return rc.arena[i : i+n : i+n]
 }
 
-func (rc *reqCtx) SetValue(key any, v int64) {
-	for i := range rc.values {
-		if rc.values[i].key == key {
-			rc.values[i].v = v
-			return
-		}
-	}
-	rc.values = append(rc.values, ctxValue{key, v})
-}
+func (rc *reqCtx) SetValue(key any, v int64) { rc.value(key).v = v }
+func (rc *reqCtx) SetText(key any, s string) { rc.value(key).s = s }
 
 func (rc *reqCtx) Value(key any) (int64, bool) {
-	for i := range rc.values {
-		if rc.values[i].key == key {
-			return rc.values[i].v, true
-		}
+	if i := rc.findValue(key); i >= 0 {
+		return rc.values[i].v, true
 	}
 	return 0, false
+}
+
+func (rc *reqCtx) Text(key any) (string, bool) {
+	if i := rc.findValue(key); i >= 0 {
+		return rc.values[i].s, true
+	}
+	return "", false
+}
+
+func (rc *reqCtx) findValue(key any) int {
+	for i := range rc.values {
+		if rc.values[i].key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// value is key's entry, added if new.
+func (rc *reqCtx) value(key any) *ctxValue {
+	if i := rc.findValue(key); i >= 0 {
+		return &rc.values[i]
+	}
+	rc.values = append(rc.values, ctxValue{key: key})
+	return &rc.values[len(rc.values)-1]
 }
 
 func (rc *reqCtx) Consumer() *gateway.ConsumerEntry { return rc.consumer }
