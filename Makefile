@@ -9,7 +9,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TAGS     := lambda.norpc
 export GOTOOLCHAIN := local
 
-.PHONY: all build test cross release clean bench-generator bench-serve bench-creates bench-engines bench-dynamodb bench-visits lambda lambda-bench bench-gateway
+.PHONY: all build test cross image release clean bench-generator bench-serve bench-creates bench-engines bench-dynamodb bench-visits lambda lambda-bench bench-gateway
 all: build
 
 build:
@@ -23,6 +23,13 @@ test:
 ## Graviton): dist/linkgate_linux_ARCH, dist/linkgate-extension_linux_ARCH.
 cross:
 	$(GO) run ./tools/release build -version $(VERSION) -out dist
+
+## image: OCI images for linux/amd64 and linux/arm64 from make cross's
+## binaries, FROM scratch, in dist/image/: oci/ (a layout holding the
+## multi-arch index) and linkgate_VERSION_linux_ARCH.image.tar per arch
+## (docker/podman load). The Dockerfile builds the same image with Docker.
+image: cross
+	$(GO) run ./tools/release image -version $(VERSION) -bin dist -out dist/image
 
 ## release: dist/release/ for VERSION=vX.Y.Z — per-arch archives (binaries,
 ## LICENSE, NOTICE, README, CHANGELOG, systemd units, every dependency's

@@ -68,6 +68,10 @@ type Config struct {
 	// loop: every connection sends its next request as soon as it has the
 	// response, as fast as the target allows (wrk without -R).
 	Rate float64
+	// Stages, instead of Rate, is an open-model ramp (--stages): each
+	// request's intended send time comes from the rate curve. Duration must
+	// be the stages' total; Rate is set to their mean rate.
+	Stages []Stage
 	// Requests, when positive, ends the run once this many responses have
 	// completed in the measured window (split evenly between threads), or
 	// at Duration, whichever comes first.
@@ -77,7 +81,7 @@ type Config struct {
 	// per thread, before the run, from the goroutine that runs Run.
 	NewRequester func(thread int) (Requester, error)
 
-	// Progress, when set, is called about every 500 ms from a separate
+	// Progress, when set, is called once a second from a separate
 	// goroutine with the figures so far.
 	Progress func(Progress)
 	// OnCalibrated, when set, is called once per thread at the end of the
@@ -91,8 +95,8 @@ type Progress struct {
 	Elapsed, Total time.Duration // since the start of the measured window; its length
 	Warmup         bool          // still warming up
 	Requests       int64
-	Rate           float64 // achieved, over the measured window so far
-	P99            time.Duration
+	Rate           float64       // achieved, over the measured window so far
+	P99            time.Duration // of the last second
 	Errors         int64
 }
 
@@ -117,6 +121,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("timeout must be positive, got %v", c.Timeout)
 	case c.Rate < 0 || c.Rate != c.Rate:
 		return fmt.Errorf("rate must be positive, got %v", c.Rate)
+	case len(c.Stages) > 0 && c.Duration != StagesDuration(c.Stages):
+		return fmt.Errorf("duration %v is not the stages' total %v", c.Duration, StagesDuration(c.Stages))
+	case len(c.Stages) > 0 && c.Warmup > 0:
+		return errors.New("stages have no warm-up: make the first stage one")
 	case c.Requests < 0:
 		return fmt.Errorf("request count must not be negative, got %d", c.Requests)
 	case c.NewRequester == nil:
@@ -162,7 +170,8 @@ type Result struct {
 	URL         string
 	Threads     int
 	Connections int
-	Rate        float64       // requested rate, 0 for closed loop
+	Rate        float64       // requested rate, 0 for closed loop (the mean rate of stages)
+	Stages      []Stage       // the --stages ramp, if any
 	Warmup      time.Duration // as configured
 	Duration    time.Duration // as configured
 	Elapsed     time.Duration // measured window actually run (shorter if interrupted)
@@ -191,6 +200,9 @@ type Result struct {
 
 	// TLS holds what https runs add: handshakes and their times.
 	TLS *TLSResult
+
+	// Series is the measured window second by second.
+	Series []Second
 
 	// Calibration is each thread's mean latency during the warm-up.
 	Calibration []time.Duration
@@ -292,6 +304,14 @@ func formatRate(r float64) string {
 	return strconv.FormatFloat(r, 'f', -1, 64) + " req/s"
 }
 
+// pacer is the run's open-model schedule.
+func (c *Config) pacer() pacer {
+	if len(c.Stages) > 0 {
+		return newStagesPacer(c.Stages)
+	}
+	return constantPacer{rate: c.Rate}
+}
+
 func newHistogram() *hdrhistogram.Histogram {
 	return hdrhistogram.New(histMin, histMax, histDigits)
 }
@@ -302,6 +322,9 @@ func newHistogram() *hdrhistogram.Histogram {
 func Run(ctx context.Context, c Config) (*Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	if len(c.Stages) > 0 {
+		c.Rate = StagesRequests(c.Stages) / c.Duration.Seconds()
 	}
 	addr := c.Addr
 	if addr == "" {
@@ -346,6 +369,9 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		}
 	}
 	res, err := runEngine(ctx, &c, ap, tcfg, reqs)
+	if res != nil {
+		res.Stages = c.Stages
+	}
 	if res != nil && info != nil {
 		res.TLS.Version, res.TLS.ALPN = info.Version, info.ALPN
 	}

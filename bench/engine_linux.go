@@ -78,7 +78,8 @@ type worker struct {
 	t0    time.Duration // schedule start
 	warm  time.Duration // end of the warm-up: the measured window starts here
 	end   time.Duration // end of the run
-	rate  float64       // total requests per second of the run (0: closed loop)
+	rate  float64       // total requests per second of the run (0: closed loop; the mean for stages)
+	pace  pacer         // the open model's schedule, when rate > 0
 	total int64         // connections in the whole run, all threads
 
 	conns  []*conn
@@ -119,8 +120,15 @@ func (w *worker) now() time.Duration { return time.Since(w.base) }
 // plan is the planned send time of request seq on connection g: the
 // connections' schedules interleave so that, together, sends are evenly
 // spaced 1/rate apart.
+//
+// The pacer gives the time of the k-th request of the run; past the end
+// of its schedule a request is planned after the end of the run (never).
 func (w *worker) plan(g, seq int64) time.Duration {
-	return w.t0 + time.Duration((float64(g)+float64(seq)*float64(w.total))*1e9/w.rate)
+	at, ok := w.pace.at(g + seq*w.total)
+	if !ok {
+		return w.end + time.Hour
+	}
+	return w.t0 + at
 }
 
 func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, tcfg *tls.Config, reqs []Requester) (*Result, error) {
@@ -141,8 +149,8 @@ func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, tcfg *tls.Co
 		sa, fam := sockaddr(addr)
 		w := &worker{
 			id: i, cfg: c, sa: sa, fam: fam, base: base, t0: t0, warm: warm, end: end,
-			rate: c.Rate, total: int64(c.Connections), requester: reqs[i],
-			rec: newRecorder(c.Duration), progress: c.Progress != nil, done: ctx.Done(),
+			rate: c.Rate, pace: c.pacer(), total: int64(c.Connections), requester: reqs[i],
+			rec: newRecorder(c.Duration, c.Progress != nil), progress: c.Progress != nil, done: ctx.Done(),
 			epfd: -1, tfd: -1, efd: -1, tls: tcfg, addr: addr.String(),
 		}
 		w.ctx, w.cancel = context.WithCancel(ctx)
@@ -195,6 +203,7 @@ func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, tcfg *tls.Co
 	}
 	res.Elapsed = max(stopped-warm, 0)
 	merge(res, recs, tcfg != nil)
+	res.Series = fillSeries(res.Series, int((res.Elapsed+time.Second-1)/time.Second))
 	return res, nil
 }
 
@@ -369,12 +378,15 @@ func (w *worker) tick(now time.Duration) bool {
 		}
 		w.rec.calibrated.Store(true)
 	}
+	if s := int((now - w.warm) / time.Second); now >= w.warm && s != w.rec.secIdx {
+		w.rec.nextSecond(s)
+	}
 	if now >= w.nextSample {
 		elapsed := SampleInterval + (now - w.nextSample)
 		w.rec.samples = append(w.rec.samples, float64(w.rec.requests-w.sampleReqs)/elapsed.Seconds())
 		w.sampleReqs = w.rec.requests
 		w.nextSample = now + SampleInterval
-		w.rec.publish(w.progress)
+		w.rec.publish()
 	}
 	return false
 }
@@ -668,7 +680,7 @@ func (w *worker) complete(c *conn, now time.Duration) bool {
 		return false // past the end: finish() records it as in flight
 	}
 	if c.planned >= w.warm {
-		w.rec.latencies(now-c.planned, now-c.sent)
+		w.rec.latencies(now-c.planned, now-c.sent, now-w.warm)
 	} else if w.rate > 0 {
 		w.rec.warmSum += int64(now - c.planned)
 		w.rec.warmCount++
@@ -709,7 +721,7 @@ func (w *worker) complete(c *conn, now time.Duration) bool {
 // latency it has reached, counted, and the connection starts over.
 func (w *worker) timeout(c *conn, now time.Duration) {
 	if c.planned >= w.warm {
-		w.rec.latencies(now-c.planned, now-c.sent)
+		w.rec.latencies(now-c.planned, now-c.sent, now-w.warm)
 	}
 	if now >= w.warm {
 		w.rec.errs.Timeout++
@@ -757,7 +769,7 @@ func (w *worker) finish() {
 	for _, c := range w.conns {
 		inFlight := c.state == csWriting || c.state == csReading
 		if inFlight && c.planned >= w.warm {
-			w.rec.latencies(end-c.planned, end-c.sent)
+			w.rec.latencies(end-c.planned, end-c.sent, end-w.warm)
 			w.rec.inFlight++
 		}
 		if w.rate > 0 {
@@ -771,14 +783,14 @@ func (w *worker) finish() {
 					break
 				}
 				if p >= w.warm {
-					_ = w.rec.latency.RecordValue(micros(end - p))
+					w.rec.corrected(end-p, end-w.warm)
 					w.rec.unsent++
 				}
 			}
 		}
 		w.closeConn(c)
 	}
-	w.rec.publish(w.progress)
+	w.rec.publish()
 }
 
 // The timer heap orders connections by due time.

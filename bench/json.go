@@ -10,29 +10,57 @@ import (
 // Summary is the machine-readable form of a Result (linkgate bench --json).
 // Latencies are in milliseconds.
 type Summary struct {
-	URL             string  `json:"url"`
-	Mode            string  `json:"mode"` // "constant-rate" or "closed-loop"
-	Threads         int     `json:"threads"`
-	Connections     int     `json:"connections"`
-	RequestedRate   float64 `json:"requested_rate,omitempty"`
-	WarmupSeconds   float64 `json:"warmup_seconds"`
-	DurationSeconds float64 `json:"duration_seconds"`
-	ElapsedSeconds  float64 `json:"elapsed_seconds"`
-	Requests        int64   `json:"requests"`
-	Bytes           int64   `json:"bytes"`
-	RequestsPerSec  float64 `json:"requests_per_sec"`
-	BytesPerSec     float64 `json:"bytes_per_sec"`
+	URL             string         `json:"url"`
+	Mode            string         `json:"mode"` // "constant-rate", "stages" or "closed-loop"
+	Stages          []StageSummary `json:"stages,omitempty"`
+	Threads         int            `json:"threads"`
+	Connections     int            `json:"connections"`
+	RequestedRate   float64        `json:"requested_rate,omitempty"`
+	WarmupSeconds   float64        `json:"warmup_seconds"`
+	DurationSeconds float64        `json:"duration_seconds"`
+	ElapsedSeconds  float64        `json:"elapsed_seconds"`
+	Requests        int64          `json:"requests"`
+	Bytes           int64          `json:"bytes"`
+	RequestsPerSec  float64        `json:"requests_per_sec"`
+	BytesPerSec     float64        `json:"bytes_per_sec"`
 
-	Latency     LatencySummary `json:"latency"`
-	Uncorrected LatencySummary `json:"uncorrected_latency"`
-	ThreadRate  RateSummary    `json:"thread_requests_per_sec"`
-	Errors      Errors         `json:"errors"`
-	ErrorsTotal int64          `json:"errors_total"`
-	InFlightEnd int64          `json:"in_flight_at_end"`
-	UnsentAtEnd int64          `json:"unsent_at_end"`
-	Generator   GeneratorCheck `json:"generator"`
-	TLS         *TLSSummary    `json:"tls,omitempty"`
-	Warnings    []string       `json:"warnings"`
+	Latency     LatencySummary     `json:"latency"`
+	Uncorrected LatencySummary     `json:"uncorrected_latency"`
+	ThreadRate  RateSummary        `json:"thread_requests_per_sec"`
+	Errors      Errors             `json:"errors"`
+	ErrorsTotal int64              `json:"errors_total"`
+	InFlightEnd int64              `json:"in_flight_at_end"`
+	UnsentAtEnd int64              `json:"unsent_at_end"`
+	Generator   GeneratorCheck     `json:"generator"`
+	TLS         *TLSSummary        `json:"tls,omitempty"`
+	Thresholds  []ThresholdVerdict `json:"thresholds,omitempty"`
+	// Series is the measured window second by second; Histograms are the
+	// run's histograms encoded, for linkgate bench merge.
+	Series     []SecondSummary `json:"series"`
+	Histograms *Histograms     `json:"histograms,omitempty"`
+	Warnings   []string        `json:"warnings"`
+}
+
+// StageSummary is one stage of a --stages ramp.
+type StageSummary struct {
+	DurationSeconds float64 `json:"duration_seconds"`
+	Target          float64 `json:"target_rate"`
+}
+
+// ThresholdVerdict is a checked --threshold: its text, the value found (µs
+// for latencies, a share or a count for errors, req/s for rps) and
+// whether it held.
+type ThresholdVerdict struct {
+	Threshold string  `json:"threshold"`
+	Value     float64 `json:"value"`
+	Pass      bool    `json:"pass"`
+}
+
+// WithVerdicts adds checked thresholds to a summary.
+func (s *Summary) WithVerdicts(vs []Verdict) {
+	for _, v := range vs {
+		s.Thresholds = append(s.Thresholds, ThresholdVerdict{Threshold: v.Threshold.String(), Value: v.Got, Pass: v.Pass})
+	}
 }
 
 // TLSSummary describes the TLS side of an https run: the version and ALPN
@@ -99,6 +127,12 @@ func (r *Result) Summarize(spectrum bool) Summary {
 	if r.Rate > 0 {
 		s.Mode = "constant-rate"
 	}
+	if len(r.Stages) > 0 {
+		s.Mode = "stages"
+		for _, st := range r.Stages {
+			s.Stages = append(s.Stages, StageSummary{DurationSeconds: st.Duration.Seconds(), Target: st.Target})
+		}
+	}
 	if t := r.TLS; t != nil {
 		s.TLS = &TLSSummary{Version: t.Version, ALPN: t.ALPN, Handshakes: t.Handshake.TotalCount(), Resumed: t.Resumed,
 			Handshake: summarizeLatency(t.Handshake, false)}
@@ -106,6 +140,8 @@ func (r *Result) Summarize(spectrum bool) Summary {
 	if r.Elapsed > 0 {
 		s.BytesPerSec = float64(r.Bytes) / r.Elapsed.Seconds()
 	}
+	s.Series = summarizeSeries(r.Series)
+	s.Histograms, _ = r.encodeHistograms()
 	s.Generator.Limited, s.Generator.Reasons = r.GeneratorLimited()
 	s.Generator.SendLag = summarizeLatency(r.SendLag, false)
 	s.Generator.ConnectionsNeeded = r.ConnectionsNeeded()
@@ -137,7 +173,12 @@ func summarizeLatency(h *hdrhistogram.Histogram, spectrum bool) LatencySummary {
 
 // WriteJSON writes the Summary of r, with the percentile spectrum, indented.
 func WriteJSON(w io.Writer, r *Result) error {
+	return WriteSummary(w, r.Summarize(true))
+}
+
+// WriteSummary writes s indented.
+func WriteSummary(w io.Writer, s Summary) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r.Summarize(true))
+	return enc.Encode(s)
 }

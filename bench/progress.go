@@ -7,7 +7,7 @@ import (
 
 // monitor calls the Config's live callbacks from its own goroutine while
 // the workers run: OnCalibrated once per thread at the end of the warm-up,
-// Progress every 500 ms. The returned function stops it and waits.
+// Progress once a second. The returned function stops it and waits.
 func monitor(c *Config, recs []*recorder, base time.Time, warm time.Duration) (stop func()) {
 	if c.Progress == nil && (c.OnCalibrated == nil || c.Warmup <= 0) {
 		return func() {}
@@ -17,11 +17,13 @@ func monitor(c *Config, recs []*recorder, base time.Time, warm time.Duration) (s
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(100 * time.Millisecond)
+		t := time.NewTicker(10 * time.Millisecond)
 		defer t.Stop()
 		reported := make([]bool, len(recs))
 		merged := newHistogram()
-		var lastProgress time.Duration
+		// Report just after each second of the measured window (and once a
+		// second of the warm-up), when the workers have closed that second.
+		next := warm%time.Second + time.Second + 30*time.Millisecond
 		for {
 			select {
 			case <-quit:
@@ -37,18 +39,20 @@ func monitor(c *Config, recs []*recorder, base time.Time, warm time.Duration) (s
 					}
 				}
 			}
-			if c.Progress == nil || now-lastProgress < 500*time.Millisecond {
+			if c.Progress == nil || now < next {
 				continue
 			}
-			lastProgress = now
+			for next <= now {
+				next += time.Second
+			}
 			p := Progress{Elapsed: max(now-warm, 0), Total: c.Duration, Warmup: now < warm}
 			merged.Reset()
 			for _, r := range recs {
 				p.Requests += r.liveRequests.Load()
 				p.Errors += r.liveErrors.Load()
 				r.snapMu.Lock()
-				if r.snap != nil {
-					merged.Merge(r.snap)
+				if r.lastSec != nil {
+					merged.Merge(r.lastSec)
 				}
 				r.snapMu.Unlock()
 			}

@@ -24,19 +24,37 @@ type recorder struct {
 	calibration        atomic.Int64 // mean warm-up latency in ns, set when calibrated
 	calibrated         atomic.Bool
 
+	// The per-second series: the current second's corrected latencies,
+	// and every finished second (its histogram encoded).
+	sec              *hdrhistogram.Histogram
+	secIdx           int
+	secReqs, secErrs int64 // totals when the current second started
+	seconds          []threadSecond
+
 	// Shared with the progress reader.
 	liveRequests atomic.Int64
 	liveErrors   atomic.Int64
+	live         bool // a progress reader wants lastSec
 	snapMu       sync.Mutex
-	snap         *hdrhistogram.Histogram // copy of latency, refreshed each sample
+	lastSec      *hdrhistogram.Histogram // the last finished second, for the live line
 }
 
-func newRecorder(duration time.Duration) *recorder {
+// threadSecond is one second of one thread; bars are its histogram's
+// non-empty buckets (value, count), which rebuild it exactly.
+type threadSecond struct {
+	idx              int
+	requests, errors int64
+	bars             []hdrhistogram.Bar
+}
+
+func newRecorder(duration time.Duration, live bool) *recorder {
 	return &recorder{
+		live:        live,
 		latency:     newHistogram(),
 		uncorrected: newHistogram(),
 		lag:         newHistogram(),
 		handshake:   newHistogram(),
+		sec:         newHistogram(),
 		samples:     make([]float64, 0, int(duration/SampleInterval)+2),
 	}
 }
@@ -54,10 +72,48 @@ func micros(d time.Duration) int64 {
 	return us
 }
 
-// latencies records one request's corrected and uncorrected latency.
-func (r *recorder) latencies(corrected, uncorrected time.Duration) {
-	_ = r.latency.RecordValue(micros(corrected))
+// latencies records one request's corrected and uncorrected latency, at
+// offset at of the measured window (for the per-second series).
+func (r *recorder) latencies(corrected, uncorrected, at time.Duration) {
+	r.corrected(corrected, at)
 	_ = r.uncorrected.RecordValue(micros(uncorrected))
+}
+
+// corrected records a corrected latency only (a request never sent).
+func (r *recorder) corrected(d, at time.Duration) {
+	if s := int(at / time.Second); s != r.secIdx && at >= 0 {
+		r.nextSecond(s)
+	}
+	_ = r.latency.RecordValue(micros(d))
+	_ = r.sec.RecordValue(micros(d))
+}
+
+// nextSecond closes the current second of the series and starts second s.
+// It runs once a second, off the per-request path.
+func (r *recorder) nextSecond(s int) {
+	if s < r.secIdx {
+		return
+	}
+	errs := r.errorCount()
+	if n := r.requests - r.secReqs; n > 0 || errs > r.secErrs || r.sec.TotalCount() > 0 {
+		var bars []hdrhistogram.Bar
+		for _, b := range r.sec.Distribution() {
+			if b.Count > 0 {
+				bars = append(bars, b)
+			}
+		}
+		r.seconds = append(r.seconds, threadSecond{idx: r.secIdx, requests: n, errors: errs - r.secErrs, bars: bars})
+		if r.live && r.snapMu.TryLock() {
+			if r.lastSec == nil {
+				r.lastSec = newHistogram()
+			}
+			r.lastSec.Reset()
+			r.lastSec.Merge(r.sec)
+			r.snapMu.Unlock()
+		}
+	}
+	r.sec.Reset()
+	r.secIdx, r.secReqs, r.secErrs = s, r.requests, errs
 }
 
 func (r *recorder) errorCount() int64 {
@@ -68,19 +124,11 @@ func (r *recorder) errorCount() int64 {
 	return n
 }
 
-// publish makes the live figures visible to the progress reader.
-func (r *recorder) publish(withHistogram bool) {
+// publish makes the live counts visible to the progress reader (the last
+// second's histogram is published by nextSecond).
+func (r *recorder) publish() {
 	r.liveRequests.Store(r.requests)
 	r.liveErrors.Store(r.errorCount())
-	if withHistogram {
-		r.snapMu.Lock()
-		if r.snap == nil {
-			r.snap = newHistogram()
-		}
-		r.snap.Reset()
-		r.snap.Merge(r.latency)
-		r.snapMu.Unlock()
-	}
 }
 
 // merge combines the threads' recorders into a Result; withTLS adds the
@@ -115,6 +163,8 @@ func merge(res *Result, recs []*recorder, withTLS bool) {
 		}
 		res.InFlightAtEnd += r.inFlight
 		res.UnsentAtEnd += r.unsent
+		r.nextSecond(r.secIdx + 1)
+		res.Series = mergeThreadSeconds(res.Series, r.seconds)
 		for _, s := range r.samples {
 			_ = res.ReqPerSec.RecordValue(int64(s + 0.5))
 		}

@@ -207,6 +207,36 @@ type ActiveCheck struct {
 	} `json:"unhealthy"`
 }
 
+// UnmarshalJSON fills in what lua-resty-healthcheck assumes when the
+// stored configuration leaves it out (APISIX stores no defaults for
+// healthy and unhealthy when they are absent).
+func (a *ActiveCheck) UnmarshalJSON(b []byte) error {
+	type plain ActiveCheck
+	p := plain{Type: "http", Timeout: 1, Concurrency: 10, HTTPPath: "/", HTTPSVerifyCertificate: true}
+	p.Healthy.Interval, p.Healthy.HTTPStatuses, p.Healthy.Successes = 1, []int{200, 302}, 2
+	p.Unhealthy.Interval, p.Unhealthy.HTTPStatuses = 1, []int{429, 404, 500, 501, 502, 503, 504, 505}
+	p.Unhealthy.HTTPFailures, p.Unhealthy.TCPFailures, p.Unhealthy.Timeouts = 5, 2, 3
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*a = ActiveCheck(p)
+	return nil
+}
+
+// UnmarshalJSON fills in the passive check's defaults, as for ActiveCheck.
+func (p *PassiveCheck) UnmarshalJSON(b []byte) error {
+	type plain PassiveCheck
+	q := plain{Type: "http"}
+	q.Healthy.HTTPStatuses = []int{200, 201, 202, 203, 204, 205, 206, 207, 208, 226, 300, 301, 302, 303, 304, 305, 306, 307, 308}
+	q.Healthy.Successes = 5
+	q.Unhealthy.HTTPStatuses, q.Unhealthy.TCPFailures, q.Unhealthy.Timeouts, q.Unhealthy.HTTPFailures = []int{429, 500, 503}, 2, 7, 5
+	if err := json.Unmarshal(b, &q); err != nil {
+		return err
+	}
+	*p = PassiveCheck(q)
+	return nil
+}
+
 // PassiveCheck judges nodes by the proxied traffic.
 type PassiveCheck struct {
 	Type    string `json:"type"`
@@ -277,7 +307,9 @@ func IDString(v any) (string, bool) {
 	case string:
 		return x, true
 	case json.Number:
-		return string(x), true
+		return luaNum(x), true // Lua's tostring: 1.0 is "1"
+	case float64:
+		return luaNumString(x), true
 	}
 	return "", false
 }

@@ -16,7 +16,7 @@ func check(t *testing.T, k gateway.Kind, src string) (map[string]any, error) {
 		t.Fatalf("bad test JSON %s: %v", src, err)
 	}
 	doc := v.(map[string]any)
-	return doc, gateway.Check(k, doc, gateway.NewRegistry())
+	return doc, gateway.Check(k, doc, gateway.NewRegistry(), nil)
 }
 
 func TestCheck(t *testing.T) {
@@ -26,42 +26,48 @@ func TestCheck(t *testing.T) {
 		src  string
 		err  string // "" = valid
 	}{
-		{"route minimal", gateway.KindRoute, `{"uri":"/a"}`, ""},
-		{"route uris", gateway.KindRoute, `{"uris":["/a","/b/*"],"methods":["GET","POST"]}`, ""},
-		{"route no uri", gateway.KindRoute, `{"methods":["GET"]}`, "invalid configuration: object matches none of the requireds"},
-		{"route uri and uris", gateway.KindRoute, `{"uri":"/a","uris":["/b"]}`, "only one of uri or uris is allowed"},
-		{"route bad method", gateway.KindRoute, `{"uri":"/a","methods":["GOT"]}`, `invalid configuration: property "methods" validation failed: failed to validate item 1: matches non of the enum values`},
+		{"route minimal", gateway.KindRoute, `{"uri":"/a","upstream_id":"1"}`, ""},
+		{"route without upstream or plugins", gateway.KindRoute, `{"uri":"/a"}`, `invalid configuration: object matches none of the required: ["plugins","uri"] or ["upstream","uri"]`},
+		{"route uris", gateway.KindRoute, `{"uris":["/a","/b/*"],"methods":["GET","POST"],"plugins":{}}`, ""},
+		{"route no uri", gateway.KindRoute, `{"methods":["GET"]}`, "invalid configuration: allOf 1 failed: value should match only one schema, but matches none"},
+		{"route uri and uris", gateway.KindRoute, `{"uri":"/a","uris":["/b"],"plugins":{}}`, "invalid configuration: allOf 1 failed: value should match only one schema, but matches both schemas 1 and 2"},
+		{"route host and hosts", gateway.KindRoute, `{"uri":"/a","host":"a","hosts":["b"]}`, "only one of host or hosts is allowed"},
+		{"route bad method", gateway.KindRoute, `{"uri":"/a","methods":["GOT"]}`, `invalid configuration: property "methods" validation failed: failed to validate item 1: matches none of the enum values`},
 		{"route duplicate method", gateway.KindRoute, `{"uri":"/a","methods":["GET","GET"]}`, `invalid configuration: property "methods" validation failed: expected unique items but items 1 and 2 are equal`},
 		{"route long uri", gateway.KindRoute, `{"uri":"/` + strings.Repeat("a", 4096) + `"}`, `invalid configuration: property "uri" validation failed: string too long, expected at most 4096, got 4097`},
 		{"route bad host", gateway.KindRoute, `{"uri":"/a","host":"a b"}`, `invalid configuration: property "host" validation failed: failed to match pattern`},
-		{"route wildcard host", gateway.KindRoute, `{"uri":"/a","hosts":["*.example.com","a.example.com"]}`, ""},
-		{"route cidr", gateway.KindRoute, `{"uri":"/a","remote_addrs":["10.0.0.0/8","::1","192.168.1.1"]}`, ""},
-		{"route bad cidr", gateway.KindRoute, `{"uri":"/a","remote_addr":"10.0.0.0/99"}`, `invalid configuration: invalid remote address "10.0.0.0/99"`},
-		{"route status", gateway.KindRoute, `{"uri":"/a","status":2}`, `invalid configuration: property "status" validation failed: matches non of the enum values`},
+		{"route wildcard host", gateway.KindRoute, `{"uri":"/a","hosts":["*.example.com","a.example.com"],"plugins":{}}`, ""},
+		{"route cidr", gateway.KindRoute, `{"uri":"/a","remote_addrs":["10.0.0.0/8","::1","192.168.1.1"],"plugins":{}}`, ""},
+		{"route bad cidr", gateway.KindRoute, `{"uri":"/a","remote_addr":"10.0.0.0/99"}`, `invalid configuration: property "remote_addr" validation failed: object matches none of the required`},
+		{"route status", gateway.KindRoute, `{"uri":"/a","status":2}`, `invalid configuration: property "status" validation failed: matches none of the enum values`},
 		{"route timeout", gateway.KindRoute, `{"uri":"/a","timeout":{"connect":0,"send":1,"read":1}}`, `invalid configuration: property "timeout" validation failed: property "connect" validation failed: expected 0 to be greater than 0`},
-		{"route filter_func", gateway.KindRoute, `{"uri":"/a","filter_func":"function(vars) return true end"}`, "filter_func (Lua) is not supported"},
-		{"route unknown field", gateway.KindRoute, `{"uri":"/a","x":1}`, "invalid configuration: additional properties forbidden, found x"},
-		{"route id int", gateway.KindRoute, `{"uri":"/a","id":1}`, ""},
-		{"route id negative", gateway.KindRoute, `{"uri":"/a","id":-100}`, `invalid configuration: property "id" validation failed: object matches none of the requireds`},
+		{"route filter_func", gateway.KindRoute, `{"uri":"/a","filter_func":"function(vars) return true end","plugins":{}}`, "filter_func (Lua) is not supported"},
+		{"route unknown field is kept", gateway.KindRoute, `{"uri":"/a","x":1,"plugins":{}}`, ""},
+		{"route id int", gateway.KindRoute, `{"uri":"/a","id":1,"plugins":{}}`, ""},
+		{"route id negative", gateway.KindRoute, `{"uri":"/a","id":-100}`, `invalid configuration: property "id" validation failed: object matches none of the required`},
 		{"route plugins type", gateway.KindRoute, `{"uri":"/a","plugins":"x"}`, `invalid configuration: property "plugins" validation failed: wrong type: expected object, got string`},
 		{"upstream array nodes", gateway.KindUpstream, `{"type":"roundrobin","nodes":[{"host":"127.0.0.1","port":80,"weight":1}]}`, ""},
 		{"upstream no type", gateway.KindUpstream, `{"nodes":{"127.0.0.1:80":1}}`, "invalid configuration: value should match only one schema, but matches none"},
-		{"upstream bad type", gateway.KindUpstream, `{"type":"random","nodes":{"a:1":1}}`, `invalid configuration: property "type" validation failed: matches non of the enum values`},
+		{"upstream unknown type", gateway.KindUpstream, `{"type":"random","nodes":{"a:1":1}}`, `invalid configuration: unknown upstream type "random"`},
 		{"upstream chash vars key", gateway.KindUpstream, `{"type":"chash","key":"remote_addr","nodes":{"a:1":1}}`, ""},
 		{"upstream chash bad var", gateway.KindUpstream, `{"type":"chash","key":"nope","nodes":{"a:1":1}}`, "failed to match pattern"},
 		{"upstream chash consumer", gateway.KindUpstream, `{"type":"chash","hash_on":"consumer","nodes":{"a:1":1}}`, ""},
-		{"upstream rewrite needs host", gateway.KindUpstream, `{"type":"roundrobin","pass_host":"rewrite","nodes":{"a:1":1}}`, `"upstream_host" is required`},
-		{"upstream node mode single", gateway.KindUpstream, `{"type":"roundrobin","pass_host":"node","nodes":{"a:1":1,"b:1":1}}`, "only support single node for `node` mode currently"},
+		{"upstream rewrite needs host", gateway.KindUpstream, `{"type":"roundrobin","pass_host":"rewrite","nodes":{"a:1":1}}`, "`upstream_host` can't be empty when `pass_host` is `rewrite`"},
+		{"upstream node mode, several nodes", gateway.KindUpstream, `{"type":"roundrobin","pass_host":"node","nodes":{"a:1":1,"b:1":1}}`, ""},
 		{"upstream bad port", gateway.KindUpstream, `{"type":"roundrobin","nodes":{"a:99999":1}}`, "invalid port"},
-		{"upstream checks passive alone", gateway.KindUpstream, `{"type":"roundrobin","nodes":{"a:1":1},"checks":{"passive":{}}}`, `property "checks" validation failed: object matches none of the requireds`},
+		{"upstream checks passive alone", gateway.KindUpstream, `{"type":"roundrobin","nodes":{"a:1":1},"checks":{"passive":{}}}`, `property "checks" validation failed: object matches none of the required: ["active"] or ["active","passive"]`},
 		{"upstream retries", gateway.KindUpstream, `{"type":"roundrobin","nodes":{"a:1":1},"retries":-1}`, `property "retries" validation failed: expected -1 to be at least 0`},
 		{"consumer", gateway.KindConsumer, `{"username":"jack_1"}`, ""},
 		{"consumer bad name", gateway.KindConsumer, `{"username":"jack-1"}`, `property "username" validation failed: failed to match pattern`},
 		{"global rule needs plugins", gateway.KindGlobalRule, `{"id":"1"}`, `invalid configuration: property "plugins" is required`},
 		{"plugin config", gateway.KindPluginConfig, `{"id":"1","plugins":{}}`, ""},
 		{"service", gateway.KindService, `{"hosts":["a.com"],"upstream":{"type":"roundrobin","nodes":{"a:1":1}}}`, ""},
-		{"vars", gateway.KindRoute, `{"uri":"/a","vars":[["arg_a","==","1"],["OR",["http_x","~~","^a"],["cookie_c","in",["1","2"]]]]}`, ""},
-		{"vars bad regex", gateway.KindRoute, `{"uri":"/a","vars":[["arg_a","~~","("]]}`, "failed to validate the 'vars' expression"},
+		{"vars", gateway.KindRoute, `{"uri":"/a","plugins":{},"vars":[["arg_a","==","1"],["OR",["http_x","~~","^a"],["cookie_c","in",["1","2"]]]]}`, ""},
+		{"vars bad regex is accepted", gateway.KindRoute, `{"uri":"/a","plugins":{},"vars":[["arg_a","~~","("]]}`, ""},
+		{"vars bad operator", gateway.KindRoute, `{"uri":"/a","plugins":{},"vars":[["arg_a","<>","b"]]}`, "failed to validate the 'vars' expression: invalid operator '<>'"},
+		{"vars not wrapped", gateway.KindRoute, `{"uri":"/a","plugins":{},"vars":["arg_a","==","b"]}`, "failed to validate the 'vars' expression: rule should be wrapped inside brackets"},
+		{"vars OR too short", gateway.KindRoute, `{"uri":"/a","plugins":{},"vars":[["OR",["arg_a","==","b"]]]}`, "failed to validate the 'vars' expression: rule too short"},
+		{"vars bad not", gateway.KindRoute, `{"uri":"/a","plugins":{},"vars":[["arg_a","?","==","b"]]}`, "failed to validate the 'vars' expression: bad 'not' expression"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,10 +92,19 @@ func TestCheckDefaults(t *testing.T) {
 	}
 	b, _ := json.Marshal(doc)
 	for _, want := range []string{`"priority":0`, `"status":1`, `"hash_on":"vars"`, `"pass_host":"pass"`, `"scheme":"http"`,
-		`"healthy":{"http_statuses":[200,302],"interval":1,"successes":2}`, `"concurrency":10`} {
+		`"concurrency":10`, `"passive":{"healthy":{"http_statuses":[200,201,`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("%s lacks %s", b, want)
 		}
+	}
+	// What APISIX leaves out, the decoded configuration still has (as
+	// lua-resty-healthcheck assumes it).
+	u, err := gateway.Decode[gateway.Upstream](doc["upstream"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := u.Checks.Active; a.Healthy.Successes != 2 || a.Healthy.Interval != 1 || len(a.Unhealthy.HTTPStatuses) != 8 || a.HTTPPath != "/h" {
+		t.Errorf("decoded active check: %+v", a)
 	}
 }
 
@@ -111,7 +126,16 @@ func TestVars(t *testing.T) {
 		{`[["uri","~~","^/api/v[0-9]+"]]`, vars{"uri": "/api/v2/x"}, true},
 		{`[["host","~*","EXAMPLE"]]`, vars{"host": "example.com"}, true},
 		{`[["arg_a","in",["x","y"]]]`, vars{"arg_a": "y"}, true},
-		{`[["arg_a","has","ell"]]`, vars{"arg_a": "hello"}, true},
+		{`[["arg_a","has","ell"]]`, vars{"arg_a": "hello"}, false}, // has is for tables only
+		{`[["!OR",["arg_a","==","1"],["arg_b","==","2"]]]`, vars{"arg_b": "2"}, false},
+		{`[["!OR",["arg_a","==","1"],["arg_b","==","2"]]]`, vars{"arg_c": "2"}, true},
+		{`[["!AND",["arg_a","==","1"],["arg_b","==","2"]]]`, vars{"arg_a": "1"}, true},
+		{`[["arg_a","1"]]`, vars{"arg_a": "1"}, true}, // [var, value] is ==
+		{`[["arg_a","==",1]]`, vars{"arg_a": "1.0"}, true},
+		{`[["arg_a","~=","1"]]`, vars{}, true},
+		{`[["arg_a","==",null]]`, vars{}, true},
+		{`[["arg_a","in",[1,2]]]`, vars{"arg_a": "1"}, false}, // numbers never equal a string
+		{`[[["arg_a","==","1"]]]`, vars{"arg_a": "1"}, true},
 		{`[["OR",["arg_a","==","1"],["arg_b","==","2"]]]`, vars{"arg_b": "2"}, true},
 		{`[["arg_a","==","1"],["arg_b","==","2"]]`, vars{"arg_b": "2"}, false},
 	}
@@ -146,8 +170,8 @@ func TestCompileInheritance(t *testing.T) {
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "service missing not found") {
 		t.Errorf("Compile errors %v", errs)
 	}
-	if len(c.Routes) != 2 {
-		t.Fatalf("routes %d, want 2 (status 0 and broken ones left out)", len(c.Routes))
+	if len(c.Routes) != 3 || c.Routes[2].ID != "4" || c.Routes[2].Fail != 404 {
+		t.Fatalf("routes %d, want 1, 2 and 4 answering 404 (status 0 and invalid ones left out)", len(c.Routes))
 	}
 	r1, r2 := c.Routes[0], c.Routes[1]
 	if r1.UpstreamKey != "upstreams/u" || r1.Hosts[0] != "svc.example" || r1.ServiceID != "s" {
@@ -187,7 +211,7 @@ func FuzzCheck(f *testing.F) {
 		if !ok {
 			return
 		}
-		if gateway.Check(kind, doc, gateway.NewRegistry()) != nil {
+		if gateway.Check(kind, doc, gateway.NewRegistry(), nil) != nil {
 			return
 		}
 		// A valid document compiles without panicking.

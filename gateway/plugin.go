@@ -247,22 +247,27 @@ func (r *Registry) Get(name string) (Factory, bool) {
 	return f, ok
 }
 
-// Names lists the plugins, sorted.
+// Names lists the plugins by priority, highest first, as APISIX's
+// /apisix/admin/plugins/list (ties by name).
 func (r *Registry) Names() []string {
-	return sortedKeys(r.byName)
+	names := sortedKeys(r.byName)
+	slices.SortStableFunc(names, func(a, b string) int { return r.byName[b].Priority() - r.byName[a].Priority() })
+	return names
 }
 
 // Check validates a plugins object as APISIX does, filling defaults in.
 // Consumers' configurations of auth plugins use the consumer schema.
 func (r *Registry) Check(plugins map[string]any, consumer bool) error {
 	for _, name := range sortedKeys(plugins) {
+		conf, ok := asObject(plugins[name])
+		if !ok {
+			b, _ := json.Marshal(plugins[name])
+			return invalidf("invalid plugin conf %s for plugin [%s]", b, name)
+		}
+		plugins[name] = conf
 		f, ok := r.byName[name]
 		if !ok {
 			return &ValidationError{Msg: fmt.Sprintf("unknown plugin [%s]", name), Reason: SkipUnknownPlugin}
-		}
-		conf, ok := plugins[name].(map[string]any)
-		if !ok {
-			return invalidf("failed to check the configuration of plugin %s err: wrong type: expected object, got %s", name, jsonType(plugins[name]))
 		}
 		// APISIX's "disable" switch and 3.x "_meta" are accepted on every plugin.
 		disable, hasDisable := conf["disable"]
@@ -325,7 +330,7 @@ func (r *Registry) Build(plugins Plugins, scope Scope) (Chain, error) {
 	for _, name := range sortedKeys(plugins) {
 		f, ok := r.byName[name]
 		if !ok {
-			return nil, &buildError{SkipUnknownPlugin, fmt.Errorf("%s: unknown plugin [%s]", scope, name)}
+			return nil, &buildError{reason: SkipUnknownPlugin, err: fmt.Errorf("%s: unknown plugin [%s]", scope, name)}
 		}
 		raw := plugins[name]
 		var meta struct {
@@ -337,7 +342,7 @@ func (r *Registry) Build(plugins Plugins, scope Scope) (Chain, error) {
 		}
 		impl, err := f.New(raw, scope)
 		if err != nil {
-			return nil, &buildError{SkipPluginError, fmt.Errorf("%s: plugin %s: %w", scope, name, err)}
+			return nil, &buildError{reason: SkipPluginError, err: fmt.Errorf("%s: plugin %s: %w", scope, name, err)}
 		}
 		c = append(c, Instance{Name: name, Priority: f.Priority(), Impl: impl})
 	}

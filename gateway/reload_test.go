@@ -67,8 +67,10 @@ func TestCompileNilEntries(t *testing.T) {
 	cfg.GlobalRules["g"] = nil
 	cfg.Routes["3"] = &gateway.Route{ID: "3", URI: "/c", ServiceID: "s", Status: 1}
 	c, errs := gateway.Compile(cfg, reg)
-	if routeIDs(c) != "1" {
-		t.Errorf("routes served: %s, want 1", routeIDs(c))
+	// Route 3 names a service that is not loaded: it still matches and
+	// answers 404, as APISIX's.
+	if routeIDs(c) != "1,3" || c.Routes[1].Fail != 404 {
+		t.Errorf("routes served: %s, want 1 and 3 failing with 404", routeIDs(c))
 	}
 	if len(errs) != 4 {
 		t.Errorf("errors: %v, want routes/2, routes/3, consumers/c, global_rules/g", errs)
@@ -87,11 +89,11 @@ func TestReloaderSkipsAndRecovers(t *testing.T) {
 		entry(gateway.KindRoute, "2", `{"uri":"/b","plugins":{"boom":{"panic":true}},`+up+`}`),
 		entry(gateway.KindRoute, "3", `{"uri":"/c","plugins":{"nope":{}},`+up+`}`),
 		entry(gateway.KindRoute, "4", `{"uri":"/d","service_id":"missing"}`),
-		entry(gateway.KindRoute, "5", `{"uri":"/e","filter_func":"function(vars) return true end"}`),
+		entry(gateway.KindRoute, "5", `{"uri":"/e","filter_func":"function(vars) return true end","plugins":{}}`),
 		entry(gateway.KindRoute, "6", `not json`),
 	}})
-	if !ok || routeIDs(l.last) != "1" || l.last.Revision != 3 {
-		t.Fatalf("loaded %v: routes %s rev %d, want route 1 at revision 3", ok, routeIDs(l.last), l.last.Revision)
+	if !ok || routeIDs(l.last) != "1,4" || l.last.Revision != 3 || l.last.Routes[1].Fail != 404 {
+		t.Fatalf("loaded %v: routes %s rev %d, want route 1 (and 4 answering 404) at revision 3", ok, routeIDs(l.last), l.last.Revision)
 	}
 	want := map[string]int{gateway.SkipPanic: 1, gateway.SkipUnknownPlugin: 1, gateway.SkipMissingRef: 1, gateway.SkipUnsupported: 1, gateway.SkipInvalid: 1}
 	if got := r.Skipped(); !equalCounts(got, want) {
@@ -102,8 +104,8 @@ func TestReloaderSkipsAndRecovers(t *testing.T) {
 	}
 	// Another change reloads everything; the skipped ones are not logged again.
 	r.Update(gateway.Update{Revision: 4, Entries: []gateway.Entry{entry(gateway.KindRoute, "7", `{"uri":"/f",`+up+`}`)}})
-	if routeIDs(l.last) != "1,7" {
-		t.Errorf("routes %s, want 1,7", routeIDs(l.last))
+	if routeIDs(l.last) != "1,4,7" {
+		t.Errorf("routes %s, want 1,4,7", routeIDs(l.last))
 	}
 	if n := strings.Count(logs.String(), `msg="resource skipped"`); n != 5 {
 		t.Errorf("logged %d skips, want each of the 5 once:\n%s", n, logs.String())
@@ -114,8 +116,8 @@ func TestReloaderSkipsAndRecovers(t *testing.T) {
 	// Fixing or deleting a skipped resource serves it or forgets it.
 	r.Update(gateway.Update{Revision: 5, Entries: []gateway.Entry{entry(gateway.KindRoute, "2", `{"uri":"/b",`+up+`}`)},
 		Deleted: []gateway.Entry{{Kind: gateway.KindRoute, ID: "6"}}})
-	if routeIDs(l.last) != "1,2,7" {
-		t.Errorf("routes %s, want 1,2,7", routeIDs(l.last))
+	if routeIDs(l.last) != "1,2,4,7" {
+		t.Errorf("routes %s, want 1,2,4,7", routeIDs(l.last))
 	}
 	delete(want, gateway.SkipPanic)
 	delete(want, gateway.SkipInvalid)

@@ -19,7 +19,7 @@ func TestSchemaConditionalKeywords(t *testing.T) {
 		port     bool
 	}{
 		{doc: `{"policy":"redis","host":"h"}`, port: true},
-		{doc: `{"policy":"redis"}`, err: "then clause did not match"},
+		{doc: `{"policy":"redis"}`, err: "then clause did not match", port: true}, // as jsonschema: defaults go in before the required check fails
 		{doc: `{"policy":"cluster"}`, err: "else clause did not match"},
 		{doc: `{"policy":"cluster","nodes":[]}`},
 		{doc: `{"policy":"local"}`},

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -24,6 +25,8 @@ type Config struct {
 	Revision      int64
 	// invalid: "kind/id" → why its stored value was not loaded.
 	invalid map[string]*SkipError
+	// revisions: "kind/id" → the ModifiedIndex of the loaded value.
+	revisions map[string]int64
 }
 
 // Reasons a stored resource is not served, the reason label of
@@ -68,7 +71,7 @@ func NewConfig() *Config {
 	return &Config{
 		Routes: map[string]*Route{}, Upstreams: map[string]*Upstream{}, Services: map[string]*Service{},
 		Consumers: map[string]*Consumer{}, GlobalRules: map[string]*GlobalRule{}, PluginConfigs: map[string]*PluginConfig{},
-		invalid: map[string]*SkipError{},
+		invalid: map[string]*SkipError{}, revisions: map[string]int64{},
 	}
 }
 
@@ -78,7 +81,7 @@ func (c *Config) Clone() *Config {
 	return &Config{
 		Routes: maps.Clone(c.Routes), Upstreams: maps.Clone(c.Upstreams), Services: maps.Clone(c.Services),
 		Consumers: maps.Clone(c.Consumers), GlobalRules: maps.Clone(c.GlobalRules), PluginConfigs: maps.Clone(c.PluginConfigs),
-		Revision: c.Revision, invalid: maps.Clone(c.invalid),
+		Revision: c.Revision, invalid: maps.Clone(c.invalid), revisions: maps.Clone(c.revisions),
 	}
 }
 
@@ -103,6 +106,9 @@ func (c *Config) Apply(u Update, reg *Registry) []error {
 	if c.invalid == nil {
 		c.invalid = map[string]*SkipError{}
 	}
+	if c.revisions == nil {
+		c.revisions = map[string]int64{}
+	}
 	var errs []error
 	for _, e := range u.Entries {
 		key := string(e.Kind) + "/" + e.ID
@@ -111,7 +117,9 @@ func (c *Config) Apply(u Update, reg *Registry) []error {
 			se := skipErr(key, err)
 			c.invalid[key] = se
 			errs = append(errs, se)
+			continue
 		}
+		c.revisions[key] = e.ModifiedIndex
 	}
 	for _, e := range u.Deleted {
 		c.remove(e.Kind, e.ID)
@@ -132,7 +140,7 @@ func DecodeEntry(k Kind, value []byte, reg *Registry) (map[string]any, error) {
 	if !ok {
 		return nil, fmt.Errorf("value is not a JSON object")
 	}
-	if err := Check(k, doc, reg); err != nil {
+	if err := Check(k, doc, reg, nil); err != nil {
 		return nil, err
 	}
 	return doc, nil
@@ -175,6 +183,7 @@ func store[T any](m map[string]*T, id string, doc map[string]any, setID func(*T)
 // remove deletes k/id from c, whether it was loaded or skipped.
 func (c *Config) remove(k Kind, id string) {
 	delete(c.invalid, string(k)+"/"+id)
+	delete(c.revisions, string(k)+"/"+id)
 	switch k {
 	case KindRoute:
 		delete(c.Routes, id)
@@ -189,6 +198,12 @@ func (c *Config) remove(k Kind, id string) {
 	case KindPluginConfig:
 		delete(c.PluginConfigs, id)
 	}
+}
+
+// source names a loaded resource and its revision: "routes/1@42".
+func (c *Config) source(k Kind, id string) string {
+	key := string(k) + "/" + id
+	return key + "@" + strconv.FormatInt(c.revisions[key], 10)
 }
 
 // PanicError is a recovered panic, with the stack where it happened.
@@ -226,6 +241,13 @@ type RouteEntry struct {
 	// Timeout is the route's timeout, else the upstream's, else nil.
 	Timeout *Timeout
 	Chain   Chain
+	// Fail, when not 0, is the status every request matching the route
+	// gets: it names a resource that is not loaded (see missingRef).
+	Fail int
+	// Sources are the stored resources the entry was compiled from, as
+	// "kind/id@ModifiedIndex": the route, then its service, plugin config
+	// and upstream.
+	Sources []string
 }
 
 // ConsumerEntry is a consumer ready to serve.
@@ -251,6 +273,8 @@ type Compiled struct {
 	Upstreams map[string]*Upstream
 	// credentials: plugin name → credential → consumer.
 	credentials map[string]map[string]*ConsumerEntry
+	// shared: the global rules and consumers served, as Sources.
+	shared []string
 }
 
 // LookupConsumer finds the consumer owning credential for an auth plugin.
@@ -273,6 +297,7 @@ func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
 			skip("global_rules/"+id, err)
 			continue
 		}
+		out.shared = append(out.shared, cfg.source(KindGlobalRule, id))
 		out.Global = append(out.Global, ch...)
 	}
 	sortChain(out.Global)
@@ -282,6 +307,7 @@ func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
 			skip("consumers/"+name, err)
 			continue
 		}
+		out.shared = append(out.shared, cfg.source(KindConsumer, name))
 		for pname, cred := range creds {
 			if out.credentials[pname] == nil {
 				out.credentials[pname] = map[string]*ConsumerEntry{}
@@ -297,6 +323,11 @@ func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
 		e, err := compileRoute(cfg, reg, r)
 		if err != nil {
 			skip("routes/"+id, err)
+			var be *buildError
+			if errors.As(err, &be) && be.status != 0 && e != nil {
+				e.Fail, e.Chain, e.Upstream = be.status, nil, nil
+				out.Routes = append(out.Routes, e) // matches, and answers be.status
+			}
 			continue
 		}
 		out.Routes = append(out.Routes, e)
@@ -304,17 +335,22 @@ func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
 	return out, errs
 }
 
-// buildError carries the skip reason of a compile failure.
+// buildError carries the skip reason of a compile failure and, for a
+// route that names a missing resource, the status it answers with.
 type buildError struct {
 	reason string
 	err    error
+	status int
 }
 
 func (e *buildError) Error() string { return e.err.Error() }
 func (e *buildError) Unwrap() error { return e.err }
 
-func missingRef(format string, args ...any) error {
-	return &buildError{SkipMissingRef, fmt.Errorf(format, args...)}
+// missingRef is a route naming a resource that is not loaded: like
+// APISIX, the route still matches and answers status (503 for a plugin
+// config, 404 for a service, 502 for an upstream).
+func missingRef(status int, format string, args ...any) error {
+	return &buildError{reason: SkipMissingRef, err: fmt.Errorf(format, args...), status: status}
 }
 
 var errNoValue = errors.New("no value")
@@ -341,17 +377,17 @@ func compileConsumer(reg *Registry, name string, cons *Consumer) (ce *ConsumerEn
 		conf := cons.Plugins[pname]
 		f, ok := reg.Get(pname)
 		if !ok {
-			return nil, nil, &buildError{SkipUnknownPlugin, fmt.Errorf("unknown plugin [%s]", pname)}
+			return nil, nil, &buildError{reason: SkipUnknownPlugin, err: fmt.Errorf("unknown plugin [%s]", pname)}
 		}
 		if a, ok := f.(Authenticator); ok {
 			cred, err := a.Credential(conf)
 			if err != nil {
-				return nil, nil, &buildError{SkipPluginError, fmt.Errorf("plugin %s: %w", pname, err)}
+				return nil, nil, &buildError{reason: SkipPluginError, err: fmt.Errorf("plugin %s: %w", pname, err)}
 			}
 			if p, ok := f.(AuthPreparer); ok {
 				data, err := p.PrepareConsumer(conf)
 				if err != nil {
-					return nil, nil, &buildError{SkipPluginError, fmt.Errorf("plugin %s: %w", pname, err)}
+					return nil, nil, &buildError{reason: SkipPluginError, err: fmt.Errorf("plugin %s: %w", pname, err)}
 				}
 				if ce.auth == nil {
 					ce.auth = map[string]any{}
@@ -376,7 +412,8 @@ func compileRoute(cfg *Config, reg *Registry, r *Route) (e *RouteEntry, err erro
 	if r == nil {
 		return nil, errNoValue
 	}
-	e = &RouteEntry{ID: r.ID, Name: r.Name, Paths: r.Paths(), Hosts: r.AllHosts(), Priority: r.Priority, Timeout: r.Timeout}
+	e = &RouteEntry{ID: r.ID, Name: r.Name, Paths: r.Paths(), Hosts: r.AllHosts(), Priority: r.Priority, Timeout: r.Timeout,
+		Sources: []string{cfg.source(KindRoute, r.ID)}}
 	for _, m := range r.Methods {
 		e.Methods = append(e.Methods, strings.ToUpper(m))
 	}
@@ -403,14 +440,18 @@ func compileRoute(cfg *Config, reg *Registry, r *Route) (e *RouteEntry, err erro
 		}
 		e.Vars = expr
 	}
+	if r.PluginConfigID != "" && cfg.PluginConfigs[string(r.PluginConfigID)] == nil {
+		return e, missingRef(503, "plugin config %s not found", r.PluginConfigID)
+	}
 	var chain Chain
 	var svc *Service
 	if r.ServiceID != "" {
 		svc = cfg.Services[string(r.ServiceID)]
 		if svc == nil {
-			return nil, missingRef("service %s not found", r.ServiceID)
+			return e, missingRef(404, "service %s not found", r.ServiceID)
 		}
 		e.ServiceID, e.ServiceName = svc.ID, svc.Name
+		e.Sources = append(e.Sources, cfg.source(KindService, svc.ID))
 		if len(e.Hosts) == 0 {
 			e.Hosts = svc.Hosts
 		}
@@ -428,9 +469,10 @@ func compileRoute(cfg *Config, reg *Registry, r *Route) (e *RouteEntry, err erro
 	if r.PluginConfigID != "" {
 		pc := cfg.PluginConfigs[string(r.PluginConfigID)]
 		if pc == nil {
-			return nil, missingRef("plugin config %s not found", r.PluginConfigID)
+			return e, missingRef(503, "plugin config %s not found", r.PluginConfigID)
 		}
 		layers = append(layers, layer{pc.Plugins, Scope{KindPluginConfig, pc.ID}})
+		e.Sources = append(e.Sources, cfg.source(KindPluginConfig, pc.ID))
 	}
 	for i, l := range layers {
 		own := Plugins{}
@@ -458,17 +500,19 @@ func compileRoute(cfg *Config, reg *Registry, r *Route) (e *RouteEntry, err erro
 	case r.UpstreamID != "":
 		u := cfg.Upstreams[string(r.UpstreamID)]
 		if u == nil {
-			return nil, missingRef("upstream %s not found", r.UpstreamID)
+			return e, missingRef(502, "upstream %s not found", r.UpstreamID)
 		}
 		e.Upstream, e.UpstreamKey = u, "upstreams/"+u.ID
+		e.Sources = append(e.Sources, cfg.source(KindUpstream, u.ID))
 	case r.Upstream != nil:
 		e.Upstream, e.UpstreamKey = r.Upstream, "routes/"+r.ID
 	case svc != nil && svc.UpstreamID != "":
 		u := cfg.Upstreams[string(svc.UpstreamID)]
 		if u == nil {
-			return nil, missingRef("upstream %s not found", svc.UpstreamID)
+			return e, missingRef(502, "upstream %s not found", svc.UpstreamID)
 		}
 		e.Upstream, e.UpstreamKey = u, "upstreams/"+u.ID
+		e.Sources = append(e.Sources, cfg.source(KindUpstream, u.ID))
 	case svc != nil && svc.Upstream != nil:
 		e.Upstream, e.UpstreamKey = svc.Upstream, "services/"+svc.ID
 	}

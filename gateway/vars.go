@@ -2,131 +2,198 @@ package gateway
 
 import (
 	"encoding/json"
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 )
 
-// Expr is a compiled lua-resty-expr expression, the language of a route's
-// "vars": a list of [var, operator, value] rules that must all hold, or
-// nested ["OR"|"AND", rule...]. A "!" before the operator negates it.
+// Expr is a compiled lua-resty-expr (v1.3.1) expression, the language of
+// a route's "vars": a list of rules that must all hold, each
+// [var, operator, value] (or [var, "!", operator, value] to negate it, or
+// [var, value] for ==), nested lists, and ["OR"|"AND"|"!OR"|"!AND", rule,
+// rule…]. Compile errors and evaluation follow the Lua library exactly:
+// variables are strings (absent ones nil), == and ~= against a number
+// compare numerically, >, <, >=, <= convert both sides, ~~ and ~* are
+// regular expressions, "in" compares with each array element and "has"
+// only holds for multi-valued variables.
 type Expr struct {
-	or    bool
-	rules []exprRule
-	subs  []*Expr
+	logic string // "AND", "OR", "!AND", "!OR"; "" for a leaf
+	exprs []*Expr
+	// leaf
+	name    string
+	op      string
+	reverse bool
+	str     string
+	num     float64
+	isNum   bool
+	isNil   bool
+	list    []any
+	re      *regexp.Regexp
 }
 
-type exprRule struct {
-	name   string
-	op     string
-	not    bool
-	value  string
-	num    float64
-	isNum  bool
-	values []string
-	re     *regexp.Regexp
-}
+// ExprError is a vars expression lua-resty-expr would refuse.
+type ExprError struct{ Msg string }
 
-// ParseVars compiles a decoded "vars" array.
-func ParseVars(v []any) (*Expr, error) {
-	return parseExpr(v, false)
-}
+func (e *ExprError) Error() string { return e.Msg }
 
-func parseExpr(v []any, or bool) (*Expr, error) {
-	e := &Expr{or: or}
-	for i, item := range v {
-		arr, ok := item.([]any)
-		if !ok {
-			return nil, fmt.Errorf("rule %d must be an array", i+1)
+func exprErr(msg string) error { return &ExprError{msg} }
+
+var logicOps = map[string]bool{"OR": true, "!OR": true, "AND": true, "!AND": true}
+
+// ParseVars compiles a decoded "vars" array (expr.new).
+func ParseVars(rule []any) (*Expr, error) {
+	if len(rule) == 0 {
+		return nil, nil // matches everything
+	}
+	if _, ok := rule[0].([]any); !ok {
+		if s, _ := rule[0].(string); !logicOps[strings.ToUpper(s)] {
+			return nil, exprErr("rule should be wrapped inside brackets")
 		}
-		if len(arr) > 0 {
-			if s, ok := arr[0].(string); ok && (s == "OR" || s == "AND" || s == "||" || s == "&&") {
-				sub, err := parseExpr(arr[1:], s == "OR" || s == "||")
-				if err != nil {
-					return nil, err
-				}
-				e.subs = append(e.subs, sub)
-				continue
+	}
+	return compileRules(rule)
+}
+
+func compileRules(rules []any) (*Expr, error) {
+	if len(rules) == 0 {
+		return nil, exprErr("rule too short")
+	}
+	if _, ok := rules[0].([]any); ok {
+		e := &Expr{logic: "AND"}
+		for _, r := range rules {
+			sub, ok := r.([]any)
+			if !ok {
+				return nil, exprErr("invalid expression")
 			}
+			c, err := compileRules(sub)
+			if err != nil {
+				return nil, err
+			}
+			e.exprs = append(e.exprs, c)
 		}
-		r, err := parseRule(arr)
-		if err != nil {
-			return nil, fmt.Errorf("rule %d: %w", i+1, err)
+		return e, nil
+	}
+	if s, ok := rules[0].(string); ok && logicOps[strings.ToUpper(s)] {
+		if len(rules) <= 2 {
+			return nil, exprErr("rule too short")
 		}
-		e.rules = append(e.rules, r)
+		e := &Expr{logic: strings.ToUpper(s)}
+		for _, r := range rules[1:] {
+			sub, ok := r.([]any)
+			if !ok {
+				return nil, exprErr("invalid expression")
+			}
+			c, err := compileRules(sub)
+			if err != nil {
+				return nil, err
+			}
+			e.exprs = append(e.exprs, c)
+		}
+		return e, nil
+	}
+	return compileLeaf(rules)
+}
+
+var compareOps = map[string]bool{"==": true, "~=": true, ">": true, ">=": true, "<": true, "<=": true, "~~": true, "~*": true, "in": true, "has": true}
+
+func compileLeaf(expr []any) (*Expr, error) {
+	// Lua tables have no holes: a missing element is nil, a JSON null is
+	// ngx.null, a value.
+	type missing struct{}
+	at := func(i int) any {
+		if i < len(expr) {
+			if expr[i] == nil {
+				return jsonNull{}
+			}
+			return expr[i]
+		}
+		return missing{}
+	}
+	e := &Expr{}
+	lv, op, rv := at(0), at(1), at(2)
+	if len(expr) == 4 {
+		if s, _ := at(1).(string); s != "!" {
+			return nil, exprErr("bad 'not' expression")
+		}
+		e.reverse = true
+		lv, op, rv = at(0), at(2), at(3)
+	}
+	opStr, opIsStr := op.(string)
+	if opIsStr {
+		opStr = strings.ToLower(opStr)
+	}
+	if rv == (missing{}) && !compareOps[opStr] {
+		// for compatibility: [var, value] means ==
+		rv, op, opStr, opIsStr = op, "==", "==", true
+		if rv == (missing{}) {
+			return nil, exprErr("invalid expression")
+		}
+	}
+	if lv == (missing{}) || op == (missing{}) {
+		return nil, exprErr("invalid expression")
+	}
+	if !opIsStr || !compareOps[opStr] {
+		return nil, exprErr("invalid operator '" + luaString(op) + "'")
+	}
+	name, ok := lv.(string)
+	if !ok {
+		name = luaString(lv) // never a variable name: evaluates as nil
+	}
+	e.name, e.op = name, opStr
+	switch x := rv.(type) {
+	case string:
+		e.str = x
+	case json.Number:
+		e.num, _ = x.Float64()
+		e.isNum = true
+	case float64:
+		e.num, e.isNum = x, true
+	case []any:
+		e.list = x
+	case jsonNull, missing:
+		e.isNil = true
+	default:
+		e.str = luaString(x)
+	}
+	if e.op == "~~" || e.op == "~*" {
+		pat := e.str
+		if e.isNum {
+			pat = luaNumString(e.num)
+		}
+		if e.op == "~*" {
+			pat = "(?i)" + pat
+		}
+		e.re, _ = regexp.Compile(pat) // an invalid pattern never matches, as re_find fails
 	}
 	return e, nil
 }
 
-func parseRule(arr []any) (exprRule, error) {
-	var r exprRule
-	if len(arr) >= 3 {
-		if s, ok := arr[1].(string); ok && s == "!" {
-			r.not = true
-			arr = append(arr[:1:1], arr[2:]...)
-		}
-	}
-	if len(arr) != 3 {
-		return r, fmt.Errorf("expected [var, operator, value]")
-	}
-	name, ok1 := arr[0].(string)
-	op, ok2 := arr[1].(string)
-	if !ok1 || !ok2 {
-		return r, fmt.Errorf("var and operator must be strings")
-	}
-	r.name, r.op = name, op
-	switch op {
-	case "==", "~=", "has":
-		r.value = scalar(arr[2])
-	case ">", "<", ">=", "<=":
-		f, err := strconv.ParseFloat(scalar(arr[2]), 64)
-		if err != nil {
-			return r, fmt.Errorf("operator %s needs a number", op)
-		}
-		r.num, r.isNum = f, true
-	case "~~", "~*":
-		pat := scalar(arr[2])
-		if op == "~*" {
-			pat = "(?i)" + pat
-		}
-		re, err := regexp.Compile(pat)
-		if err != nil {
-			return r, err
-		}
-		r.re = re
-	case "in":
-		list, ok := arr[2].([]any)
-		if !ok {
-			return r, fmt.Errorf("operator in needs an array")
-		}
-		for _, x := range list {
-			r.values = append(r.values, scalar(x))
-		}
-	default:
-		return r, fmt.Errorf("invalid operator '%s'", op)
-	}
-	return r, nil
-}
+// jsonNull is a JSON null inside a rule (ngx.null in Lua).
+type jsonNull struct{}
 
-func scalar(v any) string {
+func luaString(v any) string {
 	switch x := v.(type) {
 	case string:
 		return x
 	case json.Number:
 		return string(x)
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
 	case bool:
 		return strconv.FormatBool(x)
-	case nil:
-		return ""
+	case nil, jsonNull:
+		return "userdata: NULL"
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
 }
 
-// Vars reads request variables; gateway.Ctx is one.
+func luaNumString(f float64) string {
+	if f == float64(int64(f)) {
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return strconv.FormatFloat(f, 'g', 14, 64)
+}
+
+// Vars reads request variables; gateway.Ctx is one. A variable that is
+// not set reads as "" and is treated as nil.
 type Vars interface {
 	Var(name string) string
 }
@@ -136,65 +203,115 @@ func (e *Expr) Eval(get Vars) bool {
 	if e == nil {
 		return true
 	}
-	if e.or {
-		for i := range e.rules {
-			if e.rules[i].eval(get) {
-				return true
-			}
-		}
-		for _, s := range e.subs {
-			if s.Eval(get) {
-				return true
-			}
-		}
-		return false
+	switch e.logic {
+	case "AND":
+		return e.and(get)
+	case "OR":
+		return e.or(get)
+	case "!AND":
+		return !e.and(get)
+	case "!OR":
+		return !e.or(get)
 	}
-	for i := range e.rules {
-		if !e.rules[i].eval(get) {
-			return false
-		}
-	}
-	for _, s := range e.subs {
-		if !s.Eval(get) {
+	return e.leaf(get)
+}
+
+func (e *Expr) and(get Vars) bool {
+	for _, x := range e.exprs {
+		if !x.Eval(get) {
 			return false
 		}
 	}
 	return true
 }
 
-func (r *exprRule) eval(get Vars) bool {
-	v := get.Var(r.name)
+func (e *Expr) or(get Vars) bool {
+	for _, x := range e.exprs {
+		if x.Eval(get) {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Expr) leaf(get Vars) bool {
+	v := get.Var(e.name)
+	isNil := v == ""
 	var ok bool
-	switch r.op {
+	switch e.op {
 	case "==":
-		ok = v == r.value
+		switch {
+		case e.isNum:
+			f, good := luaToNumber(v)
+			ok = good && f == e.num
+		case e.isNil:
+			ok = isNil
+		default:
+			ok = !isNil && v == e.str
+		}
 	case "~=":
-		ok = v != r.value
-	case "has":
-		ok = strings.Contains(v, r.value)
-	case ">", "<", ">=", "<=":
-		f, err := strconv.ParseFloat(v, 64)
-		if err == nil {
-			switch r.op {
+		switch {
+		case e.isNum:
+			f, good := luaToNumber(v)
+			ok = !good || f != e.num
+		case e.isNil:
+			ok = !isNil
+		default:
+			ok = isNil || v != e.str
+		}
+	case ">", ">=", "<", "<=":
+		l, good1 := luaToNumber(v)
+		r, good2 := e.num, e.isNum
+		if !e.isNum {
+			r, good2 = luaToNumber(e.str)
+		}
+		if good1 && good2 {
+			switch e.op {
 			case ">":
-				ok = f > r.num
-			case "<":
-				ok = f < r.num
+				ok = l > r
 			case ">=":
-				ok = f >= r.num
+				ok = l >= r
+			case "<":
+				ok = l < r
 			default:
-				ok = f <= r.num
+				ok = l <= r
 			}
 		}
 	case "~~", "~*":
-		ok = r.re.MatchString(v)
+		ok = !isNil && e.re != nil && e.re.MatchString(v)
 	case "in":
-		for _, x := range r.values {
-			if x == v {
+		for _, x := range e.list {
+			if s, isStr := x.(string); isStr && !isNil && s == v {
 				ok = true
 				break
 			}
 		}
+	case "has":
+		ok = false // the variables linkgate offers are single strings, never tables
 	}
-	return ok != r.not
+	return ok != e.reverse
+}
+
+// luaToNumber is Lua's tonumber for a string: decimal or 0x hex, with
+// surrounding space.
+func luaToNumber(s string) (float64, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, false
+	}
+	if h, ok := strings.CutPrefix(strings.ToLower(strings.TrimPrefix(s, "-")), "0x"); ok {
+		n, err := strconv.ParseUint(h, 16, 64)
+		if err != nil {
+			return 0, false
+		}
+		if strings.HasPrefix(s, "-") {
+			return -float64(n), true
+		}
+		return float64(n), true
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || strings.ContainsAny(s, "_") || strings.EqualFold(s, "inf") || strings.EqualFold(s, "nan") {
+		return 0, false
+	}
+	return f, true
 }

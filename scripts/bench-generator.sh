@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# make bench-generator: linkgate bench against Debian wrk in closed-loop
-# maximum-throughput mode, against the same tiny nginx target (one worker,
-# `return 200`). The target is pinned to one core and each generator in turn
-# to the other, so the figure compares the generators, not the machine.
-# Prints each run, then medians, ranges and the ratio linkgate/wrk.
+# make bench-generator: linkgate bench against other load generators, in
+# closed-loop maximum-throughput mode, against the same tiny nginx target
+# (one worker, `return 200`). The target is pinned to one core and each
+# generator in turn to the other, so the figures compare the generators,
+# not the machine:
+#
+#   plain     http://   linkgate vs Debian wrk and vegeta
+#   https     https://  keep-alive, linkgate vs wrk (nginx `ssl`)
+#   https-new https://  a new connection per request (Connection: close)
+#   pacing    linkgate -R5000: corrected vs uncorrected p50, send lag
+#
+# Rounds alternate their order; tools/benchcmp prints medians, ranges and
+# per-round ratios. The TLS certificate is made at run time (benchcmp cert).
 #
 # Environment: RUNS (default 5), DURATION (default 5s), CONNS (default 50),
-# GEN_CPU / TARGET_CPU (default 0 / 1).
+# GEN_CPU / TARGET_CPU (default 0 / 1), PARTS (default "plain https
+# https-new pacing").
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$LINKGATE_ROOT"
@@ -16,16 +25,24 @@ DURATION=${DURATION:-5s}
 CONNS=${CONNS:-50}
 GEN_CPU=${GEN_CPU:-0}
 TARGET_CPU=${TARGET_CPU:-1}
+PARTS=${PARTS:-plain https https-new pacing}
 
 command -v nginx >/dev/null || die "nginx not installed (apt-get install nginx-light)"
 command -v wrk >/dev/null || die "wrk not installed (apt-get install wrk)"
 
-bin=.cache/bench/linkgate
 mkdir -p .cache/bench
+bin=.cache/bench/linkgate benchcmp=.cache/bench/benchcmp
 go build -trimpath -o "$bin" ./cmd/linkgate
+go build -o "$benchcmp" ./tools/benchcmp
+vegeta=$(command -v vegeta || echo "$LINKGATE_ROOT/.cache/bin/vegeta")
+if [ ! -x "$vegeta" ]; then
+	step "go install vegeta (the anchor of the plain part)"
+	GOBIN="$LINKGATE_ROOT/.cache/bin" GOFLAGS=-mod=mod go install github.com/tsenart/vegeta/v12@v12.13.0
+fi
 
 dir=$(mktemp -d)
-port=$(free_port)
+"$benchcmp" cert "$dir/tls"
+port=$(free_port) tls_port=$(free_port)
 cat >"$dir/nginx.conf" <<CONF
 worker_processes 1;
 daemon off;
@@ -36,8 +53,13 @@ http {
     access_log off;
     keepalive_requests 1000000;
     keepalive_timeout 120s;
+    ssl_certificate $dir/tls/server.pem;
+    ssl_certificate_key $dir/tls/server-key.pem;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:SSL:10m;
     server {
         listen 127.0.0.1:$port;
+        listen 127.0.0.1:$tls_port ssl;
         location / { return 200 "ok\n"; }
     }
 }
@@ -46,33 +68,55 @@ taskset -c "$TARGET_CPU" nginx -p "$dir" -c "$dir/nginx.conf" &
 nginx_pid=$!
 trap 'kill $nginx_pid 2>/dev/null || true; wait $nginx_pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 wait_tcp 127.0.0.1 "$port" 10 || die "nginx did not start: $(cat "$dir/error.log")"
-url=http://127.0.0.1:$port/
-
-go build -o .cache/bench/benchcmp ./tools/benchcmp
+url=http://127.0.0.1:$port/ tls_url=https://127.0.0.1:$tls_port/
 res=$dir/results.jsonl
 echo "target: nginx 1 worker on cpu $TARGET_CPU; generators on cpu $GEN_CPU; -t1 -c$CONNS -d$DURATION; $RUNS runs, order alternating"
-# gencpu is the generator's own CPU time (user + system) per request,
-# which shows its cost even when the target is what limits the rate.
-.cache/bench/benchcmp run -o "$res" -cpu "$GEN_CPU" -rounds "$RUNS" -order alternate -t 1 -c "$CONNS" -d "$DURATION" \
-	-linkgate "$bin" -target "wrk $url gen=wrk" -target "linkgate $url gen=linkgate"
 
-# Pacing: at 5k req/s against the same target, the corrected median must be
-# within 0.1 ms of the uncorrected one (wrk2's 1 ms timer adds ~0.8 ms).
-.cache/bench/benchcmp run -o "$res" -cpu "$GEN_CPU" -rounds 3 -t 1 -c 50 -d "$DURATION" \
-	-linkgate "$bin" -target "pace $url gen=linkgate R=5000 warmup=1s"
+# run PART TARGET… measures one part; gencpu is each generator's own CPU
+# time (user + system) per request, which shows its cost even when the
+# target is what limits the rate.
+run() {
+	step "$1"
+	shift
+	"$benchcmp" run -o "$res" -cpu "$GEN_CPU" -rounds "$RUNS" -order alternate -t 1 -c "$CONNS" -d "$DURATION" \
+		-linkgate "$bin" -vegeta "$vegeta" "$@"
+}
+for part in $PARTS; do
+	case $part in
+	plain) run "plain HTTP: wrk, linkgate bench, vegeta" \
+		-target "wrk $url gen=wrk" -target "linkgate $url gen=linkgate" -target "vegeta $url gen=vegeta" ;;
+	https) run "HTTPS keep-alive: wrk, linkgate bench" \
+		-target "wrk_tls $tls_url gen=wrk" -target "linkgate_tls $tls_url gen=linkgate arg=--ca=$dir/tls/ca.pem" ;;
+	https-new) run "HTTPS, a new connection per request: wrk -H 'Connection: close', linkgate bench --no-keepalive" \
+		-target "wrk_new $tls_url gen=wrk arg=-H arg=Connection:close" \
+		-target "linkgate_new $tls_url gen=linkgate arg=--no-keepalive arg=--ca=$dir/tls/ca.pem" ;;
+	pacing)
+		# At 5k req/s against the same target, the corrected median must be
+		# within 0.1 ms of the uncorrected one (wrk2's 1 ms timer adds ~0.8 ms).
+		step "pacing at -R5000 (-t1 -c50 -d$DURATION)"
+		"$benchcmp" run -o "$res" -cpu "$GEN_CPU" -rounds 3 -t 1 -c 50 -d "$DURATION" \
+			-linkgate "$bin" -target "pace $url gen=linkgate R=5000 warmup=1s" ;;
+	*) die "unknown part $part (plain https https-new pacing)" ;;
+	esac
+done
 
-.cache/bench/benchcmp report "$res" <<'TABLE'
-{{range $i, $w := vals "wrk" "rps" -}}
-run {{inc $i}}: wrk {{printf "%8.0f" $w}} req/s {{printf "%6.2f" (index (vals "wrk" "gencpu") $i)}} us cpu/req   linkgate {{printf "%8.0f" (index (vals "linkgate" "rps") $i)}} req/s {{printf "%6.2f" (index (vals "linkgate" "gencpu") $i)}} us cpu/req
+step "results (shared 2-core machine: read the ratios, not the absolute figures)"
+"$benchcmp" report "$res" <<'TABLE'
+{{define "row" -}}
+{{$n := index . 0}}{{$a := index . 1}}| {{index . 2}} | {{mr "%.0f" (vals $n "rps")}} | {{mr "%.2f" (vals $n "gencpu")}} | {{if eq $n $a}}1.000 (anchor){{else}}{{mr "%.3f" (per $n $a "rps")}}{{end}} | {{if eq $n $a}}{{else}}{{mr "%.3f" (per $a $n "gencpu")}}{{end}} | {{index . 3}} |
 {{end -}}
-wrk      median {{printf "%8.0f" (med "wrk" "rps")}} req/s  range {{rng "%.0f" (vals "wrk" "rps")}}   cpu/req median {{printf "%.2f" (med "wrk" "gencpu")}} us
-linkgate median {{printf "%8.0f" (med "linkgate" "rps")}} req/s  range {{rng "%.0f" (vals "linkgate" "rps")}}   cpu/req median {{printf "%.2f" (med "linkgate" "gencpu")}} us
-{{with per "linkgate" "wrk" "rps"}}ratio linkgate/wrk req/s: median {{printf "%.3f" (median .)}}  range {{rng "%.3f" .}} (goal >= 0.8){{end}}
-{{with per "wrk" "linkgate" "gencpu"}}ratio wrk/linkgate cpu per request (efficiency, > 1: linkgate cheaper): median {{printf "%.3f" (median .)}}  range {{rng "%.3f" .}}{{end}}
-TABLE
-echo
-echo "pacing at -R5000 (-t1 -c50 -d${DURATION}, generator on cpu $GEN_CPU):"
-.cache/bench/benchcmp report "$res" <<'TABLE'
+| generator | req/s median (range) | generator CPU µs/request | req/s × anchor, per round | CPU efficiency (anchor/this) | goal |
+|---|---|---|---|---|---|
+{{if has "wrk" -}}
+{{template "row" (list "wrk" "wrk" "plain: wrk" "")}}{{template "row" (list "linkgate" "wrk" "plain: linkgate bench" "≥ 1.0× wrk")}}{{template "row" (list "vegeta" "vegeta" "plain: vegeta" "")}}{{template "row" (list "linkgate" "vegeta" "plain: linkgate bench vs vegeta" "≫ vegeta")}}
+{{- end}}{{if has "wrk_tls" -}}
+{{template "row" (list "wrk_tls" "wrk_tls" "https keep-alive: wrk" "")}}{{template "row" (list "linkgate_tls" "wrk_tls" "https keep-alive: linkgate bench" "≥ 0.9× wrk")}}
+{{- end}}{{if has "wrk_new" -}}
+{{template "row" (list "wrk_new" "wrk_new" "https new connection per request: wrk" "")}}{{template "row" (list "linkgate_new" "wrk_new" "https new connection per request: linkgate bench" "≥ 0.9× wrk")}}
+{{- end}}
+{{if has "pace" -}}
+pacing at -R5000 (-t1 -c50):
 {{range $i, $c := vals "pace" "p50"}}{{$u := index (vals "pace" "up50") $i}}  corrected p50 {{printf "%.3f" $c}} ms  uncorrected p50 {{printf "%.3f" $u}} ms  difference {{printf "%.3f" (sub $c $u)}} ms  send lag p99 {{printf "%.3f" (index (vals "pace" "lag99") $i)}} ms  achieved {{printf "%.0f" (index (vals "pace" "rps") $i)}}/s
+{{end -}}
 {{end -}}
 TABLE

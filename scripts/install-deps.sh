@@ -16,6 +16,9 @@ declare -A want=(
 	[unshare]=util-linux
 	[python3]=python3
 	[zip]=zip
+	[podman]=podman
+	[runc]=runc
+	[update-ca-certificates]=ca-certificates
 )
 missing=()
 for cmd in "${!want[@]}"; do

@@ -43,7 +43,7 @@ scripts/install-deps.sh >/dev/null # the emulator and DynamoDB Local
 work=${OUT:-$(mktemp -d /tmp/linkgate-lambda-bench.XXXXXX)}
 mkdir -p "$work"
 step "build (stripped, as make lambda): function, linkgate-extension, naive extension, harness"
-CGO_ENABLED=0 go build -trimpath -tags lambda.norpc -ldflags "-s -w" -o "$work/bootstrap" ./cmd/linkgate
+CGO_ENABLED=0 go build -trimpath -tags lambda.norpc,nopebble -ldflags "-s -w" -o "$work/bootstrap" ./cmd/linkgate
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/linkgate-extension" ./cmd/linkgate-extension
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/naive-extension" ./tools/lambdabench/naiveext
 go build -o "$work/lambdabench" ./tools/lambdabench

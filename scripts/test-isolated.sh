@@ -32,6 +32,9 @@ export LINKGATE_TEST_CHROMIUM=$(command -v chromium)
 export LINKGATE_TEST_RIE=$LINKGATE_ROOT/.cache/bin/aws-lambda-rie
 export LINKGATE_TEST_QEMU_ARM64=$(command -v qemu-aarch64-static || command -v qemu-aarch64)
 export LINKGATE_TEST_ARM64_BINARY=$LINKGATE_ROOT/dist/linkgate_linux_arm64
+# The APISIX conformance suite runs the release build, as users start it.
+gw_bin=$LINKGATE_ROOT/dist/linkgate_linux_$(go env GOARCH)
+[ -x "$gw_bin" ] && export LINKGATE_TEST_GATEWAY_BINARY=$gw_bin
 export LINKGATE_TEST_ARTIFACTS=${LINKGATE_TEST_ARTIFACTS:-$LINKGATE_ROOT/.cache/test-artifacts}
 mkdir -p "$LINKGATE_TEST_ARTIFACTS"
 

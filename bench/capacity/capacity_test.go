@@ -3,7 +3,9 @@ package capacity_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -97,6 +99,7 @@ func TestSearchEdges(t *testing.T) {
 // report a rate that does not hold in every confirmation trial.
 func TestSearchRepeatsNearTheEdge(t *testing.T) {
 	o := options()
+	o.Retries = 0 // a failure counts at once
 	var flakyRate float64
 	// Find the rate the search would confirm, then make it flaky.
 	out, _ := capacity.Search(context.Background(), o, "t", kneeTrial(730, nil), nil)
@@ -107,6 +110,40 @@ func TestSearchRepeatsNearTheEdge(t *testing.T) {
 	}
 	if out.Capacity >= flakyRate || out.Capacity == 0 {
 		t.Errorf("capacity %v, want below the flaky %v", out.Capacity, flakyRate)
+	}
+}
+
+// A step that fails once and passes when run again (a stall of the machine)
+// does not lower the bracket: the search finds what it finds without the
+// stall, and counts the flaky step.
+func TestSearchRetriesAFailingStep(t *testing.T) {
+	o := options()
+	clean, _ := capacity.Search(context.Background(), o, "t", kneeTrial(730, nil), nil)
+	for _, flaky := range []float64{100, 400, 600, clean.Capacity} {
+		knee, stalled := kneeTrial(730, nil), false
+		trial := func(ctx context.Context, name string, rate float64) (*bench.Result, error) {
+			if rate == flaky && !stalled {
+				stalled = true // the machine stalls once, in the first trial at this rate
+				return fakeResult(rate, rate, 500*time.Millisecond), nil
+			}
+			return knee(ctx, name, rate)
+		}
+		out, err := capacity.Search(context.Background(), o, "t", trial, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Capacity != clean.Capacity || out.Upper != clean.Upper {
+			t.Errorf("one failure at %v: capacity %v (%v–%v), want %v as without it", flaky, out.Capacity, out.Capacity, out.Upper, clean.Capacity)
+		}
+		retried := 0
+		for _, st := range out.Steps {
+			if st.Retried {
+				retried++
+			}
+		}
+		if retried == 0 || out.FlakySteps != 1 || !strings.Contains(out.Summary(), "1 flaky step") {
+			t.Errorf("one failure at %v: %d retried steps, %d flaky: %s", flaky, retried, out.FlakySteps, out.Summary())
+		}
 	}
 }
 
@@ -200,10 +237,24 @@ func TestSearchFindsTheKnee(t *testing.T) {
 	if testdep.Race {
 		t.Skip("timing measurement: runs in the test command's no-race pass")
 	}
+	for _, stall := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stall=%v", stall), func(t *testing.T) { findTheKnee(t, stall) })
+	}
+}
+
+// findTheKnee searches a target whose capacity is exactly 500 req/s; with
+// stall, the target stops for 300 ms once, at a random moment of one of the
+// first steps, which must not move the answer.
+func findTheKnee(t *testing.T, stall bool) {
 	var (
-		mu   sync.Mutex
-		free time.Time
+		mu      sync.Mutex
+		free    time.Time
+		served  int
+		stallAt = -1
 	)
+	if stall {
+		stallAt = 60 + rand.IntN(300) // within the steps at 100 and 200 req/s
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// One server, FIFO: each request starts when the previous one is
 		// done and takes 2 ms. Completion times follow that schedule even
@@ -214,6 +265,9 @@ func TestSearchFindsTheKnee(t *testing.T) {
 			start = free
 		}
 		free = start.Add(2 * time.Millisecond)
+		if served++; served == stallAt {
+			free = free.Add(300 * time.Millisecond)
+		}
 		done := free
 		mu.Unlock()
 		time.Sleep(time.Until(done))
@@ -237,8 +291,8 @@ func TestSearchFindsTheKnee(t *testing.T) {
 		})
 	}
 	out, err := capacity.Search(context.Background(), o, u.String(), trial, func(s capacity.Step) {
-		t.Logf("rate %5.0f p99 %-9s achieved %6.1f pass %v %v", s.Rate,
-			bench.FormatTimeUS(float64(s.Result.Latency.ValueAtPercentile(99))), s.Result.Achieved(), s.Pass, s.Reasons)
+		t.Logf("rate %5.0f p99 %-9s achieved %6.1f pass %v retried %v %v", s.Rate,
+			bench.FormatTimeUS(float64(s.Result.Latency.ValueAtPercentile(99))), s.Result.Achieved(), s.Pass, s.Retried, s.Reasons)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -246,6 +300,49 @@ func TestSearchFindsTheKnee(t *testing.T) {
 	t.Log(out.Summary())
 	if out.Capacity < 450 || out.Capacity > 550 {
 		t.Errorf("capacity %v, want 500 ± 10%%", out.Capacity)
+	}
+}
+
+func TestStallInTheSeries(t *testing.T) {
+	second := func(i int, n int64) bench.Second { return bench.Second{Index: i, Requests: n} }
+	step := func(counts ...int64) *bench.Result {
+		r := fakeResult(100, 100, time.Second)
+		r.Elapsed = time.Duration(len(counts)) * time.Second
+		for i, n := range counts {
+			r.Series = append(r.Series, second(i, n))
+		}
+		return r
+	}
+	o := options()
+	for _, c := range []struct {
+		name   string
+		result *bench.Result
+		stall  bool
+	}{
+		{"one stalled second", step(100, 100, 3, 197, 100, 100), true},
+		{"overload: every second short", step(70, 60, 65, 60, 70, 60), false},
+		{"too short to tell", step(100, 3), false},
+		{"no stall", step(100, 99, 100, 98, 100, 100), false},
+	} {
+		calls := 0
+		trial := func(_ context.Context, _ string, rate float64) (*bench.Result, error) {
+			calls++
+			if rate == 100 && calls == 1 {
+				return c.result, nil
+			}
+			return kneeTrial(730, nil)(context.Background(), "t", rate)
+		}
+		out, err := capacity.Search(context.Background(), o, "t", trial, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := out.Steps[0]
+		if got := first.Stall != ""; got != c.stall && !first.Pass {
+			t.Errorf("%s: stall %q", c.name, first.Stall)
+		}
+		if c.stall && (out.Stalls != 1 || !strings.Contains(out.Summary(), "1 failure(s) came with a short stall")) {
+			t.Errorf("%s: %d stalls counted: %s", c.name, out.Stalls, out.Summary())
+		}
 	}
 }
 

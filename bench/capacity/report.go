@@ -52,6 +52,12 @@ func WriteTableRow(w io.Writer, st Step, label string) error {
 	verdict := "yes"
 	if !st.Pass {
 		verdict = "no: " + strings.Join(st.Reasons, "; ")
+		if st.Stall != "" {
+			verdict += "; " + st.Stall
+		}
+		if st.Retried {
+			verdict += " (run again)"
+		}
 	}
 	fmt.Fprintf(&b, " | %9.1f | %7d | %s\n", st.Result.Achieved(), st.Result.Errors.Total(), verdict)
 	_, err := io.WriteString(w, b.String())
@@ -75,16 +81,20 @@ type Report struct {
 
 // TargetReport is one target's outcome and steps.
 type TargetReport struct {
-	URL      string       `json:"url"`
-	Capacity float64      `json:"capacity"`
-	Upper    float64      `json:"upper,omitempty"`
-	Trials   int          `json:"trials"`
-	Passes   int          `json:"passes"`
-	AboveMax bool         `json:"above_max,omitempty"`
-	BelowMin bool         `json:"below_min,omitempty"`
-	Flaky    bool         `json:"flaky,omitempty"`
-	Summary  string       `json:"summary"`
-	Steps    []StepReport `json:"steps"`
+	URL      string  `json:"url"`
+	Capacity float64 `json:"capacity"`
+	Upper    float64 `json:"upper,omitempty"`
+	Trials   int     `json:"trials"`
+	Passes   int     `json:"passes"`
+	AboveMax bool    `json:"above_max,omitempty"`
+	BelowMin bool    `json:"below_min,omitempty"`
+	Flaky    bool    `json:"flaky,omitempty"`
+	// FlakySteps passed when run again after a failure; Stalls failed
+	// with a short stall in their per-second series.
+	FlakySteps int          `json:"flaky_steps"`
+	Stalls     int          `json:"stalls"`
+	Summary    string       `json:"summary"`
+	Steps      []StepReport `json:"steps"`
 }
 
 // StepReport is one step in JSON.
@@ -92,6 +102,8 @@ type StepReport struct {
 	Rate    float64       `json:"rate"`
 	Pass    bool          `json:"pass"`
 	Reasons []string      `json:"reasons"`
+	Retried bool          `json:"retried,omitempty"`
+	Stall   string        `json:"stall,omitempty"`
 	Result  bench.Summary `json:"result"`
 }
 
@@ -104,13 +116,15 @@ func NewReport(o *Options, outs ...*Outcome) Report {
 	}
 	for _, out := range outs {
 		t := TargetReport{URL: out.Target, Capacity: out.Capacity, Upper: out.Upper, Trials: out.Trials,
-			Passes: out.Passes, AboveMax: out.AboveMax, BelowMin: out.BelowMin, Flaky: out.Flaky, Summary: out.Summary()}
+			Passes: out.Passes, AboveMax: out.AboveMax, BelowMin: out.BelowMin, Flaky: out.Flaky,
+			FlakySteps: out.FlakySteps, Stalls: out.Stalls, Summary: out.Summary()}
 		for _, st := range out.Steps {
 			reasons := st.Reasons
 			if reasons == nil {
 				reasons = []string{}
 			}
-			t.Steps = append(t.Steps, StepReport{Rate: st.Rate, Pass: st.Pass, Reasons: reasons, Result: st.Result.Summarize(false)})
+			t.Steps = append(t.Steps, StepReport{Rate: st.Rate, Pass: st.Pass, Reasons: reasons, Retried: st.Retried, Stall: st.Stall,
+				Result: st.Result.Summarize(false)})
 		}
 		r.Targets = append(r.Targets, t)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/linkgate/linkgate/bench"
@@ -26,12 +27,18 @@ type Options struct {
 	Precision    float64       // stop bisecting when the bracket is this narrow, relative
 	Repeat       int           // trials of the final rate; all must pass
 	MaxRounds    int           // confirmation rounds before giving up on a flaky edge
+	// Retries is how many times a failing step is run again before its
+	// failure counts: one stall of a shared machine must not move the
+	// bracket. A step that fails at or below the best rate that passed
+	// gets one retry more, as do steps the generator itself was the limit
+	// of; 0 retries nothing.
+	Retries int
 }
 
 // Defaults are the options' defaults.
 var Defaults = Options{
 	ErrorBudget: 0.001, StepDuration: 10 * time.Second, Warmup: 2 * time.Second,
-	Min: 100, Max: 1e6, Growth: 2, Precision: 0.05, Repeat: 3, MaxRounds: 3,
+	Min: 100, Max: 1e6, Growth: 2, Precision: 0.05, Repeat: 3, MaxRounds: 3, Retries: 1,
 }
 
 // Validate reports the first problem with o.
@@ -51,6 +58,8 @@ func (o *Options) Validate() error {
 		return errors.New("--precision must be between 0 and 1")
 	case o.Repeat < 1:
 		return errors.New("--repeat must be at least 1")
+	case o.Retries < 0 || o.Retries > 10:
+		return errors.New("--retries must be from 0 to 10")
 	case o.ErrorBudget < 0 || o.ErrorBudget > 1:
 		return errors.New("--error-budget must be between 0% and 100%")
 	}
@@ -64,6 +73,12 @@ type Step struct {
 	Result  *bench.Result
 	Pass    bool
 	Reasons []string // why it failed
+	// Retried says this failure did not count: the step was run again.
+	Retried bool
+	// Stall describes a short stall seen in the step's per-second series
+	// ("" if none): seconds in which the target completed far fewer
+	// requests than asked while the others kept up.
+	Stall string
 }
 
 // Evaluate decides whether a step's result passes: every SLO percentile of
@@ -103,7 +118,11 @@ type Outcome struct {
 	AboveMax bool
 	BelowMin bool
 	Flaky    bool // the edge kept failing confirmation; Capacity is the last that held
-	Steps    []Step
+	// FlakySteps counts steps that failed and then passed when run again;
+	// Stalls, failures a short stall explains.
+	FlakySteps int
+	Stalls     int
+	Steps      []Step
 }
 
 // Summary is the one-line verdict.
@@ -121,7 +140,50 @@ func (o *Outcome) Summary() string {
 	if o.Flaky {
 		s += "; the edge was unstable: trials near it disagreed"
 	}
+	if o.FlakySteps > 0 || o.Stalls > 0 {
+		s += fmt.Sprintf("; %d flaky step(s) passed when run again, %d failure(s) came with a short stall", o.FlakySteps, o.Stalls)
+	}
 	return s
+}
+
+// stallOf looks for a short stall in a step's per-second series: a whole
+// second in which fewer than half the requests asked for completed, while
+// most seconds kept up (at least 90% of the rate). Overload looks
+// different: most seconds fall short. Steps of under three seconds have
+// too few seconds to tell.
+func stallOf(rate float64, r *bench.Result) string {
+	full := r.Series
+	if n := int(r.Elapsed / time.Second); n < len(full) {
+		full = full[:n] // the last, partial second says nothing
+	}
+	if len(full) < 3 {
+		return ""
+	}
+	var low []int
+	ok := 0
+	for _, sec := range full {
+		switch got := float64(sec.Requests); {
+		case got < 0.5*rate:
+			low = append(low, sec.Index)
+		case got >= 0.9*rate:
+			ok++
+		}
+	}
+	if len(low) == 0 || len(low) > len(full)/3 || ok < len(full)/2 {
+		return ""
+	}
+	return fmt.Sprintf("a stall: second(s) %v completed under half the rate", low)
+}
+
+// generatorOnly reports whether the generator's own limit is all a step
+// failed on: the step says nothing about the target.
+func generatorOnly(reasons []string) bool {
+	for _, r := range reasons {
+		if !strings.HasPrefix(r, "generator-limited") {
+			return false
+		}
+	}
+	return len(reasons) > 0
 }
 
 func rateString(r float64) string { return fmt.Sprintf("%g req/s", r) }
@@ -226,6 +288,44 @@ func (s *searcher) record(st Step) {
 	}
 }
 
+// step runs the trial at rate, and runs it again while it fails and
+// retries are left (Options.Retries; one more below the best pass so far
+// and when only the generator failed). Retried failures are observed and
+// kept in the outcome, marked Retried.
+func (s *searcher) step(ctx context.Context, target string, rate float64, trial Trial, observe func(Step)) (Step, error) {
+	for attempt := 0; ; attempt++ {
+		res, err := trial(ctx, target, rate)
+		if err != nil {
+			return Step{}, err
+		}
+		if ctx.Err() != nil {
+			return Step{}, ctx.Err()
+		}
+		pass, reasons := Evaluate(s.o, rate, res)
+		st := Step{Target: target, Rate: rate, Result: res, Pass: pass, Reasons: reasons}
+		if !pass {
+			if st.Stall = stallOf(rate, res); st.Stall != "" {
+				s.out.Stalls++
+			}
+		}
+		if pass && attempt > 0 {
+			s.out.FlakySteps++
+		}
+		retries := s.o.Retries
+		if retries > 0 && (s.lo > 0 && rate <= s.lo || generatorOnly(reasons)) {
+			retries++
+		}
+		if pass || attempt >= retries {
+			return st, nil
+		}
+		st.Retried = true
+		s.out.Steps = append(s.out.Steps, st)
+		if observe != nil {
+			observe(st)
+		}
+	}
+}
+
 func (s *searcher) bisect() {
 	if (s.hi-s.lo)/s.lo <= s.o.Precision {
 		s.confirm(s.lo)
@@ -303,15 +403,10 @@ func run(ctx context.Context, o *Options, targets []string, trial Trial, observe
 				continue
 			}
 			active = true
-			res, err := trial(ctx, targets[i], rate)
+			st, err := s.step(ctx, targets[i], rate, trial, observe)
 			if err != nil {
 				return nil, err
 			}
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			pass, reasons := Evaluate(o, rate, res)
-			st := Step{Target: targets[i], Rate: rate, Result: res, Pass: pass, Reasons: reasons}
 			s.record(st)
 			if observe != nil {
 				observe(st)

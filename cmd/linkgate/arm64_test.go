@@ -15,7 +15,7 @@ import (
 func TestArm64Smoke(t *testing.T) {
 	qemu := testdep.Binary(t, testdep.QEMUArm64, "qemu-aarch64-static")
 	bin := testdep.Binary(t, testdep.Arm64Binary, "linkgate_linux_arm64")
-	c := startChild(t, []string{qemu, bin}, filepath.Join(t.TempDir(), "links.db"))
+	c := startChild(t, []string{qemu, bin}, filepath.Join(t.TempDir(), "links"))
 	id := shorten(t, c.URL, "https://aws.amazon.com/ec2/graviton/")
 	if status, _, body := call(t, "GET", c.URL+"/getFullURL/"+id, ""); status != 200 || body != `"https://aws.amazon.com/ec2/graviton/"` {
 		t.Errorf("getFullURL on arm64: %d %q", status, body)

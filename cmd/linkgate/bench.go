@@ -18,7 +18,7 @@ import (
 	"github.com/linkgate/linkgate/internal/cli"
 )
 
-const benchSynopsis = "linkgate bench [flags] URL [-- script args]\n       linkgate bench capacity --slo p99.9=70ms [flags] URL"
+const benchSynopsis = "linkgate bench [flags] URL [-- script args]\n       linkgate bench capacity --slo p99.9=70ms [flags] URL\n       linkgate bench merge [flags] RESULT.json…"
 
 const benchDescription = `A wrk2-compatible load generator. With -R it sends a constant total rate,
 each connection on its own evenly phased schedule, and measures latency from
@@ -27,7 +27,8 @@ the uncorrected figures). Without -R it runs closed-loop at maximum
 throughput, like wrk. Flags may come before or after the URL; arguments after
 -- go to the Lua script's init(args).
 
-'linkgate bench capacity --help' describes the capacity search.`
+'linkgate bench capacity --help' describes the capacity search, 'linkgate bench
+merge --help' how results of several generators are merged.`
 
 // targetOptions are the flags that say what to send, shared by bench and
 // bench capacity.
@@ -102,6 +103,9 @@ type benchOptions struct {
 	jsonPath    string
 	hgrmPath    string
 	progress    bool
+	thresholds  thresholdFlag
+	startAt     string
+	stages      []bench.Stage
 }
 
 // splitScriptArgs separates the arguments after the first "--", which go
@@ -206,7 +210,14 @@ func parseBench(args []string, env cli.Env) (*benchOptions, error) {
 	fs.BoolVar(&o.uncorrected, "u_latency", false, "same as -U")
 	fs.StringVar(&o.jsonPath, "json", "", "write every figure as JSON to `file` (- for stdout)")
 	fs.StringVar(&o.hgrmPath, "hgrm", "", "write the corrected percentile spectrum to `file` for the HdrHistogram plotter")
-	fs.BoolVar(&o.progress, "progress", false, "print a progress line on stderr even when it is not a terminal")
+	fs.BoolVar(&o.progress, "progress", false, "print the live line (once a second) on stderr when stdout is not a terminal")
+	fs.Func("stages", "open-model ramp `DURATION:RATE,…`, e.g. 30s:1000,1m:5000,30s:0 (instead of -R and -d)", func(v string) error {
+		st, err := bench.ParseStages(v)
+		o.stages = st
+		return err
+	})
+	fs.StringVar(&o.startAt, "start-at", "", "start at this RFC 3339 `time` (several generators together; see bench merge)")
+	fs.Var(&o.thresholds, "threshold", "fail the run (exit 1) unless `METRIC<VALUE` holds: p99.9<70ms, max<1s, errors<0.1%, errors<10, rps>900 (repeatable)")
 
 	flagArgs, scriptArgs := splitScriptArgs(args)
 	pos, err := parseInterspersed(fs, flagArgs, env.Getenv)
@@ -227,8 +238,24 @@ func parseBench(args []string, env cli.Env) (*benchOptions, error) {
 	if o.duration <= 0 {
 		return nil, cli.Usagef("duration must be positive")
 	}
+	if len(o.stages) > 0 {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		switch {
+		case set["R"] || set["rate"]:
+			return nil, cli.Usagef("--stages and -R are mutually exclusive: the stages give the rate")
+		case set["d"] || set["duration"]:
+			return nil, cli.Usagef("--stages and -d are mutually exclusive: the stages give the duration")
+		case o.warmup > 0:
+			return nil, cli.Usagef("--stages and --warmup are mutually exclusive: make the first stage the warm-up")
+		}
+		o.duration = durationFlag(bench.StagesDuration(o.stages))
+	}
 	if o.target.timeout <= 0 {
 		return nil, cli.Usagef("--timeout must be positive")
+	}
+	if _, err := time.Parse(time.RFC3339Nano, o.startAt); o.startAt != "" && err != nil {
+		return nil, cli.Usagef("--start-at %q: want an RFC 3339 time such as 2026-12-01T12:00:00Z", o.startAt)
 	}
 	return o, o.target.validate()
 }
@@ -287,6 +314,9 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 	if len(args) > 0 && args[0] == "capacity" {
 		return runCapacity(ctx, args[1:], env)
 	}
+	if len(args) > 0 && args[0] == "merge" {
+		return runMerge(ctx, args[1:], env)
+	}
 	o, err := parseBench(args, env)
 	if err != nil {
 		return err
@@ -296,6 +326,11 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 		return err
 	}
 	defer src.close()
+	if o.startAt != "" {
+		if err := waitUntil(ctx, o.startAt, time.Now, env.Stderr); err != nil {
+			return err
+		}
+	}
 
 	out := &lockedWriter{w: env.Stdout}
 	if err := bench.WriteHeader(out, o.url.String(), time.Duration(o.duration), int(o.target.threads), int(o.connections)); err != nil {
@@ -304,12 +339,20 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 	cfg := bench.Config{
 		URL: o.url, Threads: int(o.target.threads), Connections: int(o.connections),
 		Duration: time.Duration(o.duration), Warmup: time.Duration(o.warmup), Timeout: time.Duration(o.target.timeout),
-		Rate: float64(o.rate), NewRequester: src.newRequester, TLS: src.tls,
+		Rate: float64(o.rate), Stages: o.stages, NewRequester: src.newRequester, TLS: src.tls,
 		OnCalibrated: func(_ int, mean time.Duration) { _ = bench.WriteCalibration(out, mean) },
 	}
+	// The live line: rewritten in place once a second when stdout is a
+	// terminal, nothing of it otherwise unless --progress asks for lines on
+	// stderr.
 	var prog *progressLine
-	if o.progress || isTerminal(env.Stderr) {
-		prog = &progressLine{w: env.Stderr, tty: isTerminal(env.Stderr)}
+	switch {
+	case isTerminal(env.Stdout):
+		prog = &progressLine{w: out, tty: true}
+	case o.progress:
+		prog = &progressLine{w: env.Stderr}
+	}
+	if prog != nil {
 		cfg.Progress = prog.show
 	}
 	res, err := bench.Run(ctx, cfg)
@@ -325,17 +368,47 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 			return err
 		}
 	}
-	if o.jsonPath != "" {
-		if err := writeFileOrStdout(o.jsonPath, env.Stdout, func(w io.Writer) error { return bench.WriteJSON(w, res) }); err != nil {
+	return finishRun(env, res, o.thresholds, o.jsonPath, o.hgrmPath)
+}
+
+// finishRun checks the thresholds on a finished (or merged) result, lists
+// them after the report, writes the JSON and .hgrm files asked for, and
+// returns the failure of a broken threshold.
+func finishRun(env cli.Env, res *bench.Result, thresholds []bench.Threshold, jsonPath, hgrmPath string) error {
+	verdicts := res.Check(thresholds)
+	if len(verdicts) > 0 {
+		fmt.Fprintln(env.Stdout, "Thresholds:")
+		for _, v := range verdicts {
+			fmt.Fprintf(env.Stdout, "  %s\n", v.Describe())
+		}
+	}
+	if jsonPath != "" {
+		s := res.Summarize(true)
+		s.WithVerdicts(verdicts)
+		if err := writeFileOrStdout(jsonPath, env.Stdout, func(w io.Writer) error { return bench.WriteSummary(w, s) }); err != nil {
 			return err
 		}
 	}
-	if o.hgrmPath != "" {
-		if err := writeFileOrStdout(o.hgrmPath, env.Stdout, func(w io.Writer) error { return bench.WriteSpectrum(w, res.Latency) }); err != nil {
+	if hgrmPath != "" {
+		if err := writeFileOrStdout(hgrmPath, env.Stdout, func(w io.Writer) error { return bench.WriteSpectrum(w, res.Latency) }); err != nil {
 			return err
 		}
 	}
-	return nil
+	return brokenThresholds(verdicts)
+}
+
+// brokenThresholds is the run's failure when a threshold did not hold.
+func brokenThresholds(vs []bench.Verdict) error {
+	var broken []string
+	for _, v := range vs {
+		if !v.Pass {
+			broken = append(broken, v.Describe())
+		}
+	}
+	if len(broken) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d thresholds broken: %s", len(broken), len(vs), strings.Join(broken, "; "))
 }
 
 // writeFileOrStdout writes to path, or to stdout when path is "-".
@@ -378,8 +451,8 @@ func (p *progressLine) show(s bench.Progress) {
 	if s.Warmup {
 		phase = "warming up"
 	}
-	line := fmt.Sprintf("[%s] %10.1f req/s  p99 %s  errors %d", phase, s.Rate,
-		bench.FormatTimeUS(float64(s.P99.Microseconds())), s.Errors)
+	line := fmt.Sprintf("[%s] %10.1f req/s  errors %d  p99 of the last second %s", phase, s.Rate, s.Errors,
+		bench.FormatTimeUS(float64(s.P99.Microseconds())))
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", line)
 	} else {

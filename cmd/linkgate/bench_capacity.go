@@ -46,6 +46,7 @@ func parseCapacity(args []string, env cli.Env) (*capacityOptions, error) {
 		maxRate   = rateFlag(d.Max)
 		precision = percentFlag(d.Precision)
 		repeat    = d.Repeat
+		retries   = d.Retries
 	)
 	fs := cli.NewFlagSet("bench capacity", capacitySynopsis, capacityDescription, env.Stderr)
 	c.target.register(fs)
@@ -58,6 +59,7 @@ func parseCapacity(args []string, env cli.Env) (*capacityOptions, error) {
 	fs.IntVar(&c.connections, "connections", 0, "connections per step (default: Little's law, 2 × rate × the largest SLO latency, at most 1024)")
 	fs.Var(&precision, "precision", "stop bisecting when the bracket is this narrow (`share` of the rate)")
 	fs.IntVar(&repeat, "repeat", d.Repeat, "trials at the final rate, all of which must pass")
+	fs.IntVar(&retries, "retries", d.Retries, "runs of a failing step again before its failure counts (one more at or below the best pass)")
 	fs.BoolVar(&c.compare, "compare", false, "search two targets, URL_A and URL_B, alternating their steps, and print the ratio")
 	fs.StringVar(&c.jsonPath, "json", "", "write every step and the outcome as JSON to `file` (- for stdout)")
 	fs.StringVar(&c.htmlPath, "html", c.htmlPath, "write the HTML report with its SVG chart to `file` (empty: none)")
@@ -92,7 +94,7 @@ func parseCapacity(args []string, env cli.Env) (*capacityOptions, error) {
 	c.search = capacity.Options{
 		SLOs: c.slos, ErrorBudget: float64(c.budget), StepDuration: time.Duration(step), Warmup: time.Duration(warmup),
 		Min: float64(minRate), Max: float64(maxRate), Growth: d.Growth, Precision: float64(precision),
-		Repeat: repeat, MaxRounds: d.MaxRounds,
+		Repeat: repeat, MaxRounds: d.MaxRounds, Retries: retries,
 	}
 	if err := c.search.Validate(); err != nil {
 		return nil, &cli.UsageError{Err: err}

@@ -17,8 +17,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/linkgate/linkgate/internal/cli"
+	"github.com/linkgate/linkgate/internal/testdep"
 )
 
 func TestBenchUsageErrors(t *testing.T) {
@@ -47,6 +49,15 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"https missing CA file", []string{"bench", "--ca", filepath.Join(dir, "none.pem"), "https://127.0.0.1:1/"}, "--ca"},
 		{"https cert without key", []string{"bench", "--cert", bad, "https://127.0.0.1:1/"}, "go together"},
 		{"not a url", []string{"bench", "localhost"}, "invalid URL"},
+		{"bad start-at", []string{"bench", "--start-at", "noon", u}, "RFC 3339"},
+		{"start-at past", []string{"bench", "--start-at", "2001-01-01T00:00:00Z", u}, "in the past"},
+		{"merge nothing", []string{"bench", "merge"}, "at least one result"},
+		{"merge not json", []string{"bench", "merge", bad}, "not a linkgate bench --json result"},
+		{"bad stages", []string{"bench", "--stages", "30s", u}, "-stages"},
+		{"stages and rate", []string{"bench", "--stages", "1s:10", "-R", "5", u}, "mutually exclusive"},
+		{"stages and duration", []string{"bench", "--stages", "1s:10", "-d", "5s", u}, "mutually exclusive"},
+		{"bad threshold", []string{"bench", "--threshold", "p99<fast", u}, "-threshold"},
+		{"unknown threshold metric", []string{"bench", "--threshold", "latency<1ms", u}, "unknown metric"},
 		{"unknown flag", []string{"bench", "--nope", u}, "not defined"},
 		{"scenario", []string{"bench", "--scenario", "delete", u}, "unknown scenario"},
 		{"script and scenario", []string{"bench", "-s", bad, "--scenario", "shorten", u}, "mutually exclusive"},
@@ -127,19 +138,19 @@ func TestBenchEndToEnd(t *testing.T) {
 	defer srv.Close()
 	dir := t.TempDir()
 	jsonPath, hgrm := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.hgrm")
-	out, errOut, code := runCLI(t, nil, "bench", "-t1", "-c2", "-d1s", "-R200", "-L", "-U", "-H", "X-Test: yes",
+	out, errOut, code := runCLI(t, nil, "bench", "-t1", "-c2", "-d2s", "-R200", "-L", "-U", "-H", "X-Test: yes",
 		srv.URL+"/", "--json", jsonPath, "--hgrm", hgrm, "--progress")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"Running 1s test @ " + srv.URL + "/", "  1 threads and 2 connections", "Thread Stats",
+	for _, want := range []string{"Running 2s test @ " + srv.URL + "/", "  1 threads and 2 connections", "Thread Stats",
 		"Latency Distribution (HdrHistogram - Recorded Latency)", "Uncorrected Latency", "Detailed Percentile spectrum",
 		"#[Mean    =", "requests in", "Requests/sec:", "Transfer/sec:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "Non-2xx") || !strings.Contains(errOut, "req/s") {
+	if strings.Contains(out, "Non-2xx") || strings.Contains(out, "\r") || !strings.Contains(errOut, "p99 of the last second") {
 		t.Errorf("errors in output or no progress line on stderr: %s / %s", out, errOut)
 	}
 	var s struct {
@@ -156,8 +167,9 @@ func TestBenchEndToEnd(t *testing.T) {
 }
 
 func TestBenchHTTPS(t *testing.T) {
-	var closes atomic.Int64
+	var closes, total atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		total.Add(1)
 		if r.Close {
 			closes.Add(1)
 		}
@@ -177,8 +189,8 @@ func TestBenchHTTPS(t *testing.T) {
 	if !strings.Contains(out, "ALPN http/1.1:") || !strings.Contains(out, "handshakes (") {
 		t.Errorf("no TLS line:\n%s", out)
 	}
-	if closes.Load() < 50 {
-		t.Errorf("%d requests asked to close the connection, want every one with --no-keepalive", closes.Load())
+	if closes.Load() != total.Load() || total.Load() < 10 {
+		t.Errorf("%d of %d requests asked to close the connection, want every one with --no-keepalive", closes.Load(), total.Load())
 	}
 	err := run(context.Background(), []string{"bench", "-t1", "-c1", "-d1s", srv.URL + "/"}, func(string) string { return "" }, strings.NewReader(""), discard{}, discard{})
 	if err == nil || !strings.Contains(err.Error(), "certificate") || !strings.Contains(err.Error(), "--insecure") {
@@ -186,6 +198,101 @@ func TestBenchHTTPS(t *testing.T) {
 	}
 	if _, errOut, code = runCLI(t, nil, "bench", "-t1", "-c1", "-d1s", "-k", srv.URL+"/"); code != 0 {
 		t.Errorf("--insecure: exit %d: %s", code, errOut)
+	}
+}
+
+func TestBenchThresholds(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	defer srv.Close()
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	out, errOut, code := runCLI(t, nil, "bench", "-t1", "-c2", "-d1s", "-R100", "--threshold", "p99<1s", "--threshold", "errors<0.1%",
+		"--json", jsonPath, srv.URL+"/")
+	if code != 0 || !strings.Contains(out, "Thresholds:\n  p99<1s: ") || !strings.Contains(out, "errors<0.1%: 0% ok") {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	var s struct {
+		Thresholds []struct {
+			Threshold string
+			Pass      bool
+		}
+	}
+	data, _ := os.ReadFile(jsonPath)
+	if err := json.Unmarshal(data, &s); err != nil || len(s.Thresholds) != 2 || !s.Thresholds[0].Pass {
+		t.Errorf("json thresholds %+v (%v)", s.Thresholds, err)
+	}
+	var stdout strings.Builder
+	err := run(context.Background(), []string{"bench", "-t1", "-c2", "-d1s", "-R100", "--threshold", "rps>1M", "--threshold", "p99<1s", srv.URL + "/"},
+		func(string) string { return "" }, strings.NewReader(""), &stdout, discard{})
+	if cli.ExitCode(err) != 1 || !strings.Contains(err.Error(), "1 of 2 thresholds broken: rps>1M") || !strings.Contains(stdout.String(), "rps>1M: ") {
+		t.Errorf("broken threshold: exit %d, %v\n%s", cli.ExitCode(err), err, stdout.String())
+	}
+}
+
+func TestBenchMerge(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	defer srv.Close()
+	dir := t.TempDir()
+	start := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, codes[i] = runCLI(t, nil, "bench", "-t1", "-c2", "-d1s", "-R100", "--start-at", start,
+				"--json", filepath.Join(dir, fmt.Sprintf("%d.json", i)), srv.URL+"/")
+		}()
+	}
+	wg.Wait()
+	if codes[0] != 0 || codes[1] != 0 {
+		t.Fatalf("generators exited %v", codes)
+	}
+	merged := filepath.Join(dir, "merged.json")
+	out, errOut, code := runCLI(t, nil, "bench", "merge", "-L", "--json", merged, "--threshold", "rps>150",
+		filepath.Join(dir, "0.json"), filepath.Join(dir, "1.json"))
+	if code != 0 || !strings.Contains(out, "merged from 2 results") || !strings.Contains(out, "2 threads and 4 connections") ||
+		!strings.Contains(out, "Latency Distribution") || !strings.Contains(out, "rps>150: ") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	var s struct {
+		Requests      int64
+		RequestedRate float64 `json:"requested_rate"`
+		Series        []struct{ Requests int64 }
+	}
+	data, _ := os.ReadFile(merged)
+	if err := json.Unmarshal(data, &s); err != nil || s.Requests < 190 || s.RequestedRate != 200 || len(s.Series) == 0 {
+		t.Errorf("merged json %+v (%v)", s, err)
+	}
+}
+
+func TestBenchStages(t *testing.T) {
+	if testdep.Race {
+		t.Skip("timing test")
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	defer srv.Close()
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	// A jump to 300 req/s held for a second, then down to 100 over the next:
+	// 300 + 200 requests, 300 in the first second and 200 in the second.
+	out, errOut, code := runCLI(t, nil, "bench", "-t1", "-c16", "--stages", "0s:300,1s:300,1s:100", "--json", jsonPath, srv.URL+"/")
+	if code != 0 || !strings.Contains(out, "Running 2s test") {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	var s struct {
+		Mode     string
+		Requests int64
+		Series   []struct{ Requests int64 }
+		Stages   []struct {
+			Target float64 `json:"target_rate"`
+		}
+	}
+	data, _ := os.ReadFile(jsonPath)
+	if err := json.Unmarshal(data, &s); err != nil || s.Mode != "stages" || len(s.Stages) != 3 || len(s.Series) != 2 {
+		t.Fatalf("json %+v (%v)", s, err)
+	}
+	if s.Requests < 490 || s.Requests > 500 || s.Series[0].Requests < 285 || s.Series[0].Requests > 305 ||
+		s.Series[1].Requests < 190 || s.Series[1].Requests > 210 {
+		t.Errorf("%d requests, per second %+v; want 500: 300 then 200", s.Requests, s.Series)
 	}
 }
 

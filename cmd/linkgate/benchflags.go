@@ -116,3 +116,22 @@ func (f *percentFlag) Set(s string) error {
 	*f = percentFlag(v)
 	return nil
 }
+
+// thresholdFlag collects --threshold METRIC<VALUE, repeatable.
+type thresholdFlag []bench.Threshold
+
+func (f *thresholdFlag) String() string {
+	var parts []string
+	for _, t := range *f {
+		parts = append(parts, t.String())
+	}
+	return strings.Join(parts, ",")
+}
+func (f *thresholdFlag) Set(s string) error {
+	t, err := bench.ParseThreshold(s)
+	if err != nil {
+		return err
+	}
+	*f = append(*f, t)
+	return nil
+}

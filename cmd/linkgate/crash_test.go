@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkgate/linkgate/shortener/bolt"
+	"github.com/linkgate/linkgate/shortener/pebble"
 )
 
 // A `linkgate serve` process creating links under concurrent load is
@@ -29,7 +29,7 @@ func TestCrashSafety(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("random seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	db := filepath.Join(t.TempDir(), "links.db")
+	db := filepath.Join(t.TempDir(), "links")
 	created := map[string]string{} // id → URL, every 201 so far
 	for round := range 5 {
 		c := startChild(t, []string{bin}, db)
@@ -82,7 +82,7 @@ func TestCrashSafety(t *testing.T) {
 		wg.Wait()
 		client.CloseIdleConnections()
 
-		st, err := bolt.Open(db)
+		st, err := pebble.Open(db, pebble.Options{})
 		if err != nil {
 			t.Fatalf("round %d: reopen after SIGKILL: %v", round, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/linkgate/linkgate/gateway"
 	"github.com/linkgate/linkgate/gateway/admin"
 	"github.com/linkgate/linkgate/gateway/bolt"
+	"github.com/linkgate/linkgate/gateway/control"
 	"github.com/linkgate/linkgate/gateway/etcd"
 	"github.com/linkgate/linkgate/gateway/plugin/basicauth"
 	"github.com/linkgate/linkgate/gateway/plugin/cors"
@@ -40,9 +41,10 @@ import (
 )
 
 type gatewayConfig struct {
-	listen, prometheusListen, store, adminVersion, logLevel, serverHeader string
-	adminKeys, viewerKeys, allowAdmin                                     string
-	maxBodySize, httpsPort, requestIDMachine                              int
+	listen, prometheusListen, controlListen, store, adminVersion, logLevel string
+	serverHeader                                                           string
+	adminKeys, viewerKeys, allowAdmin                                      string
+	maxBodySize, httpsPort, requestIDMachine                               int
 }
 
 // splitList splits a comma-separated flag value.
@@ -67,6 +69,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	fs.StringVar(&c.viewerKeys, "viewer-key", "", "read-only admin API key(s), comma-separated")
 	fs.StringVar(&c.allowAdmin, "allow-admin", "127.0.0.0/24", "client networks (CIDR or IP) allowed to reach the admin API, comma-separated")
 	fs.StringVar(&c.prometheusListen, "prometheus-listen", "127.0.0.1:9091", `address of the prometheus exporter ("" disables it)`)
+	fs.StringVar(&c.controlListen, "control-listen", "", `address of the control API (/v1/routes, /v1/config; APISIX uses 127.0.0.1:9090; "" disables it)`)
 	fs.StringVar(&c.store, "config-store", "bolt:data/gateway.db", "config store: bolt:PATH, or etcd://HOST:PORT[,HOST:PORT][?prefix=/apisix]")
 	fs.StringVar(&c.adminVersion, "admin-api-version", "v2", "admin API envelopes: v2 (APISIX 2.14) or v3 (APISIX 3.x)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -142,11 +145,20 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
-	var promLn net.Listener
+	var promLn, ctlLn net.Listener
 	if c.prometheusListen != "" {
 		if promLn, err = net.Listen("tcp", c.prometheusListen); err != nil {
 			ln.Close()
 			return fmt.Errorf("gateway: prometheus: %w", err)
+		}
+	}
+	if c.controlListen != "" {
+		if ctlLn, err = net.Listen("tcp", c.controlListen); err != nil {
+			ln.Close()
+			if promLn != nil {
+				promLn.Close()
+			}
+			return fmt.Errorf("gateway: control: %w", err)
 		}
 	}
 
@@ -177,30 +189,27 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	case <-ctx.Done():
 	}
 
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- gw.Serve(ln) }()
-	var promSrv *http.Server
+	var servers []*http.Server
+	promAddr, ctlAddr := "", ""
 	if promLn != nil {
 		reach := func() bool { return true }
 		if r, ok := store.(gateway.Reachability); ok {
 			reach = r.Reachable
 		}
-		promSrv = &http.Server{Handler: metrics.Handler(func() prometheus.ServerStats {
+		servers = append(servers, serveHTTP(promLn, metrics.Handler(func() prometheus.ServerStats {
 			s := gw.Stats()
 			return prometheus.ServerStats{Active: s.Active, Accepted: s.Accepted, Handled: s.Handled,
 				Reading: s.Reading, Writing: s.Writing, Waiting: s.Waiting, Requests: s.Requests}
-		}, reach), ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := promSrv.Serve(promLn); !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-			}
-		}()
-	}
-	promAddr := ""
-	if promLn != nil {
+		}, reach), errc))
 		promAddr = promLn.Addr().String()
 	}
-	logger.Info("gateway listening", "addr", ln.Addr().String(), "prometheus", promAddr, "store", c.store, "admin_api", c.adminVersion)
+	if ctlLn != nil {
+		servers = append(servers, serveHTTP(ctlLn, control.NewHandler(reloader, store, prefix), errc))
+		ctlAddr = ctlLn.Addr().String()
+	}
+	logger.Info("gateway listening", "addr", ln.Addr().String(), "prometheus", promAddr, "control", ctlAddr, "store", c.store, "admin_api", c.adminVersion)
 
 	select {
 	case <-ctx.Done():
@@ -208,8 +217,8 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	}
 	shutCtx, done := context.WithTimeout(context.Background(), 10*time.Second)
 	defer done()
-	if promSrv != nil {
-		_ = promSrv.Shutdown(shutCtx)
+	for _, srv := range servers {
+		_ = srv.Shutdown(shutCtx)
 	}
 	if serr := gw.Shutdown(shutCtx); err == nil && serr != nil {
 		err = serr
@@ -217,6 +226,17 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	cancel()
 	wg.Wait()
 	return err
+}
+
+// serveHTTP serves h on ln until Shutdown, reporting a failure on errc.
+func serveHTTP(ln net.Listener, h http.Handler, errc chan<- error) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+	}()
+	return srv
 }
 
 // openGatewayStore opens bolt:PATH or etcd://hosts?prefix=P and returns the

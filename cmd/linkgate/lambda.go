@@ -20,7 +20,7 @@ and function URL events. linkgate does this by itself when
 AWS_LAMBDA_RUNTIME_API is set and no command is given; configure it with
 the LINKGATE_* environment variables of the flags below.
 
-Store: dynamodb:TABLE only. The embedded bolt store is refused: every
+Store: dynamodb:TABLE only. The embedded store (pebble, or bolt) is refused: every
 execution environment has its own short-lived disk, so links would vanish.
 Init makes no network call (the table is not checked): a missing table
 shows as 503s, and in the function's log.`
@@ -45,7 +45,7 @@ func runLambda(ctx context.Context, args []string, env cli.Env) error {
 	}
 	kind, table, _ := splitStore(c.store) // validated
 	if kind != "dynamodb" {
-		return cli.Usagef("--store %q: a Lambda function cannot keep links in the embedded bolt store "+
+		return cli.Usagef("--store %q: a Lambda function cannot keep links in the embedded store "+
 			"(each execution environment has its own short-lived disk); use dynamodb:TABLE (LINKGATE_STORE)", c.store)
 	}
 	if env.Getenv("AWS_LAMBDA_RUNTIME_API") == "" {

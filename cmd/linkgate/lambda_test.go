@@ -17,7 +17,8 @@ func TestLambdaMode(t *testing.T) {
 		wantCode int
 		wantErr  string
 	}{
-		{"bare under Lambda refuses bolt", map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9", "LINKGATE_STORE": "bolt:/tmp/links.db"}, nil, 2, "embedded bolt store"},
+		{"bare under Lambda refuses bolt", map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9", "LINKGATE_STORE": "bolt:/tmp/links.db"}, nil, 2, "embedded store"},
+		{"bare under Lambda refuses pebble", map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9", "LINKGATE_STORE": "pebble:/tmp/links"}, nil, 2, "embedded store"},
 		{"explicit, bad store", map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9"}, []string{"lambda", "--store", "redis:x"}, 2, "unknown store"},
 		{"outside Lambda", nil, []string{"lambda"}, 2, "AWS_LAMBDA_RUNTIME_API is not set"},
 		{"bad setting", map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9", "LINKGATE_REDIRECT_STATUS": "200"}, nil, 2, "redirect status 200"},

@@ -54,7 +54,8 @@ counted in memory and written in batches (--visits-flush-interval).
 SIGINT/SIGTERM drain requests in flight, flush the visits, then close the
 store.
 
-Stores: bolt:PATH (embedded bbolt file, created with its directory), or
+Stores: pebble:DIR (the embedded store, a pebble database in DIR, created
+with its directory), bolt:PATH (the bbolt file of earlier releases), or
 dynamodb:TABLE (default table goUrlShortener; create it with 'linkgate
 dynamodb create-table'). DynamoDB settings come from the AWS SDK's standard
 chain: AWS_REGION, AWS_PROFILE, credentials, AWS_ENDPOINT_URL_DYNAMODB.
@@ -93,7 +94,7 @@ func defaultServeConfig() serveConfig {
 // listener's and, through registerShortener, those the Lambda mode shares.
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", ":8080", "`address` to listen on, host:port")
-	c.registerShortener(fs, "bolt:data/links.db", "text")
+	c.registerShortener(fs, "pebble:data/links", "text")
 	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "requests in flight beyond which new ones get 503 overloaded at once (0: no limit)")
 	fs.DurationVar(&c.server.ReadTimeout, "read-timeout", 10*time.Second, "time to read one request, headers and body")
 	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", 10*time.Second, "time to write one response")
@@ -106,7 +107,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 // store and its cache, the API, the URL policy, logging. store and
 // logFormat are the defaults of --store and --log-format.
 func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat string) {
-	fs.StringVar(&c.store, "store", store, "where links live: bolt:PATH or dynamodb:TABLE")
+	fs.StringVar(&c.store, "store", store, "where links live: pebble:DIR, bolt:PATH or dynamodb:TABLE")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", dynamodb.DefaultTimeout, "deadline of each DynamoDB call, retries included")
 	fs.BoolVar(&c.consistentReads, "consistent-reads", false, "strongly consistent DynamoDB reads (twice the read cost)")
 	fs.Var(&c.cacheSize, "cache-size", "read cache `entries`; 0: no cache; auto: "+fmt.Sprint(defaultCacheSize)+" with dynamodb, none with bolt")
@@ -177,12 +178,14 @@ func splitStore(spec string) (kind, arg string, err error) {
 	switch {
 	case kind == "dynamodb" && arg == "":
 		return kind, dynamodb.DefaultTable, nil
+	case kind == "pebble" && arg == "":
+		return "", "", cli.Usagef("--store %q: want pebble:DIR", spec)
 	case kind == "bolt" && arg == "":
 		return "", "", cli.Usagef("--store %q: want bolt:PATH", spec)
-	case kind == "bolt", kind == "dynamodb":
+	case kind == "pebble", kind == "bolt", kind == "dynamodb":
 		return kind, arg, nil
 	}
-	return "", "", cli.Usagef("--store %q: unknown store %q (supported: bolt:PATH, dynamodb:TABLE)", spec, kind)
+	return "", "", cli.Usagef("--store %q: unknown store %q (supported: pebble:DIR, bolt:PATH, dynamodb:TABLE)", spec, kind)
 }
 
 // openStore opens the store a --store value names. A DynamoDB table that
@@ -194,6 +197,9 @@ func openStore(ctx context.Context, logger *slog.Logger, c serveConfig) (shorten
 		return nil, "", err
 	}
 	switch kind {
+	case "pebble":
+		s, err := openPebble(logger, arg)
+		return s, kind, err
 	case "bolt":
 		s, err := bolt.Open(arg)
 		return s, kind, err
@@ -311,6 +317,7 @@ type shortenerApp struct {
 func newShortener(logger *slog.Logger, c serveConfig, raw shortener.Store, kind string) (*shortenerApp, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerStoreMetrics(raw, reg)
 	store, err := wrapStore(logger, raw, kind, c, reg)
 	if err != nil {
 		raw.Close()

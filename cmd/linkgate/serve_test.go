@@ -18,7 +18,7 @@ import (
 
 	"github.com/linkgate/linkgate/internal/cli"
 	"github.com/linkgate/linkgate/internal/syncbuf"
-	"github.com/linkgate/linkgate/shortener/bolt"
+	"github.com/linkgate/linkgate/shortener/pebble"
 )
 
 // End-to-end tests of `linkgate serve`: the real run() on 127.0.0.1:0 in
@@ -35,15 +35,15 @@ type served struct {
 	done   chan error
 }
 
-// startServe runs run("serve", …) with a bolt store in a temporary
+// startServe runs run("serve", …) with a pebble store in a temporary
 // directory, waits until it listens and /healthz answers, and stops it at
 // cleanup.
 func startServe(t *testing.T, env map[string]string, args ...string) *served {
 	t.Helper()
-	db := filepath.Join(t.TempDir(), "data", "links.db")
+	db := filepath.Join(t.TempDir(), "data", "links")
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &served{DB: db, logs: &syncbuf.Buffer{}, cancel: cancel, done: make(chan error, 1)}
-	full := append([]string{"serve", "--addr", "127.0.0.1:0", "--store", "bolt:" + db, "--log-format", "json"}, args...)
+	full := append([]string{"serve", "--addr", "127.0.0.1:0", "--store", "pebble:" + db, "--log-format", "json"}, args...)
 	go func() {
 		s.done <- run(ctx, full, func(k string) string { return env[k] }, strings.NewReader(""), io.Discard, s.logs)
 	}()
@@ -165,9 +165,10 @@ func TestServeEndToEnd(t *testing.T) {
 	if status, _, _ := call(t, "GET", s.URL+"/readyz", ""); status != 200 {
 		t.Errorf("readyz: %d", status)
 	}
-	if _, _, body := call(t, "GET", s.URL+"/metrics", ""); !strings.Contains(body, `linkgate_store_operation_duration_seconds_count{backend="bolt",op="create",result="ok"} 2`) ||
-		!strings.Contains(body, "process_resident_memory_bytes") || !strings.Contains(body, "go_goroutines") {
-		t.Errorf("/metrics lacks store, process or Go metrics")
+	if _, _, body := call(t, "GET", s.URL+"/metrics", ""); !strings.Contains(body, `linkgate_store_operation_duration_seconds_count{backend="pebble",op="create",result="ok"} 2`) ||
+		!strings.Contains(body, "process_resident_memory_bytes") || !strings.Contains(body, "go_goroutines") ||
+		!strings.Contains(body, "linkgate_pebble_disk_usage_bytes") || !strings.Contains(body, "linkgate_pebble_wal_fsync_latency_seconds_bucket") {
+		t.Errorf("/metrics lacks store, pebble, process or Go metrics")
 	}
 	if err := s.stop(t); err != nil {
 		t.Fatalf("serve returned %v after shutdown\n%s", err, s.logs)
@@ -178,7 +179,7 @@ func TestServeEndToEnd(t *testing.T) {
 		}
 	}
 	// The store was closed: the file opens again and holds the links.
-	st, err := bolt.Open(s.DB)
+	st, err := pebble.Open(s.DB, pebble.Options{})
 	if err != nil {
 		t.Fatalf("reopen after shutdown: %v", err)
 	}
@@ -231,7 +232,7 @@ func TestServeUsageErrors(t *testing.T) {
 	}{
 		{"redirect status", []string{"--redirect-status", "303"}, 2, "303"},
 		{"store kind", []string{"--store", "mysql:x"}, 2, "unknown store"},
-		{"store form", []string{"--store", "links.db"}, 2, "bolt:PATH"},
+		{"store form", []string{"--store", "links.db"}, 2, "pebble:DIR"},
 		{"log format", []string{"--log-format", "xml"}, 2, "log format"},
 		{"log level", []string{"--log-level", "loud"}, 2, "log level"},
 		{"public url", []string{"--public-url", "sho.rt"}, 2, "public URL"},
@@ -245,7 +246,7 @@ func TestServeUsageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append([]string{"serve", "--store", "bolt:" + filepath.Join(tmp, tt.name, "links.db")}, tt.args...)
+			args := append([]string{"serve", "--store", "pebble:" + filepath.Join(tmp, tt.name, "links")}, tt.args...)
 			var errOut syncbuf.Buffer
 			err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), io.Discard, &errOut)
 			if code := cli.ExitCode(err); code != tt.code || !strings.Contains(fmt.Sprint(err)+errOut.String(), tt.msg) {
@@ -295,7 +296,7 @@ func TestServeDrainsOnShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	st, err := bolt.Open(s.DB)
+	st, err := pebble.Open(s.DB, pebble.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +336,7 @@ type child struct {
 // with serve flags (plus extra) and waits for it to listen.
 func startChild(t *testing.T, argv []string, db string, extra ...string) *child {
 	t.Helper()
-	args := append(argv[1:], "serve", "--addr", "127.0.0.1:0", "--store", "bolt:"+db, "--log-format", "json")
+	args := append(argv[1:], "serve", "--addr", "127.0.0.1:0", "--store", "pebble:"+db, "--log-format", "json")
 	args = append(args, extra...)
 	cmd := exec.Command(argv[0], args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}

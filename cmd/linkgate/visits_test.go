@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkgate/linkgate/shortener/bolt"
+	"github.com/linkgate/linkgate/shortener/pebble"
 )
 
 // visit follows the short link id once (GET, not following the redirect).
@@ -23,7 +23,7 @@ func visit(t *testing.T, base, method, id string) {
 
 func storedVisits(t *testing.T, db, id string) int64 {
 	t.Helper()
-	st, err := bolt.Open(db)
+	st, err := pebble.Open(db, pebble.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestVisitsFlushedOnSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := filepath.Join(t.TempDir(), "links.db")
+	db := filepath.Join(t.TempDir(), "links")
 	c := startChild(t, []string{bin}, db, "--visits-flush-interval", "1h", "--stats-public")
 	id := shorten(t, c.URL, "https://visits.example/")
 	for range 5 {
@@ -70,7 +70,7 @@ func TestVisitsFlushedSurviveCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := filepath.Join(t.TempDir(), "links.db")
+	db := filepath.Join(t.TempDir(), "links")
 	c := startChild(t, []string{bin}, db, "--visits-flush-interval", "50ms")
 	id := shorten(t, c.URL, "https://crash.example/")
 	for range 4 {

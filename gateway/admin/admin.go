@@ -1,6 +1,12 @@
 // Package admin is linkgate gateway's admin API: APISIX 2.14's
 // /apisix/admin/ endpoints with their envelopes and error messages (or
 // 3.x's with Options.V3), over any gateway.Store.
+//
+// The request flow is apisix/admin/init.lua's: the API key, then the
+// resource and method (404 "not found" otherwise), the body (JSON, at most
+// MaxBody), then the resource's own checks in the order of its check_conf
+// (gateway.Check), so the first error a request meets is the one APISIX
+// reports, with its wording.
 package admin
 
 import (
@@ -37,6 +43,9 @@ type Options struct {
 	V3 bool
 	// Prefix is the key prefix shown in envelopes, "/apisix" by default.
 	Prefix string
+	// ReadOnly refuses every write with 405 and Reason (a declarative
+	// configuration: the file is the source of truth).
+	ReadOnly string
 	// Now is the clock for create_time/update_time.
 	Now func() time.Time
 }
@@ -62,7 +71,7 @@ func NewHandler(logger *slog.Logger, store gateway.Store, reg *gateway.Registry,
 	return a.guard(mux)
 }
 
-// guard enforces allow_admin, the API key and its role, and the body limit.
+// guard enforces allow_admin and the API key and its role.
 func (a *api) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.opts.V3 {
@@ -77,27 +86,29 @@ func (a *api) guard(next http.Handler) http.Handler {
 			key = r.Header.Get("X-API-KEY")
 		}
 		if key == "" {
+			key = r.Header.Get("X_API_KEY") // nginx's $http_x_api_key, as APISIX reads it, matches both
+		}
+		if key == "" {
 			if c, err := r.Cookie("x_api_key"); err == nil {
 				key = c.Value
 			}
 		}
 		role := a.role(key)
-		if role == "" {
+		if role == "" || (role == "viewer" && r.Method != http.MethodGet) {
 			body := map[string]any{"error_msg": "failed to check token"}
 			if a.opts.V3 {
-				body["description"] = "wrong apikey"
-				if key == "" {
+				switch {
+				case key == "":
 					body["description"] = "missing apikey"
+				case role == "":
+					body["description"] = "wrong apikey"
+				default:
+					body["description"] = "invalid method for role viewer"
 				}
 			}
 			writeJSON(w, http.StatusUnauthorized, body)
 			return
 		}
-		if role == "viewer" && r.Method != http.MethodGet {
-			writeJSON(w, http.StatusUnauthorized, map[string]any{"error_msg": "invalid method for role viewer"})
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -143,74 +154,181 @@ func (a *api) role(key string) string {
 	return role
 }
 
-func (a *api) handleNotFound() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, map[string]any{"error_msg": "not found"})
-	})
-}
-
 func (a *api) handlePluginsList() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.reg.Names())
 	})
 }
 
-// kindOf reads {kind} from the path, answering 404 when it is unknown.
-func kindOf(w http.ResponseWriter, r *http.Request) (gateway.Kind, bool) {
-	kind, ok := gateway.ParseKind(r.PathValue("kind"))
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]any{"error_msg": "not found"})
+// handlePluginsReload answers PUT /apisix/admin/plugins/reload as APISIX
+// does. linkgate's plugins are compiled in and their configuration lives
+// in the store, which every node watches: there is nothing to reload.
+func (a *api) handlePluginsReload() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "done")
+	})
+}
+
+// resource describes an admin resource: which methods it has and the
+// words of its id messages (apisix/admin/<name>.lua).
+type resource struct {
+	kind                       gateway.Kind
+	post, patch, put, del      bool
+	missingID, wrongID, noNeed string
+}
+
+func idWords(word string) (string, string, string) {
+	return "missing " + word + " id", "wrong " + word + " id", "wrong " + word + " id, do not need it"
+}
+
+var resources = func() map[string]resource {
+	m := map[string]resource{}
+	for name, spec := range map[string]struct {
+		kind        gateway.Kind
+		word        string
+		post, patch bool
+	}{
+		"routes":    {gateway.KindRoute, "route", true, true},
+		"services":  {gateway.KindService, "service", true, true},
+		"upstreams": {gateway.KindUpstream, "upstream", true, true},
+		// APISIX's global_rules.lua says "route id" too.
+		"global_rules": {gateway.KindGlobalRule, "route", false, true},
+		"consumers":    {gateway.KindConsumer, "consumer", true, false},
+	} {
+		r := resource{kind: spec.kind, post: spec.post, patch: spec.patch, put: true, del: true}
+		r.missingID, r.wrongID, r.noNeed = idWords(spec.word)
+		m[name] = r
 	}
-	return kind, ok
+	m["plugin_configs"] = resource{kind: gateway.KindPluginConfig, patch: true, put: true, del: true,
+		missingID: "missing id", wrongID: "wrong id", noNeed: "wrong id, do not need it"}
+	return m
+}()
+
+// request is one admin call, parsed as apisix/admin/init.lua does.
+type request struct {
+	res     resource
+	id, sub string // segments 5 and 6.. of /apisix/admin/RES/ID/SUB
+	conf    any    // the decoded body; nil without one
+	hasBody bool
+	body    []byte
 }
 
-// handleCollection serves /apisix/admin/{kind}.
-func (a *api) handleCollection() http.Handler {
+// handleAdmin serves /apisix/admin/{res}[/{id}[/{sub...}]].
+func (a *api) handleAdmin() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		kind, ok := kindOf(w, r)
-		if !ok {
-			return
+		segs := strings.Split(strings.TrimPrefix(r.URL.Path, "/apisix/admin/"), "/")
+		res, id := segs[0], ""
+		if len(segs) > 1 {
+			id = segs[1]
+		}
+		sub := ""
+		if len(segs) > 2 {
+			sub = strings.Join(segs[2:], "/")
 		}
 		switch r.Method {
-		case http.MethodGet:
-			a.list(w, r, kind)
-		case http.MethodPut:
-			a.put(w, r, kind, "")
-		case http.MethodPost:
-			a.post(w, r, kind)
+		case http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete, http.MethodPatch:
 		default:
-			writeJSON(w, http.StatusNotFound, map[string]any{"error_msg": "not found"})
-		}
-	})
-}
-
-// handleItem serves /apisix/admin/{kind}/{id}[/{sub...}].
-func (a *api) handleItem() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		kind, ok := kindOf(w, r)
-		if !ok {
+			writeErr(w, http.StatusNotFound, "not found")
 			return
 		}
-		id, sub := r.PathValue("id"), r.PathValue("sub")
-		if sub != "" && r.Method != http.MethodPatch {
-			writeJSON(w, http.StatusNotFound, map[string]any{"error_msg": "not found"})
+		if res == "schema" {
+			a.schema(w, r, segs[1:])
 			return
+		}
+		if res == "plugins" {
+			a.plugins(w, r, id)
+			return
+		}
+		if res == "stream_routes" {
+			writeErr(w, http.StatusBadRequest, "stream mode is disabled, can not add stream routes")
+			return
+		}
+		spec, ok := resources[res]
+		if !ok || !spec.allows(r.Method) {
+			writeErr(w, http.StatusNotFound, "not found")
+			return
+		}
+		if a.opts.ReadOnly != "" && r.Method != http.MethodGet {
+			writeErr(w, http.StatusMethodNotAllowed, a.opts.ReadOnly)
+			return
+		}
+		req := &request{res: spec, id: id, sub: sub}
+		if !a.readBody(w, r, req) {
+			return
+		}
+		if ttl := r.URL.Query().Get("ttl"); r.URL.Query().Has("ttl") {
+			if _, err := strconv.ParseFloat(ttl, 64); err != nil {
+				writeErr(w, http.StatusBadRequest, "invalid argument ttl: should be a number")
+				return
+			}
+			if r.Method == http.MethodPut || r.Method == http.MethodPost {
+				writeErr(w, http.StatusBadRequest, "ttl is not supported by linkgate")
+				return
+			}
 		}
 		switch r.Method {
 		case http.MethodGet:
-			a.get(w, r, kind, id)
+			if id == "" {
+				a.list(w, r, spec.kind)
+			} else {
+				a.get(w, r, spec.kind, id)
+			}
 		case http.MethodPut:
-			a.put(w, r, kind, id)
+			a.put(w, r, req)
 		case http.MethodPost:
-			writeErr(w, http.StatusBadRequest, fmt.Sprintf("wrong %s id, do not need it", kind.Singular()))
+			a.post(w, r, req)
 		case http.MethodDelete:
-			a.delete(w, r, kind, id)
+			a.delete(w, r, req)
 		case http.MethodPatch:
-			a.patch(w, r, kind, id, sub)
-		default:
-			writeJSON(w, http.StatusNotFound, map[string]any{"error_msg": "not found"})
+			a.patch(w, r, req)
 		}
 	})
+}
+
+func (r resource) allows(method string) bool {
+	switch method {
+	case http.MethodGet:
+		return true
+	case http.MethodPut:
+		return r.put
+	case http.MethodPost:
+		return r.post
+	case http.MethodDelete:
+		return r.del
+	case http.MethodPatch:
+		return r.patch
+	}
+	return false
+}
+
+// readBody reads and decodes the body, if any: 413 over MaxBody, 400 for
+// invalid JSON (with the body, as APISIX answers).
+func (a *api) readBody(w http.ResponseWriter, r *http.Request, req *request) bool {
+	if r.ContentLength > MaxBody {
+		writeErr(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("invalid request body: request size %d is greater than the maximum size %d allowed", r.ContentLength, MaxBody))
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "invalid request body: "+err.Error())
+		return false
+	}
+	if len(body) > MaxBody {
+		writeErr(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("invalid request body: request size %d is greater than the maximum size %d allowed", len(body), MaxBody))
+		return false
+	}
+	if len(body) == 0 {
+		return true
+	}
+	v, err := gateway.DecodeJSON(body)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error_msg": "invalid request body: " + err.Error(), "req_body": string(body)})
+		return false
+	}
+	req.conf, req.hasBody, req.body = v, true, body
+	return true
 }
 
 // node is an entry as APISIX's envelopes show it.
@@ -225,6 +343,8 @@ func (a *api) key(kind gateway.Kind, id string) string {
 	return a.opts.Prefix + "/" + string(kind) + "/" + id
 }
 
+// node shows e; APISIX 2.14 strips the indexes from every envelope's
+// node except the entries of a list (strip_etcd_resp).
 func (a *api) node(e gateway.Entry, withIndex bool) node {
 	n := node{Key: a.key(e.Kind, e.ID), Value: e.Value}
 	if withIndex {
@@ -243,7 +363,7 @@ func (a *api) get(w http.ResponseWriter, r *http.Request, kind gateway.Kind, id 
 		writeJSON(w, http.StatusOK, a.node(e, true))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"action": "get", "count": 1, "node": a.node(e, true)})
+	writeJSON(w, http.StatusOK, map[string]any{"action": "get", "count": 1, "node": a.node(e, false)})
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request, kind gateway.Kind) {
@@ -317,127 +437,121 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// readDoc reads and decodes the request body as a JSON object.
-func readDoc(w http.ResponseWriter, r *http.Request) (map[string]any, bool) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeErr(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: the limit is %d bytes", MaxBody))
-			return nil, false
+// resolveID is check_conf's id handling: the path's id or the body's,
+// which must agree; the id stored in the value is the path's (a string)
+// or, without one, the body's as given (an integer stays an integer).
+func resolveID(spec resource, doc map[string]any, pathID string, needID bool) (string, error) {
+	bodyID, hasBodyID := doc["id"]
+	id, idAny := pathID, any(pathID)
+	if pathID == "" && hasBodyID {
+		id, _ = gateway.IDString(bodyID)
+		idAny = bodyID
+	}
+	hasID := pathID != "" || hasBodyID
+	switch {
+	case needID && !hasID:
+		return "", errors.New(spec.missingID)
+	case !needID && hasID:
+		return "", errors.New(spec.noNeed)
+	case needID && hasBodyID:
+		if s, _ := gateway.IDString(bodyID); s != id {
+			return "", errors.New(spec.wrongID)
 		}
-		writeErr(w, http.StatusBadRequest, "failed to read request body: "+err.Error())
-		return nil, false
 	}
-	v, err := gateway.DecodeJSON(body)
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error_msg": "invalid request body: " + err.Error(), "req_body": string(body)})
-		return nil, false
+	if hasID {
+		doc["id"] = idAny
 	}
-	doc, ok := v.(map[string]any)
-	if !ok {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error_msg": "invalid request body: expected a JSON object", "req_body": string(body)})
-		return nil, false
-	}
-	return doc, true
+	return id, nil
 }
 
-func (a *api) put(w http.ResponseWriter, r *http.Request, kind gateway.Kind, id string) {
-	if r.URL.Query().Has("ttl") {
-		writeErr(w, http.StatusBadRequest, "ttl is not supported by linkgate")
-		return
-	}
-	doc, ok := readDoc(w, r)
+func (a *api) put(w http.ResponseWriter, r *http.Request, req *request) {
+	doc, ok := req.conf.(map[string]any)
 	if !ok {
+		writeErr(w, http.StatusBadRequest, "missing configurations")
 		return
 	}
-	id, ok = a.resolveID(w, kind, doc, id, true)
-	if !ok {
+	var id string
+	if req.res.kind == gateway.KindConsumer {
+		if err := a.check(r.Context(), gateway.KindConsumer, doc); err != nil {
+			a.validationErr(w, err)
+			return
+		}
+		name, _ := doc["username"].(string)
+		if req.id != "" && req.id != name {
+			writeErr(w, http.StatusBadRequest, "wrong username")
+			return
+		}
+		id = name
+	} else {
+		var err error
+		if id, err = resolveID(req.res, doc, req.id, true); err != nil {
+			writeErr(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if err := a.check(r.Context(), req.res.kind, doc); err != nil {
+			a.validationErr(w, err)
+			return
+		}
+	}
+	prev, err := a.store.Get(r.Context(), req.res.kind, id)
+	if err != nil && !errors.Is(err, gateway.ErrNotFound) {
+		a.storeErr(w, r, err)
 		return
 	}
-	a.store1(w, r, kind, id, doc, "set", 0)
+	var prevPtr *gateway.Entry
+	if err == nil {
+		prevPtr = &prev
+	}
+	a.stampTimes(doc, prevPtr, false, nil)
+	a.write(w, r, req.res.kind, id, doc, "set", 0)
 }
 
-func (a *api) post(w http.ResponseWriter, r *http.Request, kind gateway.Kind) {
-	if kind == gateway.KindConsumer {
-		writeErr(w, http.StatusBadRequest, "not supported `POST` method for consumer")
+func (a *api) post(w http.ResponseWriter, r *http.Request, req *request) {
+	if req.res.kind == gateway.KindConsumer {
+		writeErr(w, http.StatusMethodNotAllowed, "not supported `POST` method for consumer")
 		return
 	}
-	doc, ok := readDoc(w, r)
+	doc, ok := req.conf.(map[string]any)
 	if !ok {
+		writeErr(w, http.StatusBadRequest, "missing configurations")
 		return
 	}
-	if _, has := doc["id"]; has {
-		writeErr(w, http.StatusBadRequest, fmt.Sprintf("wrong %s id, do not need it", kind.Singular()))
+	if _, err := resolveID(req.res, doc, req.id, false); err != nil {
+		writeErr(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if err := a.check(r.Context(), req.res.kind, doc); err != nil {
+		a.validationErr(w, err)
+		return
+	}
+	a.stampTimes(doc, nil, false, nil)
 	id, err := a.store.NextID(r.Context())
 	if err != nil {
 		a.storeErr(w, r, err)
 		return
 	}
 	doc["id"] = id
-	a.store1(w, r, kind, id, doc, "create", 0)
+	a.write(w, r, req.res.kind, id, doc, "create", 0)
 }
 
-// resolveID reconciles the id in the path with the one in the body, as
-// APISIX's check_conf does, and writes it into doc.
-func (a *api) resolveID(w http.ResponseWriter, kind gateway.Kind, doc map[string]any, pathID string, needID bool) (string, bool) {
-	if kind == gateway.KindConsumer {
-		name, _ := doc["username"].(string)
-		if pathID != "" && name != "" && name != pathID {
-			writeErr(w, http.StatusBadRequest, "wrong username")
-			return "", false
+// check runs gateway.Check with references looked up in the store.
+func (a *api) check(ctx context.Context, kind gateway.Kind, doc map[string]any) error {
+	return gateway.Check(kind, doc, a.reg, func(k gateway.Kind, id string) error {
+		_, err := a.store.Get(ctx, k, id)
+		if errors.Is(err, gateway.ErrNotFound) {
+			return gateway.ErrRefMissing
 		}
-		if name == "" && pathID != "" {
-			doc["username"] = pathID
-			name = pathID
-		}
-		if name == "" {
-			writeErr(w, http.StatusBadRequest, "invalid configuration: property \"username\" is required")
-			return "", false
-		}
-		return name, true
-	}
-	bodyID, hasBodyID := doc["id"]
-	bodyIDStr, _ := gateway.IDString(bodyID)
-	switch {
-	case pathID == "" && !hasBodyID:
-		if needID {
-			writeErr(w, http.StatusBadRequest, fmt.Sprintf("missing %s id", kind.Singular()))
-			return "", false
-		}
-	case pathID != "" && hasBodyID && bodyIDStr != pathID:
-		writeErr(w, http.StatusBadRequest, fmt.Sprintf("wrong %s id", kind.Singular()))
-		return "", false
-	case pathID == "":
-		pathID = bodyIDStr
-	}
-	if hasBodyID {
-		// Validate the id as given (string or integer) before normalising it.
-		if err := gateway.SchemaOf(kind).Properties["id"].Validate(bodyID); err != nil {
-			writeErr(w, http.StatusBadRequest, fmt.Sprintf("invalid configuration: property \"id\" validation failed: %v", err))
-			return "", false
-		}
-	}
-	doc["id"] = pathID
-	return pathID, true
+		return err
+	})
 }
 
-// store1 validates doc, checks references, stamps times and writes it.
-// prevRev > 0 makes the write conditional (PATCH).
-func (a *api) store1(w http.ResponseWriter, r *http.Request, kind gateway.Kind, id string, doc map[string]any, action string, prevRev int64) {
-	ctx := r.Context()
-	now := a.opts.Now().Unix()
-	var prev *gateway.Entry
-	if e, err := a.store.Get(ctx, kind, id); err == nil {
-		prev = &e
-	} else if !errors.Is(err, gateway.ErrNotFound) {
-		a.storeErr(w, r, err)
-		return
-	}
+// stampTimes is apisix/admin/utils.lua's inject_timestamp: create_time
+// from the previous value (or now) unless given; update_time now unless
+// given — and for PATCH now unless the patch itself gives it.
+func (a *api) stampTimes(doc map[string]any, prev *gateway.Entry, patch bool, patchDoc map[string]any) {
+	now := json.Number(strconv.FormatInt(a.opts.Now().Unix(), 10))
 	if _, ok := doc["create_time"]; !ok {
-		doc["create_time"] = json.Number(strconv.FormatInt(now, 10))
+		doc["create_time"] = now
 		if prev != nil {
 			var old struct {
 				CreateTime json.Number `json:"create_time"`
@@ -447,30 +561,31 @@ func (a *api) store1(w http.ResponseWriter, r *http.Request, kind gateway.Kind, 
 			}
 		}
 	}
-	doc["update_time"] = json.Number(strconv.FormatInt(now, 10))
-	if err := gateway.Check(kind, doc, a.reg); err != nil {
-		a.validationErr(w, err)
-		return
+	_, given := doc["update_time"]
+	if patch {
+		_, given = patchDoc["update_time"]
 	}
-	if ok := a.checkRefs(w, r, kind, doc); !ok {
-		return
+	if !given {
+		doc["update_time"] = now
 	}
+}
+
+// write stores doc; prevRev > 0 makes it conditional (PATCH).
+func (a *api) write(w http.ResponseWriter, r *http.Request, kind gateway.Kind, id string, doc map[string]any, action string, prevRev int64) {
 	value, err := json.Marshal(doc)
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	e, created, err := a.store.Put(ctx, kind, id, value, prevRev)
+	e, created, err := a.store.Put(r.Context(), kind, id, value, prevRev)
 	if err != nil {
 		a.storeErr(w, r, err)
 		return
 	}
 	status := http.StatusOK
-	if created || action == "create" {
-		status = http.StatusCreated
-	}
-	if action == "compareAndSwap" {
-		status = http.StatusCreated // as APISIX 2.14's atomic_set
+	switch {
+	case action == "compareAndSwap", action == "create", created:
+		status = http.StatusCreated // etcd set of a new key, push, atomic_set
 	}
 	a.log.Info("admin write", "action", action, "key", a.key(kind, id), "revision", e.ModifiedIndex)
 	if a.opts.V3 {
@@ -489,43 +604,11 @@ func (a *api) validationErr(w http.ResponseWriter, err error) {
 	writeErr(w, http.StatusBadRequest, err.Error())
 }
 
-// checkRefs verifies that the upstream, service and plugin config a
-// resource names exist.
-func (a *api) checkRefs(w http.ResponseWriter, r *http.Request, kind gateway.Kind, doc map[string]any) bool {
-	type ref struct {
-		field string
-		kind  gateway.Kind
-		what  string
-	}
-	refs := []ref{{"upstream_id", gateway.KindUpstream, "upstream"}}
-	if kind == gateway.KindRoute {
-		refs = append(refs, ref{"service_id", gateway.KindService, "service"}, ref{"plugin_config_id", gateway.KindPluginConfig, "plugin config"})
-	}
-	if kind != gateway.KindRoute && kind != gateway.KindService {
-		return true
-	}
-	for _, ref := range refs {
-		v, ok := doc[ref.field]
-		if !ok {
-			continue
-		}
-		id, _ := gateway.IDString(v)
-		if _, err := a.store.Get(r.Context(), ref.kind, id); err != nil {
-			if errors.Is(err, gateway.ErrNotFound) {
-				writeErr(w, http.StatusBadRequest, fmt.Sprintf("failed to fetch %s info by %s id [%s], response code: 404", ref.what, ref.what, id))
-			} else {
-				a.storeErr(w, r, err)
-			}
-			return false
-		}
-	}
-	return true
-}
-
-func (a *api) delete(w http.ResponseWriter, r *http.Request, kind gateway.Kind, id string) {
+func (a *api) delete(w http.ResponseWriter, r *http.Request, req *request) {
 	ctx := r.Context()
-	if _, err := a.store.Get(ctx, kind, id); err != nil {
-		a.storeErr(w, r, err)
+	kind, id := req.res.kind, req.id
+	if id == "" {
+		writeErr(w, http.StatusBadRequest, req.res.missingID)
 		return
 	}
 	if msg, err := a.inUse(ctx, kind, id); err != nil {
@@ -569,11 +652,12 @@ func (a *api) inUse(ctx context.Context, kind gateway.Kind, id string) (string, 
 			return "", err
 		}
 		for _, e := range es {
-			var v map[string]any
-			if json.Unmarshal(e.Value, &v) != nil {
+			v, err := gateway.DecodeJSON(e.Value)
+			if err != nil {
 				continue
 			}
-			if ref, ok := gateway.IDString(v[field]); ok && ref == id {
+			doc, _ := v.(map[string]any)
+			if ref, ok := gateway.IDString(doc[field]); ok && ref == id {
 				return fmt.Sprintf("%s, %s [%s] is still using it now", what, uk.Singular(), e.ID), nil
 			}
 		}
@@ -581,25 +665,29 @@ func (a *api) inUse(ctx context.Context, kind gateway.Kind, id string) (string, 
 	return "", nil
 }
 
-// patch merges the body into the stored value (RFC 7386: objects merge,
-// null deletes, anything else replaces) or, with a sub-path such as
-// upstream/nodes, replaces the value at that path; then validates and
-// writes conditionally on the revision read.
-func (a *api) patch(w http.ResponseWriter, r *http.Request, kind gateway.Kind, id, sub string) {
+// patch is apisix/admin/<kind>.lua's patch: merge the body into the stored
+// value (core.table.merge: objects merge, arrays and scalars replace, null
+// deletes) or, with a sub-path such as upstream/nodes, set the value at
+// that path (core.table.patch); then check and write conditionally on the
+// revision read (201 compareAndSwap).
+func (a *api) patch(w http.ResponseWriter, r *http.Request, req *request) {
 	ctx := r.Context()
-	e, err := a.store.Get(ctx, kind, id)
+	if req.id == "" {
+		writeErr(w, http.StatusBadRequest, req.res.missingID)
+		return
+	}
+	if !req.hasBody {
+		writeErr(w, http.StatusBadRequest, "missing new configuration")
+		return
+	}
+	patchDoc, isObject := req.conf.(map[string]any)
+	if req.sub == "" && !isObject {
+		writeErr(w, http.StatusBadRequest, "invalid configuration")
+		return
+	}
+	e, err := a.store.Get(ctx, req.res.kind, req.id)
 	if err != nil {
 		a.storeErr(w, r, err)
-		return
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		writeErr(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: the limit is %d bytes", MaxBody))
-		return
-	}
-	patchV, err := gateway.DecodeJSON(body)
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error_msg": "invalid request body: " + err.Error(), "req_body": string(body)})
 		return
 	}
 	cur, err := gateway.DecodeJSON(e.Value)
@@ -611,69 +699,163 @@ func (a *api) patch(w http.ResponseWriter, r *http.Request, kind gateway.Kind, i
 	if doc == nil {
 		doc = map[string]any{}
 	}
-	if sub == "" {
-		p, ok := patchV.(map[string]any)
-		if !ok {
-			writeErr(w, http.StatusBadRequest, "invalid request body: expected a JSON object")
-			return
-		}
-		merged, _ := mergePatch(doc, p).(map[string]any)
-		doc = merged
-	} else {
-		if err := setPath(doc, strings.Split(strings.Trim(sub, "/"), "/"), patchV); err != nil {
+	if req.sub != "" {
+		v, err := setPath(doc, req.sub, req.conf)
+		if err != nil {
 			writeErr(w, http.StatusBadRequest, err.Error())
 			return
 		}
-	}
-	if kind != gateway.KindConsumer {
-		doc["id"] = id
+		if doc, isObject = v.(map[string]any); !isObject {
+			writeErr(w, http.StatusBadRequest, "invalid configuration")
+			return
+		}
+		a.stampTimes(doc, nil, true, nil)
 	} else {
-		doc["username"] = id
+		doc = merge(doc, patchDoc)
+		a.stampTimes(doc, nil, true, patchDoc)
 	}
-	a.store1(w, r, kind, id, doc, "compareAndSwap", e.ModifiedIndex)
+	if _, err := resolveID(req.res, doc, req.id, true); err != nil {
+		writeErr(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := a.check(ctx, req.res.kind, doc); err != nil {
+		a.validationErr(w, err)
+		return
+	}
+	a.write(w, r, req.res.kind, req.id, doc, "compareAndSwap", e.ModifiedIndex)
 }
 
-func mergePatch(target any, patch any) any {
-	p, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	t, ok := target.(map[string]any)
-	if !ok {
-		t = map[string]any{}
-	}
-	for k, v := range p {
-		if v == nil {
-			delete(t, k)
-			continue
-		}
-		t[k] = mergePatch(t[k], v)
-	}
-	return t
-}
-
-func setPath(doc map[string]any, path []string, v any) error {
-	cur := doc
-	for i, p := range path {
-		if p == "" {
-			return fmt.Errorf("invalid sub path")
-		}
-		if i == len(path)-1 {
-			if v == nil {
-				delete(cur, p)
+// merge is core.table.merge.
+func merge(origin, extend map[string]any) map[string]any {
+	for k, v := range extend {
+		switch x := v.(type) {
+		case nil:
+			delete(origin, k)
+		case map[string]any:
+			if o, ok := origin[k].(map[string]any); ok && len(o) > 0 {
+				origin[k] = merge(o, x)
 			} else {
-				cur[p] = v
+				origin[k] = x
 			}
-			return nil
+		default:
+			origin[k] = v
 		}
-		next, ok := cur[p].(map[string]any)
-		if !ok {
+	}
+	return origin
+}
+
+// setPath is core.table.patch: it returns the new value of the whole
+// document (a sub-path ending in "/" replaces it).
+func setPath(doc map[string]any, subPath string, v any) (any, error) {
+	parts := strings.Split(subPath, "/")
+	cur := doc
+	for i, p := range parts[:len(parts)-1] {
+		next, ok := cur[p]
+		if !ok || next == nil {
 			next = map[string]any{}
 			cur[p] = next
 		}
-		cur = next
+		m, ok := next.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("invalid sub-path: /%s", strings.Join(parts[:i+1], "/"))
+		}
+		cur = m
 	}
-	return nil
+	last := parts[len(parts)-1]
+	if last == "" {
+		return v, nil
+	}
+	cur[last] = v
+	return doc, nil
+}
+
+// schema serves GET /apisix/admin/schema/{name} and
+// /apisix/admin/schema/plugins/{name}.
+func (a *api) schema(w http.ResponseWriter, r *http.Request, segs []string) {
+	if r.Method != http.MethodGet {
+		writeErr(w, http.StatusNotFound, "not found")
+		return
+	}
+	if len(segs) > 0 && segs[0] == "plugins" {
+		name := ""
+		if len(segs) > 1 {
+			name = segs[1]
+		}
+		a.plugins(w, r, name)
+		return
+	}
+	name := ""
+	if len(segs) > 0 {
+		name = segs[0]
+	}
+	s, ok := gateway.NamedSchema(name)
+	if !ok {
+		writeErr(w, http.StatusBadRequest, "not found schema: "+name)
+		return
+	}
+	writeJSON(w, http.StatusOK, s)
+}
+
+// plugins serves GET /apisix/admin/plugins/{name}: the plugin's schema
+// (?schema_type=consumer: its consumer schema), or with ?all=true every
+// plugin's attributes.
+func (a *api) plugins(w http.ResponseWriter, r *http.Request, name string) {
+	if r.Method != http.MethodGet {
+		writeErr(w, http.StatusNotFound, "not found")
+		return
+	}
+	q := r.URL.Query()
+	if q.Get("all") == "true" {
+		out := map[string]any{}
+		if q.Get("subsystem") != "stream" {
+			for _, n := range a.reg.Names() {
+				f, _ := a.reg.Get(n)
+				info := map[string]any{"priority": f.Priority(), "version": 0.1, "schema": pluginSchema(f.Schema())}
+				if au, ok := f.(gateway.Authenticator); ok {
+					info["type"] = "auth"
+					info["consumer_schema"] = au.ConsumerSchema()
+				}
+				out[n] = info
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	if name == "" {
+		writeErr(w, http.StatusBadRequest, "not found plugin name")
+		return
+	}
+	f, ok := a.reg.Get(name)
+	if !ok {
+		writeErr(w, http.StatusBadRequest, "failed to load plugin "+name)
+		return
+	}
+	s := pluginSchema(f.Schema())
+	if q.Get("schema_type") == "consumer" {
+		au, ok := f.(gateway.Authenticator)
+		if !ok {
+			writeErr(w, http.StatusBadRequest, "not found schema")
+			return
+		}
+		s = au.ConsumerSchema()
+	}
+	writeJSON(w, http.StatusOK, s)
+}
+
+// pluginSchema is a plugin's schema with the "disable" property APISIX
+// injects into every plugin's (plugin_injected_schema).
+func pluginSchema(s *gateway.Schema) any {
+	b, _ := json.Marshal(s)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	props, _ := m["properties"].(map[string]any)
+	if props == nil {
+		props = map[string]any{}
+	}
+	props["disable"] = map[string]any{"type": "boolean"}
+	m["properties"] = props
+	m["$comment"] = "this is a mark for our injected plugin schema"
+	return m
 }
 
 func (a *api) storeErr(w http.ResponseWriter, r *http.Request, err error) {

@@ -174,7 +174,7 @@ func TestAdminV2(t *testing.T) {
 		{name: "44_post_with_id", method: "POST", path: "/apisix/admin/routes", body: `{"id":"5","uri":"/index.html"}`},
 		{name: "45_missing_upstream", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x","upstream_id":"99"}`},
 		{name: "46_missing_uri", method: "PUT", path: "/apisix/admin/routes/9", body: `{"upstream_id":"1"}`},
-		{name: "47_additional_property", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x","invalid_property":1}`},
+		{name: "47_unknown_field_kept", method: "PUT", path: "/apisix/admin/routes/10", body: `{"uri":"/x","invalid_property":1,"plugins":{}}`},
 		{name: "48_bad_node_weight", method: "PUT", path: "/apisix/admin/upstreams/9", body: `{"type":"roundrobin","nodes":{"127.0.0.1:80":-1}}`},
 		{name: "49_chash_without_key", method: "PUT", path: "/apisix/admin/upstreams/9", body: `{"type":"chash","nodes":{"127.0.0.1:80":1}}`},
 		{name: "50_body_too_large", method: "PUT", path: "/apisix/admin/routes/9", body: big},
@@ -183,7 +183,12 @@ func TestAdminV2(t *testing.T) {
 		{name: "53_count_too_small", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x","plugins":{"limit-count":{"count":0,"time_window":60}}}`},
 		{name: "54_consumer_post", method: "POST", path: "/apisix/admin/consumers", body: `{"username":"x"}`},
 		{name: "55_redis_needs_host", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x","plugins":{"limit-count":{"count":1,"time_window":60,"policy":"redis"}}}`},
-		{name: "56_bad_vars", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x","vars":[["arg_a","<>","b"]]}`},
+		{name: "56_bad_vars", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x","plugins":{},"vars":[["arg_a","<>","b"]]}`},
+		{name: "57_route_without_upstream", method: "PUT", path: "/apisix/admin/routes/9", body: `{"uri":"/x"}`},
+		{name: "58_global_rule_post", method: "POST", path: "/apisix/admin/global_rules", body: `{"plugins":{}}`},
+		{name: "59_schema_route", method: "GET", path: "/apisix/admin/schema/global_rule"},
+		{name: "60_plugin_schema", method: "GET", path: "/apisix/admin/plugins/key-auth"},
+		{name: "61_reload", method: "PUT", path: "/apisix/admin/plugins/reload"},
 	})
 }
 

@@ -2,11 +2,13 @@ package admin
 
 import "net/http"
 
-// addRoutes lists the whole admin API (APISIX 2.14 paths).
+// addRoutes lists the whole admin API (APISIX 2.14's uri_route).
 func addRoutes(mux *http.ServeMux, a *api) {
 	mux.Handle("GET /apisix/admin/plugins/list", a.handlePluginsList())
-	mux.Handle("/apisix/admin/{kind}", a.handleCollection())         // GET list, POST, PUT (id in body)
-	mux.Handle("/apisix/admin/{kind}/{id}", a.handleItem())          // GET, PUT, POST (refused), DELETE, PATCH
-	mux.Handle("/apisix/admin/{kind}/{id}/{sub...}", a.handleItem()) // PATCH of a sub-path
-	mux.Handle("/apisix/admin/", a.handleNotFound())
+	mux.Handle("PUT /apisix/admin/plugins/reload", a.handlePluginsReload())
+	// routes, services, upstreams, consumers, global_rules, plugin_configs:
+	// GET (list or one), PUT, POST, DELETE, PATCH (with a sub-path);
+	// schema/{name}, schema/plugins/{name}, plugins/{name}.
+	mux.Handle("/apisix/admin/", a.handleAdmin())
+	mux.Handle("/apisix/admin", a.handleAdmin())
 }

@@ -40,6 +40,7 @@ type reqCtx struct {
 	arena      []byte // Buffer's bytes
 	bodyBuf    []byte // body filters' dst
 	scratch    []byte
+	upStatus   []byte // statuses of the upstream attempts, "502, 502, "
 	log        gateway.LogEntry
 }
 

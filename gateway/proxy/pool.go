@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/linkgate/linkgate/internal/deadline"
 )
 
 // nodePool sends requests to one upstream node over keep-alive
@@ -22,15 +24,16 @@ import (
 // unless it is non-idempotent, as nginx does for cached connections.
 //
 // Each connection owns its buffers and a conn wrapper (yield before
-// reading the answer, lazy deadlines); a request costs one write and
-// usually one read system call, no allocation and no URI parsing.
+// reading the answer) over a deadline.Conn (send and read timeouts without
+// a runtime timer per request); a request costs one write and usually one
+// read system call, no allocation and no URI parsing.
 type nodePool struct {
 	addr                string
 	tls                 *tls.Config // nil: plain TCP
 	connect, send, read time.Duration
 	idle                time.Duration
 	size, requests      int
-	slack               time.Duration
+	dog                 *deadline.Watchdog
 
 	mu      sync.Mutex
 	free    []*upConn // idle connections, least recently used first
@@ -40,16 +43,17 @@ type nodePool struct {
 
 // upConn is one upstream connection with its buffers.
 type upConn struct {
-	c      net.Conn // *conn, or a *tls.Conn over one
+	c      net.Conn       // *conn, or a *tls.Conn over one
+	dc     *deadline.Conn // under c: its timeouts
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	served int       // requests sent on it
 	used   time.Time // when it was last put back
 }
 
-func newNodePool(k clientKey) *nodePool {
+func newNodePool(k clientKey, dog *deadline.Watchdog) *nodePool {
 	p := &nodePool{addr: k.addr, connect: k.connect, send: k.send, read: k.read, idle: k.idle,
-		size: k.size, requests: k.requests, slack: deadlineSlack(k.read, k.send)}
+		size: k.size, requests: k.requests, dog: dog}
 	if k.tls {
 		host, _, _ := net.SplitHostPort(k.addr)
 		p.tls = &tls.Config{ServerName: host, InsecureSkipVerify: k.insecureSkipVerifyHost} //nolint:gosec // APISIX does not verify upstream certificates by default
@@ -83,10 +87,7 @@ func (p *nodePool) do(req *fasthttp.Request, resp *fasthttp.Response) error {
 // roundTrip writes req and reads resp on uc, then returns uc to the pool
 // or closes it. early reports a failure before any response byte arrived.
 func (p *nodePool) roundTrip(uc *upConn, req *fasthttp.Request, resp *fasthttp.Response) (early bool, err error) {
-	if err := uc.c.SetWriteDeadline(time.Now().Add(p.send)); err != nil {
-		p.discard(uc)
-		return true, err
-	}
+	uc.dc.SetWriteTimeout(p.send)
 	if err = req.Write(uc.bw); err == nil {
 		err = uc.bw.Flush()
 	}
@@ -94,11 +95,7 @@ func (p *nodePool) roundTrip(uc *upConn, req *fasthttp.Request, resp *fasthttp.R
 		p.discard(uc)
 		return true, err
 	}
-	now := time.Now()
-	if err := uc.c.SetReadDeadline(now.Add(p.read)); err != nil {
-		p.discard(uc)
-		return true, err
-	}
+	uc.dc.SetReadTimeout(p.read)
 	resp.Reset()
 	resp.Header.SetNoDefaultContentType(true)
 	resp.Header.DisableNormalizing()
@@ -116,7 +113,7 @@ func (p *nodePool) roundTrip(uc *upConn, req *fasthttp.Request, resp *fasthttp.R
 		p.discard(uc)
 		return false, nil
 	}
-	p.put(uc, now)
+	p.put(uc, time.Now())
 	return false, nil
 }
 
@@ -155,20 +152,21 @@ func (p *nodePool) dial() (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	var c net.Conn = &conn{Conn: raw, slack: p.slack}
+	dc := p.dog.Wrap(raw, nil)
+	var c net.Conn = &conn{Conn: dc}
 	if p.tls != nil {
 		tc := tls.Client(c, p.tls)
 		if err := tc.SetDeadline(time.Now().Add(p.connect)); err != nil {
-			raw.Close()
+			dc.Close()
 			return nil, err
 		}
 		if err := tc.Handshake(); err != nil {
-			raw.Close()
+			dc.Close()
 			return nil, err
 		}
 		c = tc
 	}
-	return &upConn{c: c, br: bufio.NewReaderSize(c, 4096), bw: bufio.NewWriterSize(c, 4096)}, nil
+	return &upConn{c: c, dc: dc, br: bufio.NewReaderSize(c, 4096), bw: bufio.NewWriterSize(c, 4096)}, nil
 }
 
 // put keeps uc for reuse, closing the least recently used idle connection

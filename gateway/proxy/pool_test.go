@@ -12,6 +12,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/linkgate/linkgate/internal/deadline"
 	"github.com/linkgate/linkgate/internal/eventually"
 )
 
@@ -73,7 +74,7 @@ func startRawUpstream(t *testing.T, oneShot bool) *rawUpstream {
 
 func testPool(addr string, size, requests int, idle time.Duration) *nodePool {
 	return newNodePool(clientKey{addr: addr, connect: time.Second, send: time.Second, read: time.Second,
-		size: size, requests: requests, idle: idle})
+		size: size, requests: requests, idle: idle}, deadline.New(deadline.TickFor(time.Second)))
 }
 
 func doGet(t *testing.T, p *nodePool, method string) error {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/linkgate/linkgate/gateway"
 	"github.com/linkgate/linkgate/gateway/router"
+	"github.com/linkgate/linkgate/internal/deadline"
 )
 
 // Options configure a Gateway.
@@ -40,8 +41,8 @@ type Options struct {
 	IdleTimeout time.Duration
 	// WriteTimeout bounds writing a response to a client, so a client
 	// that stops reading cannot hold a connection and its buffers forever
-	// (nginx's send_timeout, though fasthttp bounds the whole response,
-	// not each write).
+	// (nginx's send_timeout, though this bounds the whole response, not
+	// each write).
 	WriteTimeout time.Duration
 }
 
@@ -52,6 +53,7 @@ type Gateway struct {
 	admin  fasthttp.RequestHandler
 	snap   atomic.Pointer[snapshot]
 	pools  *pools
+	dogs   deadline.Watchdogs // enforce client and upstream timeouts
 	ctxs   sync.Pool
 	server *fasthttp.Server
 
@@ -106,14 +108,13 @@ func New(opts Options) *Gateway {
 		opts.ReadTimeout = 60 * time.Second
 	}
 	if opts.IdleTimeout <= 0 {
-		// APISIX's keepalive_timeout. Equal to ReadTimeout, it also lets
-		// conn keep one lazy read deadline across idle and read phases.
-		opts.IdleTimeout = 60 * time.Second
+		opts.IdleTimeout = 60 * time.Second // APISIX's keepalive_timeout
 	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 60 * time.Second
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, pools: newPools(), checkers: map[checkerKey]*checker{}}
+	g := &Gateway{opts: opts, log: opts.Logger, checkers: map[checkerKey]*checker{}}
+	g.pools = newPools(&g.dogs)
 	g.ctxs.New = func() any { return &reqCtx{respHdrs: make([]respHeader, 0, 4)} }
 	if opts.Admin != nil {
 		g.admin = adminHandler(opts.Admin)
@@ -316,23 +317,26 @@ func (g *Gateway) reconcileCheckers(s *snapshot) {
 }
 
 // Serve accepts connections on ln until Shutdown.
+//
+// fasthttp runs without timeouts: every connection is a deadline.Conn
+// applying ReadTimeout, IdleTimeout and WriteTimeout itself, with
+// fasthttp's meaning, without a runtime timer per request (Handle tells
+// it of each request).
 func (g *Gateway) Serve(ln net.Listener) error {
 	g.server = &fasthttp.Server{
 		Handler:                      g.Handle,
 		Name:                         g.opts.ServerHeader,
 		NoDefaultServerHeader:        g.opts.ServerHeader == "",
 		MaxRequestBodySize:           g.opts.MaxBodySize,
-		ReadTimeout:                  g.opts.ReadTimeout,
-		IdleTimeout:                  g.opts.IdleTimeout,
-		WriteTimeout:                 g.opts.WriteTimeout,
 		DisablePreParseMultipartForm: true,
 		NoDefaultContentType:         true,
 		CloseOnShutdown:              true,
 		LazyRequestTime:              true, // RequestCtx.Time is not used: no clock read per request
 		Logger:                       fasthttpLogger{g.log},
 	}
-	slack := deadlineSlack(g.opts.ReadTimeout, g.opts.IdleTimeout, g.opts.WriteTimeout)
-	return g.server.Serve(countingListener{ln, &g.accepted, slack})
+	limits := deadline.Limits{Read: g.opts.ReadTimeout, Write: g.opts.WriteTimeout, Idle: g.opts.IdleTimeout}
+	w := g.dogs.For(limits.Read, limits.Write, limits.Idle)
+	return g.server.Serve(countingListener{w.Listener(ln, limits), &g.accepted})
 }
 
 // Shutdown stops accepting, waits for requests in flight (until ctx ends)
@@ -374,8 +378,7 @@ func (g *Gateway) Stats() Stats {
 
 type countingListener struct {
 	net.Listener
-	n     *atomic.Int64
-	slack time.Duration
+	n *atomic.Int64
 }
 
 func (l countingListener) Accept() (net.Conn, error) {
@@ -384,7 +387,7 @@ func (l countingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.n.Add(1)
-	return &conn{Conn: c, slack: l.slack}, nil
+	return &conn{Conn: c}, nil
 }
 
 type fasthttpLogger struct{ l *slog.Logger }
@@ -394,15 +397,15 @@ func (f fasthttpLogger) Printf(format string, args ...any) {
 }
 
 var (
-	adminPrefix   = []byte("/apisix/admin")
-	notFoundBody  = []byte(`{"error_msg":"404 Route Not Found"}` + "\n")
-	noUpstreamMsg = []byte(`{"error_msg":"missing upstream configuration in Route or Service"}` + "\n")
-	jsonType      = []byte("application/json")
+	adminPrefix  = []byte("/apisix/admin")
+	notFoundBody = []byte(`{"error_msg":"404 Route Not Found"}` + "\n")
+	jsonType     = []byte("application/json")
 )
 
 // Handle serves one request. It is the engine's hot path.
 func (g *Gateway) Handle(fc *fasthttp.RequestCtx) {
 	g.requests.Add(1)
+	deadline.Handling(fc.Conn())
 	if p := fc.Path(); g.admin != nil && hasPrefix(p, adminPrefix) && (len(p) == len(adminPrefix) || p[len(adminPrefix)] == '/') {
 		g.admin(fc)
 		return
@@ -528,6 +531,12 @@ func (g *Gateway) serve(rc *reqCtx) {
 		fc.Response.SetBodyRaw(notFoundBody)
 		return
 	}
+	if rt.e.Fail != 0 {
+		// The route names a service, plugin config or upstream that is
+		// not loaded: it answers as APISIX's (404, 503 or 502).
+		rc.reply(gateway.Reply{Status: rt.e.Fail})
+		return
+	}
 	if !run(rt.rewrite, nil, rewrite) {
 		rc.reply(rep)
 		return
@@ -554,10 +563,10 @@ func (g *Gateway) serve(rc *reqCtx) {
 			return
 		}
 	}
-	if up == nil {
-		fc.SetStatusCode(http.StatusBadGateway)
-		fc.Response.Header.SetContentTypeBytes(jsonType)
-		fc.Response.SetBodyRaw(noUpstreamMsg)
+	if up == nil || len(up.nodes) == 0 {
+		// APISIX: "missing upstream configuration in Route or Service",
+		// "no valid upstream node".
+		rc.reply(gateway.Reply{Status: http.StatusServiceUnavailable})
 		return
 	}
 	g.proxy(rc, up)
@@ -614,6 +623,10 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		deadline = time.Now().Add(up.retryTimeout)
 	}
 	var lastErr error
+	// statuses of the attempts so far, as nginx's $upstream_status
+	// ("502, 502, 200"); APISIX shows it in X-APISIX-Upstream-Status when
+	// the last one is a 5xx.
+	rc.upStatus = rc.upStatus[:0]
 	for attempt := 0; attempt <= up.retries; attempt++ {
 		if attempt > 0 && !deadline.IsZero() && time.Now().After(deadline) {
 			break
@@ -649,7 +662,8 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 			status := fc.Response.StatusCode()
 			up.passive(n, outcomeHTTP, status)
 			if status >= 500 {
-				fc.Response.Header.Set(headerUpstreamState, strconv.Itoa(status))
+				rc.upStatus = strconv.AppendInt(rc.upStatus, int64(status), 10)
+				fc.Response.Header.SetBytesV(headerUpstreamState, rc.upStatus)
 			}
 			fc.Response.Header.ResetConnectionClose()
 			if g.opts.ServerHeader != "" {
@@ -663,6 +677,11 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		lastErr = err
 		up.passive(n, classify(err), 0)
 		fc.Response.Reset()
+		if classify(err) == outcomeTimeout {
+			rc.upStatus = append(rc.upStatus, "504, "...)
+		} else {
+			rc.upStatus = append(rc.upStatus, "502, "...)
+		}
 		if g.log.Enabled(context.Background(), slog.LevelDebug) {
 			g.log.Debug("upstream attempt failed", "node", n.addr, "route", rc.route.e.ID, "err", err)
 		}
@@ -677,6 +696,9 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 	fc.SetStatusCode(status)
 	fc.Response.Header.SetContentType("text/html; charset=utf-8")
 	fc.Response.SetBodyRaw(errorPage(status))
+	if n := len(rc.upStatus); n >= 2 {
+		fc.Response.Header.SetBytesV(headerUpstreamState, rc.upStatus[:n-2]) // "502, 502, 502"
+	}
 	if closeClient {
 		fc.SetConnectionClose()
 	}
@@ -743,12 +765,26 @@ func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), le
 
 var errorPages sync.Map // status → []byte
 
+// nginxReasons are nginx's reason phrases where they differ from Go's.
+var nginxReasons = map[int]string{
+	302: "Moved Temporarily", 405: "Not Allowed", 408: "Request Time-out", 413: "Request Entity Too Large",
+	414: "Request-URI Too Large", 416: "Requested Range Not Satisfiable", 503: "Service Temporarily Unavailable",
+	504: "Gateway Time-out",
+}
+
+func statusText(status int) string {
+	if t, ok := nginxReasons[status]; ok {
+		return t
+	}
+	return http.StatusText(status)
+}
+
 // errorPage is an nginx-style HTML error page.
 func errorPage(status int) []byte {
 	if b, ok := errorPages.Load(status); ok {
 		return b.([]byte)
 	}
-	text := strconv.Itoa(status) + " " + http.StatusText(status)
+	text := strconv.Itoa(status) + " " + statusText(status)
 	b := []byte("<html>\r\n<head><title>" + text + "</title></head>\r\n<body>\r\n<center><h1>" + text +
 		"</h1></center>\r\n<hr><center>linkgate</center>\r\n</body>\r\n</html>\r\n")
 	errorPages.Store(status, b)

@@ -271,17 +271,18 @@ func TestRetriesAndErrors(t *testing.T) {
 	if failed != 3 {
 		t.Errorf("retries 0: %d of 6 failed, want 3 (every other pick is the dead node)", failed)
 	}
-	if code, hdr, body := get(t, w.url+"/dead"); code != 502 || !strings.Contains(body, "502 Bad Gateway") || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
-		t.Errorf("dead node: %d %q", code, body)
+	if code, hdr, body := get(t, w.url+"/dead"); code != 502 || !strings.Contains(body, "502 Bad Gateway") || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") ||
+		hdr.Get("X-APISIX-Upstream-Status") != "502" {
+		t.Errorf("dead node: %d %q %v", code, body, hdr)
 	}
-	if code, _, body := get(t, w.url+"/slow"); code != 504 || !strings.Contains(body, "504 Gateway Timeout") {
-		t.Errorf("read timeout: %d %q", code, body)
+	if code, hdr, body := get(t, w.url+"/slow"); code != 504 || !strings.Contains(body, "504 Gateway Time-out") || hdr.Get("X-APISIX-Upstream-Status") != "504" {
+		t.Errorf("read timeout: %d %q %v", code, body, hdr)
 	}
 	if code, hdr, _ := get(t, w.url+"/5xx"); code != 503 || hdr.Get("X-APISIX-Upstream-Status") != "503" {
 		t.Errorf("upstream 503: %d, X-APISIX-Upstream-Status %q", code, hdr.Get("X-APISIX-Upstream-Status"))
 	}
-	if code, _, _ := get(t, w.url+"/empty"); code != 502 {
-		t.Errorf("no nodes: %d, want 502", code)
+	if code, _, body := get(t, w.url+"/empty"); code != 503 || !strings.Contains(body, "503 Service Temporarily Unavailable") {
+		t.Errorf("no nodes: %d %q, want 503 (APISIX: no valid upstream node)", code, body)
 	}
 }
 

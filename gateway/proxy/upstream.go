@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/internal/deadline"
 )
 
 // Defaults as APISIX 2.14 (nginx): 60 s timeouts, keepalive 320 connections,
@@ -36,14 +37,15 @@ type clientKey struct {
 // pools holds the state that survives config reloads: connection pools per
 // node and health per (upstream, node).
 type pools struct {
+	dogs    *deadline.Watchdogs
 	mu      sync.Mutex
 	clients map[clientKey]*nodePool
 	health  map[string]*nodeHealth // key: upstream key + " " + node addr
 	active  map[string]*atomic.Int64
 }
 
-func newPools() *pools {
-	return &pools{clients: map[clientKey]*nodePool{}, health: map[string]*nodeHealth{}, active: map[string]*atomic.Int64{}}
+func newPools(dogs *deadline.Watchdogs) *pools {
+	return &pools{dogs: dogs, clients: map[clientKey]*nodePool{}, health: map[string]*nodeHealth{}, active: map[string]*atomic.Int64{}}
 }
 
 func (p *pools) client(k clientKey) *nodePool {
@@ -52,7 +54,7 @@ func (p *pools) client(k clientKey) *nodePool {
 	if c, ok := p.clients[k]; ok {
 		return c
 	}
-	c := newNodePool(k)
+	c := newNodePool(k, p.dogs.For(k.send, k.read))
 	p.clients[k] = c
 	return c
 }

@@ -66,9 +66,7 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	w := newWatchdog(s.cfg.ReadTimeout, s.cfg.WriteTimeout, s.cfg.IdleTimeout)
-	defer w.close() // the connections still open keep their timeouts
-	return s.srv.Serve(&timedListener{Listener: ln, w: w})
+	return s.srv.Serve(timedListener(ln, s.cfg))
 }
 
 // Shutdown stops accepting connections and waits for requests in flight to

@@ -28,6 +28,54 @@ type generator struct {
 var generators = map[string]generator{
 	"wrk":      {args: wrkArgs, parse: func(out []byte, _ string) (map[string]float64, error) { return parseWrk(out) }},
 	"linkgate": {args: linkgateArgs, parse: func(_ []byte, json string) (map[string]float64, error) { return parseLinkgateJSON(json) }},
+	"vegeta":   {args: vegetaArgs, parse: func(out []byte, _ string) (map[string]float64, error) { return parseVegeta(out) }},
+}
+
+// vegetaArgs runs vegeta attack at maximum throughput (-rate=0) with c
+// workers, piped into vegeta report -type=json; both pinned alike.
+func vegetaArgs(t *Target, _ string) []string {
+	script := `printf 'GET %s\n' "$2" | "$1" attack -rate=0 -workers=$3 -max-workers=$3 -duration=$4 -keepalive=true "${@:5}" | "$1" report -type=json`
+	a := []string{"bash", "-c", script, "vegeta", t.Bin, t.URL, strconv.Itoa(t.Conns), seconds(t.Duration)}
+	return append(a, t.Args...)
+}
+
+// parseVegeta reads vegeta report -type=json: latencies in ns, the request
+// count, the status codes (code 0 is a connection error).
+func parseVegeta(out []byte) (map[string]float64, error) {
+	var r struct {
+		Latencies struct {
+			Mean float64 `json:"mean"`
+			P50  float64 `json:"50th"`
+			P90  float64 `json:"90th"`
+			P99  float64 `json:"99th"`
+			Max  float64 `json:"max"`
+		} `json:"latencies"`
+		Duration float64            `json:"duration"`
+		Wait     float64            `json:"wait"`
+		Requests float64            `json:"requests"`
+		Status   map[string]float64 `json:"status_codes"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, fmt.Errorf("vegeta report: %w:\n%s", err, out)
+	}
+	if r.Requests == 0 || r.Duration+r.Wait <= 0 {
+		return nil, fmt.Errorf("vegeta sent no request:\n%s", out)
+	}
+	const ms = 1e6 // ns
+	v := map[string]float64{
+		"rps": r.Requests / ((r.Duration + r.Wait) / 1e9), "requests": r.Requests,
+		"avg": r.Latencies.Mean / ms, "p50": r.Latencies.P50 / ms, "p90": r.Latencies.P90 / ms,
+		"p99": r.Latencies.P99 / ms, "max": r.Latencies.Max / ms, "errors": 0, "non2xx": 0,
+	}
+	for code, n := range r.Status {
+		switch c, _ := strconv.Atoi(code); {
+		case c == 0:
+			v["errors"] += n
+		case c >= 400 || c < 200:
+			v["non2xx"] += n
+		}
+	}
+	return v, nil
 }
 
 func wrkArgs(t *Target, _ string) []string {

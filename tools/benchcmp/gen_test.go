@@ -115,3 +115,25 @@ func equal(a, b []string) bool {
 }
 
 func near(a, b float64) bool { d := a - b; return d < 1e-9 && d > -1e-9 }
+
+func TestParseVegeta(t *testing.T) {
+	ok, _ := os.ReadFile("testdata/vegeta.json")
+	got, err := parseVegeta(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 6813 requests over 1.078367748 s + 313236 ns of wait.
+	if r := got["rps"]; r < 6315 || r > 6317 || got["requests"] != 6813 || !near(got["p50"], 0.26264) || !near(got["p99"], 13.3924) || got["non2xx"] != 0 {
+		t.Errorf("vegeta.json: %v", got)
+	}
+	bad, _ := os.ReadFile("testdata/vegeta-404.json")
+	if got, err := parseVegeta(bad); err != nil || got["non2xx"] != 16653 || got["rps"] < 16000 {
+		t.Errorf("vegeta-404.json: %v %v", got, err)
+	}
+	if _, err := parseVegeta([]byte(`{"requests":0}`)); err == nil {
+		t.Error("no requests: no error")
+	}
+	if _, err := parseVegeta([]byte(`Requests/sec: 5`)); err == nil {
+		t.Error("not JSON: no error")
+	}
+}

@@ -25,6 +25,9 @@
 // (ms), errors, non2xx, cpu, gencpu (the generator's own µs per request),
 // seconds; linkgate adds up50/up99 (uncorrected) and lag99 (send lag).
 //
+// cert DIR writes a throwaway CA and a server certificate for 127.0.0.1,
+// made with crypto/x509, for TLS targets (nginx ssl, the gateway's TLS).
+//
 // report executes a text/template read from stdin (or -t TEXT) over the
 // records; its functions are listed at results.funcs (report.go): vals,
 // med, per, median, mr, rng, each, scale, div, mul, report, reportms.
@@ -61,7 +64,8 @@ func main() {
 }
 
 const usage = `usage: benchcmp run -o FILE [flags] -target 'NAME URL [key=value…]'…
-       benchcmp report [-t TEMPLATE] FILE… (template on stdin without -t)`
+       benchcmp report [-t TEMPLATE] FILE… (template on stdin without -t)
+       benchcmp cert DIR (a throwaway CA and a certificate for 127.0.0.1: ca.pem, server.pem, server-key.pem)`
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -74,6 +78,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return err
 		}
 		return runRounds(ctx, o, stdout, stderr)
+	case "cert":
+		if len(args) != 2 {
+			return errors.New("usage: benchcmp cert DIR")
+		}
+		return writeCerts(args[1])
 	case "report":
 		fs := flag.NewFlagSet("benchcmp report", flag.ContinueOnError)
 		fs.SetOutput(stderr)

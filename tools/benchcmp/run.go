@@ -76,7 +76,7 @@ func parseRun(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.SetOutput(stderr)
 	var specs repeated
 	var d, warmup string
-	var wrkBin, lgBin string
+	var wrkBin, lgBin, vegetaBin string
 	fs.IntVar(&o.rounds, "rounds", 3, "measured rounds; each round runs every target once")
 	fs.StringVar(&o.order, "order", "interleave", "target order per round: interleave (as given) or alternate (reversed every other round)")
 	fs.StringVar(&o.out, "o", "", "append one JSON record per run to this `file` (required)")
@@ -89,12 +89,13 @@ func parseRun(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&warmup, "warmup", "", "default linkgate --warmup")
 	fs.StringVar(&wrkBin, "wrk", "wrk", "wrk executable")
 	fs.StringVar(&lgBin, "linkgate", "linkgate", "linkgate executable (gen=linkgate)")
+	fs.StringVar(&vegetaBin, "vegeta", "vegeta", "vegeta executable (gen=vegeta)")
 	fs.Var(&specs, "target", "`'NAME URL [key=value…]'`, repeatable, in round order (keys: gen pid lua t c d R warmup prewarm rewarm arg)")
 	fs.Var((*repeated)(&o.beforeArg), "before", "`NAME=COMMAND` run with bash -c before every measured run of NAME")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	o.bins["wrk"], o.bins["linkgate"] = wrkBin, lgBin
+	o.bins["wrk"], o.bins["linkgate"], o.bins["vegeta"] = wrkBin, lgBin, vegetaBin
 	var err error
 	if o.defaults.Duration, err = bench.ParseDuration(d); err != nil {
 		return nil, fmt.Errorf("-d: %w", err)

@@ -25,10 +25,11 @@ type stamp struct {
 // Dirty reports whether the tree had uncommitted changes.
 func (s stamp) Dirty() bool { return strings.HasSuffix(s.Commit, "+dirty") }
 
-// readStamp reads the commit and its time from git in root. The time is
-// SOURCE_DATE_EPOCH when that is set (the reproducible-builds convention),
-// else the commit's.
-func readStamp(ctx context.Context, root, version string) (stamp, error) {
+// readStamp reads the commit and its time from git in root; commit, when
+// not empty, is taken as it is instead (a Docker build has no .git). The
+// time is SOURCE_DATE_EPOCH when that is set (the reproducible-builds
+// convention), else the commit's.
+func readStamp(ctx context.Context, root, version, commit string) (stamp, error) {
 	git := func(args ...string) (string, error) {
 		out, err := exec.CommandContext(ctx, "git", append([]string{"-C", root}, args...)...).Output()
 		if err != nil {
@@ -36,17 +37,19 @@ func readStamp(ctx context.Context, root, version string) (stamp, error) {
 		}
 		return strings.TrimSpace(string(out)), nil
 	}
-	s := stamp{Version: version}
+	s := stamp{Version: version, Commit: commit}
 	var err error
-	if s.Commit, err = git("rev-parse", "HEAD"); err != nil {
-		return s, err
-	}
-	status, err := git("status", "--porcelain", "--untracked-files=no")
-	if err != nil {
-		return s, err
-	}
-	if status != "" {
-		s.Commit += "+dirty"
+	if s.Commit == "" {
+		if s.Commit, err = git("rev-parse", "HEAD"); err != nil {
+			return s, err
+		}
+		status, err := git("status", "--porcelain", "--untracked-files=no")
+		if err != nil {
+			return s, err
+		}
+		if status != "" {
+			s.Commit += "+dirty"
+		}
 	}
 	epoch := os.Getenv("SOURCE_DATE_EPOCH")
 	if epoch == "" {
@@ -73,7 +76,7 @@ func binaryName(prog, arch string) string { return prog + "_linux_" + arch }
 // binaryName names them: static, stripped, -trimpath, no VCS stamping by go
 // (it records a clone's state but not a worktree's, so two checkouts of one
 // commit would differ); the version and commit are stamped with -X instead.
-func buildBinaries(ctx context.Context, root, out string, s stamp) error {
+func buildBinaries(ctx context.Context, root, out string, s stamp, arches []string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}

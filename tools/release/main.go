@@ -5,6 +5,8 @@
 //
 //	go run ./tools/release build -version V -out dist    # make cross: static binaries per arch
 //	go run ./tools/release release -version vX.Y.Z       # make release: dist/release/
+//	go run ./tools/release image -version V              # make image: dist/image/
+//	go run ./tools/release rootfs -bin B -out DIR        # the image's files (the Dockerfile's build stage)
 //	go run ./tools/release notice                        # go generate ./...: NOTICE
 //	go run ./tools/release install-tools                 # the pinned SBOM generator (install-deps.sh)
 package main
@@ -18,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -36,9 +39,13 @@ func main() {
 const usage = `usage: release [-C root] command [flags]
 
 Commands:
-  build -version V -out DIR       static binaries DIR/PROGRAM_linux_ARCH (make cross)
+  build -version V [-commit C] [-arch A,B] -out DIR
+                                  static binaries DIR/PROGRAM_linux_ARCH (make cross)
   release -version vX.Y.Z [-out DIR] [-allow-dirty]
                                   archives, SBOMs, licences, SHA256SUMS (make release)
+  image -version V [-bin DIR] [-out DIR]
+                                  OCI images from make cross's binaries (make image)
+  rootfs -bin FILE -out DIR       the image's files around the linkgate binary FILE
   notice [-o FILE]                regenerate NOTICE (go generate ./...)
   install-tools                   build the pinned cyclonedx-gomod into .cache/bin
 `
@@ -61,15 +68,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "build":
 		version := fs.String("version", "dev", "version stamped into the binaries")
+		commit := fs.String("commit", "", "commit stamped into the binaries (default: git's HEAD)")
+		arch := fs.String("arch", strings.Join(arches, ","), "architectures, comma-separated")
 		out := fs.String("out", "dist", "output folder, relative to the root")
 		if err := fs.Parse(rest); err != nil {
 			return err
 		}
-		s, err := readStamp(ctx, *root, *version)
+		s, err := readStamp(ctx, *root, *version, *commit)
 		if err != nil {
 			return err
 		}
-		return buildBinaries(ctx, *root, inRoot(*root, *out), s)
+		return buildBinaries(ctx, *root, inRoot(*root, *out), s, strings.Split(*arch, ","))
+	case "image":
+		version := fs.String("version", "dev", "version: the image's tag and label")
+		bins := fs.String("bin", "dist", "folder of make cross's binaries, relative to the root")
+		out := fs.String("out", "dist/image", "output folder, relative to the root (emptied first)")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		s, err := readStamp(ctx, *root, *version, "")
+		if err != nil {
+			return err
+		}
+		images, err := writeImages(ctx, *root, inRoot(*root, *bins), inRoot(*root, *out), s)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: %s/oci (multi-arch index), %s\n", imageRepo+":"+s.Version, *out, imageTarName(s.Version, "ARCH"))
+		for _, im := range images {
+			fmt.Fprintf(stdout, "  linux/%-6s %5.1f MB compressed, %5.1f MB unpacked\n", im.arch, float64(im.compressed)/1e6, float64(im.uncompressed)/1e6)
+		}
+		return nil
+	case "rootfs":
+		bin := fs.String("bin", "", "the linkgate binary")
+		out := fs.String("out", "", "folder to write the files into")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if *bin == "" || *out == "" {
+			return errors.New("rootfs: want -bin and -out")
+		}
+		return writeRootfs(ctx, *root, *bin, *out)
 	case "release":
 		version := fs.String("version", "", "release version, vMAJOR.MINOR.PATCH[-PRERELEASE]")
 		out := fs.String("out", "dist/release", "output folder, relative to the root (emptied first)")
@@ -80,7 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if !semverRE.MatchString(*version) {
 			return fmt.Errorf("-version %q: want vMAJOR.MINOR.PATCH, e.g. make release VERSION=v0.1.0", *version)
 		}
-		s, err := readStamp(ctx, *root, *version)
+		s, err := readStamp(ctx, *root, *version, "")
 		if err != nil {
 			return err
 		}

@@ -50,7 +50,7 @@ func release(ctx context.Context, root, out string, s stamp, log io.Writer) erro
 	}
 	defer os.RemoveAll(stage)
 	fmt.Fprintf(log, "building %s (commit %s) for %v\n", s.Version, s.Commit, arches)
-	if err := buildBinaries(ctx, root, stage, s); err != nil {
+	if err := buildBinaries(ctx, root, stage, s, arches); err != nil {
 		return err
 	}
 	licenses, err := licenseEntries(mods)

@@ -37,7 +37,7 @@ func TestReleaseReproducible(t *testing.T) {
 		t.Skip(err)
 	}
 	ctx := context.Background()
-	s, err := readStamp(ctx, repoRoot, "v0.0.0-test")
+	s, err := readStamp(ctx, repoRoot, "v0.0.0-test", "")
 	if err != nil {
 		t.Fatal(err)
 	}

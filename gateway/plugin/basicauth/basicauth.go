@@ -36,10 +36,10 @@ func (*Factory) Name() string  { return Name }
 func (*Factory) Priority() int { return Priority }
 
 var (
-	schema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Schema{
+	schema = &gateway.Schema{Type: "object", Title: "work with route or service object", Properties: map[string]*gateway.Schema{
 		"hide_credentials": {Type: "boolean", Default: false},
 	}}
-	consumerSchema = &gateway.Schema{Type: "object", Required: []string{"username", "password"}, Properties: map[string]*gateway.Schema{
+	consumerSchema = &gateway.Schema{Type: "object", Title: "work with consumer object", Required: []string{"username", "password"}, Properties: map[string]*gateway.Schema{
 		"username": {Type: "string"},
 		"password": {Type: "string"},
 	}}

@@ -66,12 +66,12 @@ func TestRewrite(t *testing.T) {
 func TestSchema(t *testing.T) {
 	pre := "failed to check the configuration of plugin fault-injection err: "
 	for conf, want := range map[string]string{
-		`{"abort":{"http_status":100}}`:        pre + `property "abort" validation failed: property "http_status" validation failed: expected 100 to be at least 200`,
-		`{"abort":{"body":"x"}}`:               pre + `property "abort" validation failed: property "http_status" is required`,
-		`{}`:                                   pre + "expect object to have at least 1 properties",
-		`{"delay":{}}`:                         pre + `property "delay" validation failed: property "duration" is required`,
-		`{"delay":{"duration":"test"}}`:        pre + `property "delay" validation failed: property "duration" validation failed: wrong type: expected number, got string`,
-		`{"delay":{"duration":0.1,"vars":{}}}`: pre + `property "delay" validation failed: property "vars" validation failed: wrong type: expected array, got object`,
+		`{"abort":{"http_status":100}}`: pre + `property "abort" validation failed: property "http_status" validation failed: expected 100 to be at least 200`,
+		`{"abort":{"body":"x"}}`:        pre + `property "abort" validation failed: property "http_status" is required`,
+		`{}`:                            pre + "expect object to have at least 1 properties",
+		`{"delay":{}}`:                  pre + `property "delay" validation failed: property "duration" is required`,
+		`{"delay":{"duration":"test"}}`: pre + `property "delay" validation failed: property "duration" validation failed: wrong type: expected number, got string`,
+		`{"delay":{"duration":0.1,"vars":{"a":1}}}`:                          pre + `property "delay" validation failed: property "vars" validation failed: wrong type: expected array, got table`, // an empty {} is also an array in Lua
 		`{"abort":{"http_status":403,"vars":[[["arg_name","bad","jack"]]]}}`: "*",
 	} {
 		got := plugintest.Check(t, New(), conf, false)

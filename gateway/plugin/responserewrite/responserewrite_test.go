@@ -21,7 +21,7 @@ func TestSchema(t *testing.T) {
 		`{"body":"","body_base64":true}`:                                  pre + "invalid base64 content",
 		`{"body_base64":true}`:                                            pre + "invalid base64 content",
 		`{"vars":[["status","==",500]],"body":"x"}`:                       "",
-		`{"vars":[["status","fail",500]],"body":"x"}`:                     pre + "failed to validate the 'vars' expression: rule 1: invalid operator 'fail'",
+		`{"vars":[["status","fail",500]],"body":"x"}`:                     pre + "failed to validate the 'vars' expression: invalid operator 'fail'", // lua-resty-expr 1.3.1's wording
 		`{"filters":[{"regex":"Hello"}]}`:                                 pre + `property "filters" validation failed: failed to validate item 1: property "replace" is required`,
 		`{"filters":[{"regex":"","replace":"world"}]}`:                    pre + `property "filters" validation failed: failed to validate item 1: property "regex" validation failed: string too short, expected at least 1, got 0`,
 		`{"filters":[{"regex":"hello","replace":"HELLO","options":"h"}]}`: pre + `regex "hello" validation failed: unknown flag "h" (flags "h")`,

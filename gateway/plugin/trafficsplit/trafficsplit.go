@@ -72,7 +72,7 @@ func (*Factory) CheckConf(c map[string]any) error {
 		ups, _ := rule["weighted_upstreams"].([]any)
 		for _, u := range ups {
 			if up, ok := u.(map[string]any)["upstream"].(map[string]any); ok {
-				if err := gateway.Check(gateway.KindUpstream, up, nil); err != nil {
+				if err := gateway.Check(gateway.KindUpstream, up, nil, nil); err != nil {
 					return err
 				}
 			}

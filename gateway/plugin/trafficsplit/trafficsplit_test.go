@@ -89,7 +89,7 @@ func TestSchema(t *testing.T) {
 	for conf, want := range map[string]string{
 		`{"rules":[{"match":[{"vars":[["arg_name","==","jack"],["arg_age","!","<","16"]]}],"weighted_upstreams":[{"upstream":{"name":"upstream_A","type":"roundrobin","nodes":{"127.0.0.1:1981":2},"timeout":{"connect":15,"send":15,"read":15}},"weight":2},{"weight":1}]}]}`: "",
 		`{"rules":[{"weighted_upstreams":[{"upstream_id":1,"weight":2}]}]}`:       "",
-		`{"rules":[{"match":[{"vars":[["arg_name",">","jack"]]}]}]}`:              pre + "failed to validate the 'vars' expression: rule 1: operator > needs a number",
+		`{"rules":[{"match":[{"vars":[["arg_name","<>","jack"]]}]}]}`:             pre + "failed to validate the 'vars' expression: invalid operator '<>'", // > compares at run time (lua-resty-expr)
 		`{"rules":[{"weighted_upstreams":[{"weight":-1}]}]}`:                      pre + `property "rules" validation failed: failed to validate item 1: property "weighted_upstreams" validation failed: failed to validate item 1: property "weight" validation failed: expected -1 to be at least 0`,
 		`{"rules":[{"weighted_upstreams":[{"upstream":{"type":"roundrobin"}}]}]}`: "*",
 		`{}`: "",

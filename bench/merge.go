@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Histograms are a result's HdrHistograms in the standard compressed
+// base64 encoding (V2), in --json, so that results of several generators
+// can be merged exactly: bucket counts add, percentiles are never averaged.
+type Histograms struct {
+	Latency     string `json:"latency"`
+	Uncorrected string `json:"uncorrected"`
+	SendLag     string `json:"send_lag"`
+	ThreadRate  string `json:"thread_requests_per_sec"`
+	Handshake   string `json:"tls_handshake,omitempty"`
+}
+
+func encode(h *hdrhistogram.Histogram) (string, error) {
+	b, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	return string(b), err
+}
+
+func (r *Result) encodeHistograms() (*Histograms, error) {
+	var hs Histograms
+	var err error
+	for _, x := range []struct {
+		dst *string
+		h   *hdrhistogram.Histogram
+	}{{&hs.Latency, r.Latency}, {&hs.Uncorrected, r.Uncorrected}, {&hs.SendLag, r.SendLag}, {&hs.ThreadRate, r.ReqPerSec}} {
+		if *x.dst, err = encode(x.h); err != nil {
+			return nil, err
+		}
+	}
+	if r.TLS != nil {
+		if hs.Handshake, err = encode(r.TLS.Handshake); err != nil {
+			return nil, err
+		}
+	}
+	return &hs, nil
+}
+
+// ResultFromSummary rebuilds the Result a --json file describes, from its
+// encoded histograms and its counts.
+func ResultFromSummary(s *Summary) (*Result, error) {
+	if s.Histograms == nil {
+		return nil, errors.New("no histograms in it (written by a linkgate bench without them?)")
+	}
+	r := &Result{
+		URL: s.URL, Threads: s.Threads, Connections: s.Connections, Rate: s.RequestedRate,
+		Warmup:   time.Duration(s.WarmupSeconds * float64(time.Second)),
+		Duration: time.Duration(s.DurationSeconds * float64(time.Second)),
+		Elapsed:  time.Duration(s.ElapsedSeconds * float64(time.Second)),
+		Requests: s.Requests, Bytes: s.Bytes, Errors: s.Errors, InFlightAtEnd: s.InFlightEnd, UnsentAtEnd: s.UnsentAtEnd,
+		Series: seriesFromSummary(s.Series),
+	}
+	if r.Errors.Status == nil {
+		r.Errors.Status = map[int]int64{}
+	}
+	for _, x := range []struct {
+		name string
+		enc  string
+		dst  **hdrhistogram.Histogram
+	}{{"latency", s.Histograms.Latency, &r.Latency}, {"uncorrected", s.Histograms.Uncorrected, &r.Uncorrected},
+		{"send_lag", s.Histograms.SendLag, &r.SendLag}, {"thread_requests_per_sec", s.Histograms.ThreadRate, &r.ReqPerSec}} {
+		h, err := hdrhistogram.Decode([]byte(x.enc))
+		if err != nil {
+			return nil, fmt.Errorf("histogram %s: %w", x.name, err)
+		}
+		*x.dst = h
+	}
+	if s.TLS != nil {
+		r.TLS = &TLSResult{Version: s.TLS.Version, ALPN: s.TLS.ALPN, Resumed: s.TLS.Resumed, Handshake: newHistogram()}
+		if s.Histograms.Handshake != "" {
+			h, err := hdrhistogram.Decode([]byte(s.Histograms.Handshake))
+			if err != nil {
+				return nil, fmt.Errorf("histogram tls_handshake: %w", err)
+			}
+			r.TLS.Handshake = h
+		}
+	}
+	return r, nil
+}
+
+// Merge combines the results of generators that ran side by side against
+// one target (started together with --start-at): histograms merge bucket
+// by bucket, counts add up, threads, connections and requested rates add
+// up, and the measured window is the longest of theirs.
+func Merge(rs []*Result) (*Result, error) {
+	if len(rs) == 0 {
+		return nil, errors.New("nothing to merge")
+	}
+	m := &Result{
+		Latency: newHistogram(), Uncorrected: newHistogram(), SendLag: newHistogram(),
+		ReqPerSec: hdrhistogram.New(1, 1<<40, histDigits), Errors: Errors{Status: map[int]int64{}},
+	}
+	var urls []string
+	for _, r := range rs {
+		if !containsString(urls, r.URL) {
+			urls = append(urls, r.URL)
+		}
+		m.Threads += r.Threads
+		m.Connections += r.Connections
+		m.Rate += r.Rate
+		m.Warmup, m.Duration, m.Elapsed = max(m.Warmup, r.Warmup), max(m.Duration, r.Duration), max(m.Elapsed, r.Elapsed)
+		m.Requests += r.Requests
+		m.Bytes += r.Bytes
+		m.InFlightAtEnd += r.InFlightAtEnd
+		m.UnsentAtEnd += r.UnsentAtEnd
+		m.Errors.Connect += r.Errors.Connect
+		m.Errors.Read += r.Errors.Read
+		m.Errors.Write += r.Errors.Write
+		m.Errors.Timeout += r.Errors.Timeout
+		m.Errors.Handshake += r.Errors.Handshake
+		m.Errors.Certificate += r.Errors.Certificate
+		for code, n := range r.Errors.Status {
+			m.Errors.Status[code] += n
+		}
+		for _, pair := range []struct{ dst, src *hdrhistogram.Histogram }{
+			{m.Latency, r.Latency}, {m.Uncorrected, r.Uncorrected}, {m.SendLag, r.SendLag}, {m.ReqPerSec, r.ReqPerSec}} {
+			if dropped := pair.dst.Merge(pair.src); dropped > 0 {
+				return nil, fmt.Errorf("%d values out of range in a merged histogram", dropped)
+			}
+		}
+		if r.TLS != nil {
+			if m.TLS == nil {
+				m.TLS = &TLSResult{Version: r.TLS.Version, ALPN: r.TLS.ALPN, Handshake: newHistogram()}
+			}
+			m.TLS.Handshake.Merge(r.TLS.Handshake)
+			m.TLS.Resumed += r.TLS.Resumed
+		}
+		m.Series = mergeSeries(m.Series, r.Series)
+	}
+	m.URL = strings.Join(urls, " ")
+	return m, nil
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

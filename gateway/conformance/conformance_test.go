@@ -1,0 +1,115 @@
+package conformance_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/linkgate/linkgate/gateway/conformance"
+	"github.com/linkgate/linkgate/internal/testdep"
+)
+
+// binary returns the linkgate binary to test: $LINKGATE_TEST_GATEWAY_BINARY
+// (the test command points it at the release build), else one built from
+// this tree.
+func binary(t *testing.T) string {
+	if b := os.Getenv("LINKGATE_TEST_GATEWAY_BINARY"); b != "" {
+		return b
+	}
+	out := filepath.Join(t.TempDir(), "linkgate")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/linkgate/linkgate/cmd/linkgate")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	return out
+}
+
+// TestAPISIX runs every case file under testdata; see the package comment.
+func TestAPISIX(t *testing.T) {
+	dir := "testdata"
+	if d := os.Getenv("LINKGATE_CONFORMANCE_DIR"); d != "" {
+		dir = d // drafts, while porting
+	}
+	conformance.AllowDrafts = os.Getenv("LINKGATE_CONFORMANCE_DRAFTS") == "1"
+	files, err := conformance.LoadFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := conformance.StartUpstream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	env := conformance.Env{Binary: binary(t), Upstream: up, Redis: os.Getenv("LINKGATE_TEST_REDIS_ADDR"), TempDir: t.TempDir()}
+	needsRedis := func(f *conformance.File) bool { return strings.Contains(f.Source, "redis") }
+
+	var mu sync.Mutex
+	sums := make([]conformance.FileSummary, len(files))
+	sem := make(chan struct{}, max(2, runtime.NumCPU()))
+	t.Run("files", func(t *testing.T) {
+		for i, f := range files {
+			t.Run(strings.TrimSuffix(f.Path, ".yaml"), func(t *testing.T) {
+				t.Parallel()
+				if needsRedis(f) {
+					testdep.Env(t, testdep.RedisAddr)
+				}
+				sem <- struct{}{}
+				results := conformance.RunFile(env, f)
+				<-sem
+				for _, r := range results {
+					switch {
+					case r.Skipped != "":
+						t.Logf("%s: skipped: %s", r.Name, r.Skipped)
+					case r.Err == nil && r.Differs != "":
+						t.Errorf("%s passes but is marked differs (%s): remove the mark and its line in docs/gateway.md", r.Name, r.Differs)
+					case r.Err != nil && r.Differs != "":
+						t.Logf("%s: differs (deliberate): %s", r.Name, r.Differs)
+					case r.Err != nil:
+						t.Errorf("%s: %v", r.Name, r.Err)
+					}
+				}
+				mu.Lock()
+				sums[i] = conformance.Summarize(f, results)
+				mu.Unlock()
+			})
+		}
+	})
+	table := conformance.Table(sums)
+	t.Logf("APISIX 2.14.1 conformance (go test -v -run TestAPISIX ./gateway/conformance/):\n%s", table)
+	if dir := os.Getenv("LINKGATE_TEST_ARTIFACTS"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "conformance.md"), []byte(table), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestTable(t *testing.T) {
+	f := &conformance.File{Source: "t/admin/x.t", Cases: make([]conformance.Case, 4)}
+	s := conformance.Summarize(f, []conformance.Result{
+		{Name: "x.t:TEST 1"},
+		{Name: "x.t:TEST 2", Skipped: "needs Lua"},
+		{Name: "x.t:TEST 3", Differs: "d", Err: fmt.Errorf("e")},
+		{Name: "x.t:TEST 4", Err: fmt.Errorf("e")},
+	})
+	want := conformance.FileSummary{Source: "t/admin/x.t", Blocks: 4, Ported: 3, Pass: 1, Differs: 1, Failed: 1, Skipped: 1}
+	if s != want {
+		t.Fatalf("Summarize = %+v, want %+v", s, want)
+	}
+	got := conformance.Table([]conformance.FileSummary{s})
+	for _, line := range []string{
+		"| t/admin/x.t | 4 | 3 | 1 | 1 | 1 | 1 |",
+		"| **t/admin/** | 4 | 3 | 1 | 1 | 1 | 1 |",
+		"| **total** | 4 | 3 | 1 | 1 | 1 | 1 |",
+		"Pass rate: 1 of 3 ported cases (33.3 %); 1 TEST blocks skipped.",
+	} {
+		if !strings.Contains(got, line) {
+			t.Errorf("table lacks %q:\n%s", line, got)
+		}
+	}
+}

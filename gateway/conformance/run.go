@@ -1,0 +1,473 @@
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// AdminKey is the admin key the harness starts gateways with.
+const AdminKey = "edd1c9f034335f136f87ad84b625c8f1"
+
+// Env is what a run needs from the machine.
+type Env struct {
+	Binary   string    // the linkgate binary
+	Upstream *Upstream // the test upstream
+	Redis    string    // "127.0.0.1:PORT" of a redis-server, or ""
+	TempDir  string    // where gateways keep their stores
+}
+
+// Result is the outcome of one case.
+type Result struct {
+	Name    string
+	Skipped string // the reason, when not run
+	Differs string // the documented difference, when expected to fail
+	Err     error  // nil: passed
+}
+
+// Passed reports whether the case ran and matched.
+func (r Result) Passed() bool { return r.Skipped == "" && r.Err == nil }
+
+// gatewayProc is one running `linkgate gateway`.
+type gatewayProc struct {
+	cmd                 *exec.Cmd
+	stderr              *lockedBuffer
+	addr, prom, control string
+	args                []string
+	done                chan error
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var listeningRE = regexp.MustCompile(`msg="gateway listening" addr=(\S+) prometheus=(\S+) control=(\S+)`)
+
+// startGateway runs the binary as a user would, on random loopback ports.
+func startGateway(env Env, store string, args []string) (*gatewayProc, error) {
+	all := append([]string{"gateway", "--listen", "127.0.0.1:0", "--prometheus-listen", "127.0.0.1:0",
+		"--control-listen", "127.0.0.1:0", "--admin-key", AdminKey, "--config-store", "bolt:" + store,
+		"--log-level", "info"}, args...)
+	cmd := exec.Command(env.Binary, all...)
+	g := &gatewayProc{cmd: cmd, stderr: &lockedBuffer{}, args: args, done: make(chan error, 1)}
+	cmd.Stderr = g.stderr
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { g.done <- cmd.Wait() }()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := listeningRE.FindStringSubmatch(g.stderr.String()); m != nil {
+			g.addr, g.prom, g.control = m[1], m[2], m[3]
+			return g, nil
+		}
+		select {
+		case err := <-g.done:
+			return nil, fmt.Errorf("gateway exited: %v\n%s", err, g.stderr)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	g.stop()
+	return nil, fmt.Errorf("gateway did not start in 15s:\n%s", g.stderr)
+}
+
+func (g *gatewayProc) stop() {
+	_ = g.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-g.done:
+	case <-time.After(10 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-g.done
+	}
+}
+
+// RunFile runs the cases of f in order against one gateway with a fresh
+// store, restarting it (same store) where a case asks for other flags.
+func RunFile(env Env, f *File) []Result {
+	results := make([]Result, 0, len(f.Cases))
+	var g *gatewayProc
+	defer func() {
+		if g != nil {
+			g.stop()
+		}
+	}()
+	dir, err := os.MkdirTemp(env.TempDir, "gw")
+	if err != nil {
+		return []Result{{Name: f.Source, Err: err}}
+	}
+	store := filepath.Join(dir, "gateway.db")
+	if env.Redis != "" {
+		_ = redisFlush(env.Redis)
+	}
+	for _, c := range f.Cases {
+		r := Result{Name: f.CaseName(c), Differs: c.Differs}
+		switch {
+		case f.Skip != "":
+			r.Skipped = f.Skip
+		case c.Skip != "":
+			r.Skipped = c.Skip
+		}
+		if r.Skipped != "" {
+			results = append(results, r)
+			continue
+		}
+		args := slices.Concat(f.Args, c.Args)
+		if g == nil || !slices.Equal(g.args, args) {
+			if g != nil {
+				g.stop()
+			}
+			if g, err = startGateway(env, store, args); err != nil {
+				r.Err = err
+				results = append(results, r)
+				continue
+			}
+		}
+		if len(c.Steps) == 0 {
+			r.Err = fmt.Errorf("draft without steps: %s", c.Review)
+			results = append(results, r)
+			continue
+		}
+		r.Err = runCase(env, g, c)
+		if r.Err != nil && !strings.Contains(r.Err.Error(), "connection refused") {
+			select {
+			case err := <-g.done:
+				r.Err = fmt.Errorf("%w; gateway exited: %v\n%s", r.Err, err, g.stderr)
+				g.done <- err
+			default:
+			}
+		}
+		results = append(results, r)
+	}
+	return results
+}
+
+func runCase(env Env, g *gatewayProc, c Case) error {
+	m := newMapper(env, g)
+	vars := map[string]string{}
+	for i, s := range c.Steps {
+		s = expandStep(s, vars)
+		if s.Sleep > 0 {
+			time.Sleep(time.Duration(s.Sleep * float64(time.Second)))
+			continue
+		}
+		method, target, _ := strings.Cut(s.Req, " ")
+		if !strings.HasPrefix(target, "/apisix/admin") {
+			if err := waitSync(g); err != nil {
+				return fmt.Errorf("step %d: %w", i+1, err)
+			}
+		}
+		for n := range max(s.Repeat, 1) {
+			resp, err := send(g, m, method, target, s)
+			if err == nil {
+				err = s.Want.check(resp)
+			}
+			if err == nil {
+				for name, spec := range s.Capture {
+					if vars[name], err = capture(resp, spec); err != nil {
+						break
+					}
+				}
+			}
+			if err != nil {
+				if s.Repeat > 1 {
+					return fmt.Errorf("step %d (%s %s), request %d of %d: %w", i+1, method, target, n+1, s.Repeat, err)
+				}
+				return fmt.Errorf("step %d (%s %s): %w", i+1, method, target, err)
+			}
+		}
+	}
+	return nil
+}
+
+var (
+	varRE    = regexp.MustCompile(`\$\{(\w+)\}`)
+	repeatRE = regexp.MustCompile(`\$\{repeat:(.):(\d+)\}`)
+)
+
+// expandStep replaces ${name} with captured values in what a step sends.
+func expandStep(s Step, vars map[string]string) Step {
+	if s.Body != nil && strings.Contains(*s.Body, "${repeat:") {
+		b := repeatRE.ReplaceAllStringFunc(*s.Body, func(m string) string {
+			sm := repeatRE.FindStringSubmatch(m)
+			n, _ := strconv.Atoi(sm[2])
+			return strings.Repeat(sm[1], n)
+		})
+		s.Body = &b
+	}
+	if len(vars) == 0 {
+		return s
+	}
+	expand := func(v string) string {
+		return varRE.ReplaceAllStringFunc(v, func(m string) string {
+			if x, ok := vars[m[2:len(m)-1]]; ok {
+				return x
+			}
+			return m
+		})
+	}
+	s.Req = expand(s.Req)
+	if s.Body != nil {
+		b := expand(*s.Body)
+		s.Body = &b
+	}
+	if j, ok := s.Want.JSON.(string); ok {
+		s.Want.JSON = expand(j)
+	}
+	if j, ok := s.Want.JSONEq.(string); ok {
+		s.Want.JSONEq = expand(j)
+	}
+	if len(s.Want.NE) > 0 {
+		ne := make(map[string]string, len(s.Want.NE))
+		for k, v := range s.Want.NE {
+			ne[k] = expand(v)
+		}
+		s.Want.NE = ne
+	}
+	if s.Want.Body != nil {
+		b := expand(*s.Want.Body)
+		s.Want.Body = &b
+	}
+	if len(s.Headers) > 0 {
+		h := make(map[string]string, len(s.Headers))
+		for k, v := range s.Headers {
+			h[k] = expand(v)
+		}
+		s.Headers = h
+	}
+	return s
+}
+
+// waitSync waits until the gateway has loaded every change in its store.
+func waitSync(g *gatewayProc) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get("http://" + g.control + "/v1/config")
+		if err == nil {
+			var v struct {
+				InSync bool `json:"in_sync"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&v)
+			resp.Body.Close()
+			if err == nil && v.InSync {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gateway not in sync with its store after 5s (%v)", err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// mapper rewrites APISIX's fixed addresses to the real listeners and back.
+type mapper struct {
+	out       *strings.Replacer
+	ports     map[int]int // logical → real
+	backRE    *regexp.Regexp
+	backPorts map[string]string
+}
+
+func newMapper(env Env, g *gatewayProc) *mapper {
+	m := &mapper{ports: map[int]int{}, backPorts: map[string]string{}}
+	var pairs []string
+	add := func(logical int, real string) {
+		_, p, _ := net.SplitHostPort(real)
+		port, _ := strconv.Atoi(p)
+		m.ports[logical] = port
+		m.backPorts[p] = strconv.Itoa(logical)
+		for _, host := range []string{"127.0.0.1", "localhost"} {
+			pairs = append(pairs, host+":"+strconv.Itoa(logical), host+":"+p)
+		}
+	}
+	for logical, real := range env.Upstream.Addrs {
+		add(logical, real)
+	}
+	add(1984, g.addr)
+	if env.Redis != "" {
+		add(6379, env.Redis)
+	}
+	m.out = strings.NewReplacer(pairs...)
+	var alts []string
+	for p := range m.backPorts {
+		alts = append(alts, p)
+	}
+	m.backRE = regexp.MustCompile(`\b(` + strings.Join(alts, "|") + `)\b`)
+	return m
+}
+
+// request maps a value sent to the gateway.
+func (m *mapper) request(s string) string { return m.out.Replace(s) }
+
+// body maps a request body, including {"host":…,"port":1980} objects.
+func (m *mapper) body(s string) string {
+	s = m.out.Replace(s)
+	if !strings.Contains(s, `"port"`) {
+		return s
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil || dec.More() {
+		return s
+	}
+	if !m.mapNodePorts(v) {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// mapNodePorts rewrites the port of {"host": "127.0.0.1", "port": N} objects.
+func (m *mapper) mapNodePorts(v any) bool {
+	changed := false
+	switch x := v.(type) {
+	case map[string]any:
+		if h, _ := x["host"].(string); h == "127.0.0.1" || h == "localhost" {
+			if p, ok := x["port"].(json.Number); ok {
+				if n, err := strconv.Atoi(string(p)); err == nil {
+					if real, ok := m.ports[n]; ok {
+						x["port"] = json.Number(strconv.Itoa(real))
+						changed = true
+					}
+				}
+			}
+		}
+		for _, e := range x {
+			changed = m.mapNodePorts(e) || changed
+		}
+	case []any:
+		for _, e := range x {
+			changed = m.mapNodePorts(e) || changed
+		}
+	}
+	return changed
+}
+
+// response maps real port numbers back to the logical ones.
+func (m *mapper) response(b []byte) []byte {
+	return m.backRE.ReplaceAllFunc(b, func(p []byte) []byte { return []byte(m.backPorts[string(p)]) })
+}
+
+// send writes one raw request, as Test::Nginx does, and reads the answer.
+func send(g *gatewayProc, m *mapper, method, target string, s Step) (*Response, error) {
+	addr := g.addr
+	switch {
+	case strings.HasPrefix(target, "/apisix/prometheus/metrics"):
+		addr = g.prom
+	case strings.HasPrefix(target, "/v1/"):
+		addr = g.control
+	}
+	target = m.request(target)
+	hdr := map[string]string{}
+	order := []string{}
+	set := func(k, v string) {
+		ck := canonical(k)
+		if _, ok := hdr[ck]; !ok {
+			order = append(order, ck)
+		}
+		hdr[ck] = v
+	}
+	set("Host", "localhost")
+	set("Connection", "close")
+	if strings.HasPrefix(target, "/apisix/admin") {
+		set("X-API-KEY", AdminKey)
+		set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for _, k := range sortedKeys(s.Headers) {
+		set(k, m.request(s.Headers[k]))
+	}
+	var body string
+	if s.Body != nil {
+		body = m.body(*s.Body)
+		if _, ok := hdr["Content-Length"]; !ok && hdr["Transfer-Encoding"] == "" {
+			set("Content-Length", strconv.Itoa(len(body)))
+		}
+	}
+	var req strings.Builder
+	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\n", method, target)
+	for _, k := range order {
+		if hdr[k] == "" && k != "Host" {
+			continue // an empty value removes a default header
+		}
+		fmt.Fprintf(&req, "%s: %s\r\n", k, hdr[k])
+	}
+	req.WriteString("\r\n")
+	req.WriteString(body)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	if _, err := io.WriteString(conn, req.String()); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, err
+	}
+	out := &Response{Status: resp.StatusCode, Headers: map[string][]string{}, Body: m.response(b)}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			out.Headers[k] = append(out.Headers[k], string(m.response([]byte(v))))
+		}
+	}
+	return out, nil
+}
+
+// redisFlush empties the redis database the redis cases use.
+func redisFlush(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.WriteString(conn, "*1\r\n$8\r\nFLUSHALL\r\n"); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "+OK") {
+		return fmt.Errorf("redis FLUSHALL: %q %v", line, err)
+	}
+	return nil
+}

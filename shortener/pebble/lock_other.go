@@ -1,0 +1,7 @@
+//go:build !linux
+
+package pebble
+
+import "github.com/cockroachdb/pebble/v2/vfs"
+
+func lockHolder(fs vfs.FS, dir string) string { return "the store is locked by another process" }

@@ -1,0 +1,558 @@
+// Package pebble is the embedded shortener.Store: links and their visit
+// statistics in a cockroachdb/pebble database (a directory).
+//
+// Pebble is what this store needs and would otherwise be written by hand:
+// a write-ahead log whose commit pipeline groups concurrent synced writes
+// into one fdatasync, lock-free reads, merge operators (visit counters are
+// added by compactions, not by read-modify-write), consistent checkpoints
+// for online backups, and a VFS made for crash testing.
+//
+// # Durability
+//
+// A create is committed with pebble.Sync: Create returns only once its WAL
+// record is fdatasync'ed (concurrent creates share the sync). So are
+// deletes and visit flushes. Create checks that the id is free, under a
+// small in-memory reservation of the ids being created or deleted, so two
+// concurrent creates of one id never both succeed.
+//
+// # Key layout
+//
+// Every key starts with one byte naming the kind of record, so kinds added
+// later take a new byte and never collide with existing keys; link and
+// statistics keys carry a domain (issue 13: the same slug may exist on two
+// domains), "" being the default domain, which every link has today:
+//
+//	'm' name                  store metadata: "format" → format version (1)
+//	'l' domain 0x00 id        a link (codec.go)
+//	's' domain 0x00 id        its visit statistics: a statsrec record, or
+//	                          merge operands that the merger adds up
+//	'k' …                     reserved for API keys (issue 13)
+//
+// Domains never contain 0x00, ids are shortener.ValidID, so a domain's
+// links are the keys with the prefix 'l' domain 0x00, in id order. A
+// link's statistics are deleted with it: an id created again starts from
+// zero.
+//
+// # Visits
+//
+// A visit batch is one synced pebble batch with one Merge per visited
+// link: an operand is a statistics record (shortener/internal/statsrec);
+// reads and compactions add operands together and bound the result as
+// shortener.VisitStats.Bound does. AddVisits and Delete exclude each
+// other, so visits are merged only into links that exist.
+package pebble
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	pebbledb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/linkgate/linkgate/shortener"
+)
+
+var (
+	_ shortener.Store       = (*Store)(nil)
+	_ shortener.URLAppender = (*Store)(nil)
+	_ shortener.VisitStore  = (*Store)(nil)
+)
+
+// Record kinds, the first byte of every key.
+const (
+	kindMeta  = 'm'
+	kindLink  = 'l'
+	kindStats = 's'
+)
+
+// format is the store's format version, kept under the meta key "format".
+const format = 1
+
+var formatKey = []byte{kindMeta, 'f', 'o', 'r', 'm', 'a', 't'}
+
+// appendKey appends the key of record kind for id in the default domain.
+func appendKey[T string | []byte](dst []byte, kind byte, id T) []byte {
+	dst = append(dst, kind, 0)
+	return append(dst, id...)
+}
+
+// Options configure Open. The zero value is the production setting.
+type Options struct {
+	// FS is the file system the store lives on; nil: the operating
+	// system's. Tests use pebble's crash-testing and error-injecting ones.
+	FS vfs.FS
+	// CacheSize is pebble's block cache, in bytes; 0: 8 MiB.
+	CacheSize int64
+	// Logger receives pebble's own messages (recovery, background
+	// errors); nil discards them.
+	Logger *slog.Logger
+
+	// createSync is how creates commit; nil: pebble.Sync. Only the
+	// crash test's must-fail twin changes it (export_test.go).
+	createSync *pebbledb.WriteOptions
+}
+
+// DefaultCacheSize is the block cache when Options.CacheSize is 0.
+const DefaultCacheSize = 8 << 20
+
+// Store is a shortener.Store in a pebble database.
+type Store struct {
+	db         *pebbledb.DB
+	dir        string
+	fs         vfs.FS
+	lock       *pebbledb.Lock
+	cache      *pebbledb.Cache
+	createSync *pebbledb.WriteOptions
+	res        reservations
+	// visitsMu: AddVisits (shared) and Delete (exclusive) exclude each
+	// other, so visits are merged only into links that exist.
+	visitsMu  sync.RWMutex
+	keys      sync.Pool // *[]byte, key buffers for reads
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the store in dir, creating it (and dir) if needed. It fails
+// at once if another process holds the store, naming that process.
+func Open(dir string, opts Options) (*Store, error) {
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if err := fs.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("open pebble store: %w", err)
+	}
+	lock, err := pebbledb.LockDirectory(dir, fs)
+	if err != nil {
+		return nil, fmt.Errorf("open pebble store %s: %s: %w", dir, lockHolder(fs, dir), err)
+	}
+	size := opts.CacheSize
+	if size <= 0 {
+		size = DefaultCacheSize
+	}
+	s := &Store{dir: dir, fs: fs, lock: lock, cache: pebbledb.NewCache(size), createSync: opts.createSync}
+	if s.createSync == nil {
+		s.createSync = pebbledb.Sync
+	}
+	s.res.held = make(map[string]*reservation)
+	s.keys.New = func() any { b := make([]byte, 0, 2+shortener.MaxIDLength); return &b }
+	po := &pebbledb.Options{
+		FS:                 fs,
+		Cache:              s.cache,
+		Lock:               lock,
+		Merger:             merger,
+		FormatMajorVersion: pebbledb.FormatNewest,
+		Logger:             logger{opts.Logger},
+	}
+	db, err := pebbledb.Open(dir, po)
+	if err != nil {
+		s.cache.Unref()
+		lock.Close()
+		return nil, fmt.Errorf("open pebble store %s: %w", dir, err)
+	}
+	s.db = db
+	if err := s.checkFormat(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open pebble store %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+// checkFormat writes the format version into a new store and refuses a
+// store of another version.
+func (s *Store) checkFormat() error {
+	v, closer, err := s.db.Get(formatKey)
+	switch {
+	case errors.Is(err, pebbledb.ErrNotFound):
+		return s.db.Set(formatKey, []byte{format}, pebbledb.Sync)
+	case err != nil:
+		return err
+	}
+	defer closer.Close()
+	if len(v) != 1 || v[0] != format {
+		return fmt.Errorf("unsupported store format %v (this build reads format %d)", v, format)
+	}
+	return nil
+}
+
+// unavailable wraps a pebble error as the domain's ErrUnavailable.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%s: %w: %w", op, shortener.ErrUnavailable, err)
+}
+
+// get returns the value under key and its closer; found=false when there
+// is none.
+func (s *Store) get(key []byte) (v []byte, closer io.Closer, found bool, err error) {
+	if s.closed.Load() {
+		return nil, nil, false, errClosed
+	}
+	v, closer, err = s.db.Get(key)
+	switch {
+	case errors.Is(err, pebbledb.ErrNotFound):
+		return nil, nil, false, nil
+	case err != nil:
+		return nil, nil, false, err
+	}
+	return v, closer, true, nil
+}
+
+var errClosed = errors.New("store closed")
+
+// exists reports whether a link is stored under id.
+func (s *Store) exists(id string) (bool, error) {
+	kb := s.keys.Get().(*[]byte)
+	defer s.keys.Put(kb)
+	*kb = appendKey((*kb)[:0], kindLink, id)
+	_, closer, found, err := s.get(*kb)
+	if found {
+		closer.Close()
+	}
+	return found, err
+}
+
+// Create stores l unless its id is taken, and returns once it is synced.
+func (s *Store) Create(ctx context.Context, l shortener.Link) error {
+	release, err := s.res.acquire(ctx, l.ID)
+	if err != nil {
+		return fmt.Errorf("create link %q: %w", l.ID, err)
+	}
+	defer release()
+	switch taken, err := s.exists(l.ID); {
+	case err != nil:
+		return unavailable(fmt.Sprintf("create link %q", l.ID), err)
+	case taken:
+		return shortener.ErrConflict
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	key := appendKey(make([]byte, 0, 2+len(l.ID)), kindLink, l.ID)
+	if err := b.Set(key, appendLink(nil, &l), nil); err != nil {
+		return unavailable(fmt.Sprintf("create link %q", l.ID), err)
+	}
+	if err := b.Commit(s.createSync); err != nil {
+		return unavailable(fmt.Sprintf("create link %q", l.ID), err)
+	}
+	return nil
+}
+
+// Import stores links in one synced batch, skipping ids that are taken
+// (or repeated), and returns how many it stored. It is for bulk loads
+// (benchmark preloads, migrations, imports); creates on the request path
+// use Create.
+func (s *Store) Import(ctx context.Context, links []shortener.Link) (int, error) {
+	ids := make([]string, len(links))
+	for i := range links {
+		ids[i] = links[i].ID
+	}
+	release, err := s.res.acquireAll(ctx, ids)
+	if err != nil {
+		return 0, fmt.Errorf("import links: %w", err)
+	}
+	defer release()
+	b := s.db.NewBatch()
+	defer b.Close()
+	seen := make(map[string]bool, len(links))
+	var key, val []byte
+	n := 0
+	for i := range links {
+		l := &links[i]
+		if !shortener.ValidID(l.ID) || seen[l.ID] {
+			continue
+		}
+		seen[l.ID] = true
+		switch taken, err := s.exists(l.ID); {
+		case err != nil:
+			return 0, unavailable("import links", err)
+		case taken:
+			continue
+		}
+		key = appendKey(key[:0], kindLink, l.ID)
+		val = appendLink(val[:0], l)
+		if err := b.Set(key, val, nil); err != nil {
+			return 0, unavailable("import links", err)
+		}
+		n++
+	}
+	if err := b.Commit(pebbledb.Sync); err != nil {
+		return 0, unavailable("import links", err)
+	}
+	return n, nil
+}
+
+// Get returns the link under id. Its Visits include the stored visits for
+// a link with a visit limit (for others they are the ones it was created
+// with; VisitStats has them all).
+func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
+	kb := s.keys.Get().(*[]byte)
+	defer s.keys.Put(kb)
+	*kb = appendKey((*kb)[:0], kindLink, id)
+	v, closer, found, err := s.get(*kb)
+	if err != nil {
+		return shortener.Link{}, unavailable(fmt.Sprintf("get link %q", id), err)
+	}
+	if !found {
+		return shortener.Link{}, shortener.ErrNotFound
+	}
+	l, err := decodeLink(id, v)
+	closer.Close()
+	if err != nil {
+		return shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
+	}
+	if l.MaxVisits > 0 {
+		n, err := storedVisits(s, kb, id)
+		if err != nil {
+			return shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
+		}
+		l.Visits += n
+	}
+	return l, nil
+}
+
+// AppendURL is Get for the redirect hot path: it appends the URL to dst
+// and allocates nothing for a link without a visit limit.
+func (s *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortener.Link, error) {
+	kb := s.keys.Get().(*[]byte)
+	defer s.keys.Put(kb)
+	*kb = appendKey((*kb)[:0], kindLink, id)
+	v, closer, found, err := s.get(*kb)
+	if err != nil {
+		return dst, shortener.Link{}, unavailable("get link", err)
+	}
+	if !found {
+		return dst, shortener.Link{}, shortener.ErrNotFound
+	}
+	l, url, err := decodeMeta(v)
+	if err == nil {
+		dst = append(dst, url...)
+	}
+	closer.Close()
+	if err != nil {
+		return dst, shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
+	}
+	if l.MaxVisits > 0 { // only a visit limit needs the count
+		n, err := storedVisits(s, kb, id)
+		if err != nil {
+			return dst, shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
+		}
+		l.Visits += n
+	}
+	return dst, l, nil
+}
+
+// Delete removes the link under id and its statistics.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	release, err := s.res.acquire(ctx, id)
+	if err != nil {
+		return fmt.Errorf("delete link %q: %w", id, err)
+	}
+	defer release()
+	s.visitsMu.Lock()
+	defer s.visitsMu.Unlock()
+	switch found, err := s.exists(id); {
+	case err != nil:
+		return unavailable(fmt.Sprintf("delete link %q", id), err)
+	case !found:
+		return shortener.ErrNotFound
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.Delete(appendKey(nil, kindLink, id), nil); err != nil {
+		return unavailable(fmt.Sprintf("delete link %q", id), err)
+	}
+	if err := b.Delete(appendKey(nil, kindStats, id), nil); err != nil {
+		return unavailable(fmt.Sprintf("delete link %q", id), err)
+	}
+	if err := b.Commit(pebbledb.Sync); err != nil {
+		return unavailable(fmt.Sprintf("delete link %q", id), err)
+	}
+	return nil
+}
+
+// List returns links in id order. The cursor is the last id of the
+// previous page, base64url-encoded.
+func (s *Store) List(ctx context.Context, cursor string, limit int) (shortener.Page, error) {
+	lower := appendKey(nil, kindLink, "")
+	upper := []byte{kindLink, 1} // the default domain's links: 'l' 0x00 …
+	start := lower
+	if cursor != "" {
+		after, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || !shortener.ValidID(after) {
+			return shortener.Page{}, shortener.Errorf(shortener.InvalidParameter, "invalid cursor")
+		}
+		start = append(appendKey(nil, kindLink, after), 0) // just after it
+	}
+	if s.closed.Load() {
+		return shortener.Page{}, unavailable("list links", errClosed)
+	}
+	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return shortener.Page{}, unavailable("list links", err)
+	}
+	defer it.Close()
+	var p shortener.Page
+	var kb []byte
+	for ok := it.SeekGE(start); ok; ok = it.Next() {
+		if len(p.Links) == limit {
+			p.Next = base64.RawURLEncoding.EncodeToString([]byte(p.Links[limit-1].ID))
+			break
+		}
+		id := string(it.Key()[2:])
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return shortener.Page{}, unavailable("list links", err)
+		}
+		l, err := decodeLink(id, v)
+		if err != nil {
+			return shortener.Page{}, fmt.Errorf("list links: link %q: %w", id, err)
+		}
+		if l.MaxVisits > 0 {
+			n, err := storedVisits(s, &kb, id)
+			if err != nil {
+				return shortener.Page{}, fmt.Errorf("list links: %w", err)
+			}
+			l.Visits += n
+		}
+		p.Links = append(p.Links, l)
+	}
+	if err := it.Error(); err != nil {
+		return shortener.Page{}, unavailable("list links", err)
+	}
+	return p, nil
+}
+
+// Ping checks that the store is open and answers a read.
+func (s *Store) Ping(ctx context.Context) error {
+	if _, _, _, err := s.get(formatKey); err != nil {
+		return unavailable("ping pebble store", err)
+	}
+	return nil
+}
+
+// Close closes the database; pebble makes what is committed durable.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		var errs []error
+		if s.db != nil {
+			errs = append(errs, s.db.Close())
+		}
+		s.cache.Unref()
+		errs = append(errs, s.lock.Close())
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// Dir returns the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// reservations are the ids being created or deleted: an operation on an id
+// waits until the one before it has committed, so the "is it free?" check
+// and the write are one step.
+type reservations struct {
+	mu   sync.Mutex
+	held map[string]*reservation
+}
+
+type reservation struct {
+	done chan struct{} // made by the first waiter; closed at release
+}
+
+// acquire reserves id, waiting while another operation holds it, and
+// returns the release.
+func (r *reservations) acquire(ctx context.Context, id string) (func(), error) {
+	for {
+		r.mu.Lock()
+		h, busy := r.held[id]
+		if !busy {
+			h = &reservation{}
+			r.held[id] = h
+			r.mu.Unlock()
+			return func() { r.release(id, h) }, nil
+		}
+		if h.done == nil {
+			h.done = make(chan struct{})
+		}
+		done := h.done
+		r.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (r *reservations) release(id string, h *reservation) {
+	r.mu.Lock()
+	delete(r.held, id)
+	done := h.done
+	r.mu.Unlock()
+	if done != nil {
+		close(done)
+	}
+}
+
+// acquireAll reserves every id of ids (repeats allowed), one at a time in
+// sorted order so that two bulk operations cannot deadlock.
+func (r *reservations) acquireAll(ctx context.Context, ids []string) (func(), error) {
+	sorted := slices.Compact(slices.Sorted(slices.Values(ids)))
+	var releases []func()
+	releaseAll := func() {
+		for _, f := range releases {
+			f()
+		}
+	}
+	for _, id := range sorted {
+		f, err := r.acquire(ctx, id)
+		if err != nil {
+			releaseAll()
+			return nil, err
+		}
+		releases = append(releases, f)
+	}
+	return releaseAll, nil
+}
+
+// logger passes pebble's messages to slog. Fatalf is called on an error
+// pebble cannot continue from (a failed WAL write): the process exits
+// after logging it, as pebble's own logger does; what was acknowledged is
+// in the WAL and is recovered by the next Open.
+type logger struct{ l *slog.Logger }
+
+func (l logger) Infof(format string, args ...any) {
+	if l.l != nil {
+		l.l.Debug("pebble: " + fmt.Sprintf(format, args...))
+	}
+}
+
+func (l logger) Errorf(format string, args ...any) {
+	if l.l != nil {
+		l.l.Error("pebble: " + fmt.Sprintf(format, args...))
+	}
+}
+
+func (l logger) Fatalf(format string, args ...any) {
+	msg := "pebble: " + fmt.Sprintf(format, args...)
+	if l.l != nil {
+		l.l.Error(msg)
+	} else {
+		fmt.Fprintln(os.Stderr, msg)
+	}
+	os.Exit(70)
+}
+
+// Compact compacts the whole store (tools and tests; pebble compacts by
+// itself in the background).
+func (s *Store) Compact() error {
+	return s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true)
+}

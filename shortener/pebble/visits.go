@@ -1,0 +1,180 @@
+package pebble
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+
+	pebbledb "github.com/cockroachdb/pebble/v2"
+
+	"github.com/linkgate/linkgate/shortener"
+	"github.com/linkgate/linkgate/shortener/internal/statsrec"
+)
+
+// yieldEvery is how many links AddVisits adds between yields: on a server
+// with one core (GOMAXPROCS=1) a large batch would otherwise hold it for
+// a whole scheduler slice at a time.
+const yieldEvery = 512
+
+// AddVisits adds a batch in one synced pebble batch: one Merge of a
+// statistics record per link that exists. Visits of links deleted
+// meanwhile are dropped, and so are those of an earlier link under the
+// same id (their CreatedAt differs from the link's).
+func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("add visits: %w", err)
+	}
+	s.visitsMu.RLock()
+	defer s.visitsMu.RUnlock()
+	if s.closed.Load() {
+		return unavailable("add visits", errClosed)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	var d statsrec.Delta
+	var key, rec []byte
+	for i := range batch.Links {
+		if i%yieldEvery == yieldEvery-1 {
+			runtime.Gosched()
+		}
+		id := batch.Links[i].ID
+		switch created, found, err := s.createdAt(id); {
+		case err != nil:
+			return unavailable("add visits", err)
+		case !found:
+			continue // deleted meanwhile
+		case batch.Links[i].CreatedAt != 0 && created != 0 && created != batch.Links[i].CreatedAt:
+			continue // visits of an earlier link under the id, deleted meanwhile
+		}
+		d.Reset()
+		d.AddBatch(batch, i)
+		d.Normalize()
+		var err error
+		if rec, err = statsrec.Merge(rec[:0], nil, &d); err != nil {
+			return fmt.Errorf("add visits: link %q: %w", id, err)
+		}
+		key = appendKey(key[:0], kindStats, id)
+		if err := b.Merge(key, rec, nil); err != nil {
+			return unavailable("add visits", err)
+		}
+	}
+	if err := b.Commit(pebbledb.Sync); err != nil {
+		return unavailable("add visits", err)
+	}
+	for i := range batch.Links {
+		batch.Links[i].Applied = true
+	}
+	return nil
+}
+
+// VisitStats returns the stored statistics of the link under id.
+func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats, error) {
+	l, err := s.Get(ctx, id)
+	if err != nil {
+		return shortener.VisitStats{}, err
+	}
+	var st shortener.VisitStats
+	v, closer, found, err := s.get(appendKey(nil, kindStats, id))
+	if err != nil {
+		return shortener.VisitStats{}, unavailable(fmt.Sprintf("visit stats %q", id), err)
+	}
+	if found {
+		st, err = statsrec.Decode(v)
+		closer.Close()
+		if err != nil {
+			return shortener.VisitStats{}, fmt.Errorf("visit stats %q: %w", id, err)
+		}
+	}
+	// Get counted the stored visits into a limited link's Visits; the
+	// rest of Visits is what the link was created with (imports).
+	if l.MaxVisits > 0 {
+		l.Visits -= st.Total
+	}
+	st.Total += l.Visits
+	st.Bound()
+	return st, nil
+}
+
+// storedVisits returns the stored visit total of id; kb is a key buffer.
+func storedVisits[T string | []byte](s *Store, kb *[]byte, id T) (int64, error) {
+	*kb = appendKey((*kb)[:0], kindStats, id)
+	v, closer, found, err := s.get(*kb)
+	if err != nil || !found {
+		return 0, err
+	}
+	defer closer.Close()
+	return statsrec.Total(v)
+}
+
+// merger adds statistics records: the operands of a stats key are records,
+// and so is their sum. Other kinds of keys have no merge operands.
+var merger = &pebbledb.Merger{
+	Name: "linkgate.visits.v1",
+	Merge: func(key, value []byte) (pebbledb.ValueMerger, error) {
+		if len(key) == 0 || key[0] != kindStats {
+			return nil, fmt.Errorf("merge operand under key %q, which is not visit statistics", key)
+		}
+		m := &statsMerger{}
+		if err := m.add(value); err != nil {
+			return nil, err
+		}
+		return m, nil
+	},
+}
+
+// statsMerger adds records as pebble hands them over, into acc.
+type statsMerger struct {
+	acc, spare []byte
+	d          statsrec.Delta
+}
+
+func (m *statsMerger) add(v []byte) error {
+	m.d.Reset()
+	if err := m.d.AddRecord(v); err != nil {
+		return err
+	}
+	m.d.Normalize()
+	var old []byte
+	if m.acc != nil {
+		old = m.acc
+	}
+	out, err := statsrec.Merge(m.spare[:0], old, &m.d)
+	if err != nil {
+		return err
+	}
+	m.acc, m.spare = out, m.acc
+	return nil
+}
+
+// MergeNewer and MergeOlder add: the sum does not depend on the order.
+func (m *statsMerger) MergeNewer(v []byte) error { return m.add(v) }
+func (m *statsMerger) MergeOlder(v []byte) error { return m.add(v) }
+
+func (m *statsMerger) Finish(includesBase bool) ([]byte, io.Closer, error) {
+	return m.acc, nil, nil
+}
+
+// String is for pebble's debugging output.
+func (m *statsMerger) String() string { return fmt.Sprintf("stats(%d bytes)", len(m.acc)) }
+
+// createdAt returns the CreatedAt (Unix seconds, 0: none) of the link
+// under id, found=false if there is none.
+func (s *Store) createdAt(id string) (created int64, found bool, err error) {
+	kb := s.keys.Get().(*[]byte)
+	defer s.keys.Put(kb)
+	*kb = appendKey((*kb)[:0], kindLink, id)
+	v, closer, found, err := s.get(*kb)
+	if !found || err != nil {
+		return 0, found, err
+	}
+	defer closer.Close()
+	l, _, err := decodeMeta(v)
+	if err != nil {
+		return 0, true, err
+	}
+	if !l.CreatedAt.IsZero() {
+		created = l.CreatedAt.Unix()
+	}
+	return created, true, nil
+}
