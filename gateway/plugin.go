@@ -19,7 +19,8 @@ type Ctx interface {
 	// Var returns an APISIX variable: remote_addr, remote_port,
 	// realip_remote_addr, server_addr, server_port, uri, request_uri,
 	// query_string (args), is_args, host, scheme, request_method,
-	// server_protocol, status, http_<header>, arg_<name>, cookie_<name>,
+	// server_protocol, status, balancer_ip, balancer_port, upstream_addr,
+	// http_<header>, arg_<name>, cookie_<name>,
 	// consumer_name, route_id, route_name, service_id; "" when unset.
 	Var(name string) string
 	// SetUpstreamURI replaces the path (and query) sent upstream.

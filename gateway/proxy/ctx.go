@@ -28,7 +28,8 @@ type reqCtx struct {
 	remotePort int    // set by a plugin (real-ip); 0: the connection's
 	realAddr   bool   // a plugin replaced remote_addr
 	host       string // Host without port, as matched
-	node       string // address of the node that answered
+	node       string // host of the node that answered
+	nodeAddr   string // its host:port
 	hostSet    bool   // a plugin set the upstream Host
 	uriSet     bool   // a plugin set the upstream URI
 	timed      bool   // log plugins run: measure times
@@ -74,7 +75,7 @@ func (rc *reqCtx) reset() {
 	rc.match = router.Match{}
 	rc.remoteAddr, rc.remotePort, rc.realAddr = netip.Addr{}, 0, false
 	rc.remoteStr = rc.remoteStr[:0]
-	rc.host, rc.node = "", ""
+	rc.host, rc.node, rc.nodeAddr = "", "", ""
 	rc.hostSet, rc.uriSet, rc.timed, rc.responding = false, false, false, false
 	rc.start = time.Time{}
 	rc.respHdrs = rc.respHdrs[:0]
@@ -153,6 +154,15 @@ func (rc *reqCtx) Var(name string) string {
 		return ""
 	case "server_protocol":
 		return b2s(fc.Request.Header.Protocol())
+	case "balancer_ip":
+		return rc.node
+	case "balancer_port":
+		if i := strings.LastIndexByte(rc.nodeAddr, ':'); i >= 0 {
+			return rc.nodeAddr[i+1:]
+		}
+		return ""
+	case "upstream_addr":
+		return rc.nodeAddr
 	case "status":
 		return rc.appendVar(strconv.AppendInt(rc.scratch[:0], int64(fc.Response.StatusCode()), 10))
 	case "host":
@@ -206,13 +216,40 @@ func (rc *reqCtx) Var(name string) string {
 				return rc.appendVar(b)
 			}
 		}
-		return b2s(fc.Request.Header.PeekBytes(rc.scratch))
+		if v := fc.Request.Header.PeekBytes(rc.scratch); len(v) > 0 || !strings.Contains(name[5:], "_") {
+			return b2s(v)
+		}
+		// As nginx's $http_ variables (with underscores_in_headers on, as
+		// APISIX sets): a header spelled with underscores matches too.
+		for k, v := range fc.Request.Header.All() {
+			if len(k) == len(rc.scratch) && headerNameMatch(k, rc.scratch) {
+				return b2s(v)
+			}
+		}
+		return ""
 	case strings.HasPrefix(name, "arg_"):
 		return b2s(fc.QueryArgs().Peek(name[4:]))
 	case strings.HasPrefix(name, "cookie_"):
 		return b2s(fc.Request.Header.Cookie(name[7:]))
 	}
 	return ""
+}
+
+// headerNameMatch compares header names ignoring case, '-' and '_' alike.
+func headerNameMatch(a, b []byte) bool {
+	for i := range a {
+		x, y := a[i]|0x20, b[i]|0x20 // lower case; '-' (0x2d) and '_' (0x5f) become 0x2d, 0x7f
+		if x == 0x7f {
+			x = 0x2d
+		}
+		if y == 0x7f {
+			y = 0x2d
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // appendVar copies a formatted variable into the request's buffer, so it
