@@ -20,8 +20,12 @@ import (
 type File struct {
 	Source string   `yaml:"source"`
 	Args   []string `yaml:"args"`
-	Skip   string   `yaml:"skip"`
-	Cases  []Case   `yaml:"cases"`
+	// PortServers are extra upstream servers for this file's cases, each
+	// answering its own port number (the fake servers a .t file's
+	// http_config adds, e.g. on 1970-1974).
+	PortServers []int  `yaml:"port_servers"`
+	Skip        string `yaml:"skip"`
+	Cases       []Case `yaml:"cases"`
 	// Path is the case file, relative to testdata.
 	Path string `yaml:"-"`
 }
@@ -33,7 +37,11 @@ type Case struct {
 	Skip    string   `yaml:"skip"`
 	Differs string   `yaml:"differs"`
 	Args    []string `yaml:"args"`
-	Steps   []Step   `yaml:"steps"`
+	// Restart starts the gateway afresh (same store) before the case, as
+	// Test::Nginx restarts nginx between blocks: in-memory state, such as
+	// local rate-limit counters, starts empty.
+	Restart bool   `yaml:"restart"`
+	Steps   []Step `yaml:"steps"`
 	// Review is tools/apisixt's note on a drafted case; a case file
 	// with one does not load: drafts are checked by hand.
 	Review string `yaml:"review"`
@@ -46,8 +54,23 @@ type Step struct {
 	Body    *string           `yaml:"body"`
 	Want    Want              `yaml:"want"`
 	Repeat  int               `yaml:"repeat"`
-	Sleep   float64           `yaml:"sleep"`
-	Review  string            `yaml:"review"`
+	// Concurrent sends the request that many times at once (Test::Nginx's
+	// ngx.location.capture_multi); Statuses is then what they answer, in
+	// any order, and Unique names a header every answer must carry, each
+	// with a value of its own (request-id's ids).
+	Concurrent int    `yaml:"concurrent"`
+	Statuses   []int  `yaml:"statuses"`
+	Unique     string `yaml:"unique"`
+	// Bodies sends the request once per item, one after another, and
+	// compares the answers' bodies (spaces trimmed) with them, in order,
+	// or as sorted lists with Sorted: the Lua loops that collect
+	// t() bodies and print them joined (table.sort, table.concat).
+	Bodies []string `yaml:"bodies"`
+	Sorted bool     `yaml:"sorted"`
+	// Timeout is the client's, in seconds (Test::Nginx's --- timeout; 10).
+	Timeout float64 `yaml:"timeout"`
+	Sleep   float64 `yaml:"sleep"`
+	Review  string  `yaml:"review"`
 	// Capture saves values of the JSON answer for later steps of the
 	// case, used there as ${name}: "node.key" or "node.key =~ REGEX"
 	// (the first group).
@@ -56,6 +79,9 @@ type Step struct {
 
 // Want is what a step's answer must match; empty fields match anything.
 type Want struct {
+	// NoAnswer: the client's timeout passes with no answer (a request
+	// held back, as limit-req's delay; Test::Nginx's --- abort).
+	NoAnswer    bool               `yaml:"no_answer"`
 	Status      Status             `yaml:"status"`
 	Body        *string            `yaml:"body"`
 	BodyLike    string             `yaml:"body_like"`
@@ -171,6 +197,9 @@ func LoadFile(path string) (*File, error) {
 		for j, s := range c.Steps {
 			if s.Review != "" && !AllowDrafts {
 				return nil, fmt.Errorf("%s: %s step %d is a draft not checked by hand (review: %s)", path, name, j+1, s.Review)
+			}
+			if s.Concurrent > 0 && len(s.Statuses) != s.Concurrent {
+				return nil, fmt.Errorf("%s: %s step %d: concurrent %d wants %d statuses", path, name, j+1, s.Concurrent, s.Concurrent)
 			}
 			if s.Req == "" && s.Sleep == 0 {
 				return nil, fmt.Errorf("%s: %s step %d: neither req nor sleep", path, name, j+1)
@@ -346,17 +375,21 @@ func remove(v any, path string) {
 // capture reads spec ("path" or "path =~ regex") from a JSON answer.
 func capture(r *Response, spec string) (string, error) {
 	path, re, hasRE := strings.Cut(spec, " =~ ")
-	got, err := decodeJSON(r.Body)
-	if err != nil {
-		return "", err
-	}
-	v, ok := lookup(got, strings.TrimSpace(path))
-	if !ok {
-		return "", fmt.Errorf("capture %s: missing in %s", path, clip(r.Body))
-	}
-	s, ok := v.(string)
-	if !ok {
-		s = show(v)
+	var s string
+	if strings.TrimSpace(path) == "body" {
+		s = string(r.Body) // the whole answer (jwt-auth's signed token)
+	} else {
+		got, err := decodeJSON(r.Body)
+		if err != nil {
+			return "", err
+		}
+		v, ok := lookup(got, strings.TrimSpace(path))
+		if !ok {
+			return "", fmt.Errorf("capture %s: missing in %s", path, clip(r.Body))
+		}
+		if s, ok = v.(string); !ok {
+			s = show(v)
+		}
 	}
 	if hasRE {
 		m := regexp.MustCompile(strings.TrimSpace(re)).FindStringSubmatch(s)

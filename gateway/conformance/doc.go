@@ -15,6 +15,7 @@
 //	source: t/admin/routes.t     # the APISIX file (at tag 2.14.1)
 //	args: [--admin-api-version, v3]  # optional: extra gateway flags for every case
 //	skip: needs a TLS listener   # optional: the whole file is skipped, for this reason
+//	port_servers: [1970, 1971]   # optional: servers answering their port number (a file's http_config ones)
 //	cases:
 //	  - test: 1                  # the TEST number
 //	    name: set route(id: 1)   # its title
@@ -22,8 +23,9 @@
 //	    differs: ...             # run, and known to fail: a deliberate difference,
 //	                             # listed in docs/gateway.md with the case name
 //	    args: [--viewer-key, v]  # optional: the gateway restarts with these flags (same store)
+//	    restart: true            # optional: the gateway restarts (same store; in-memory counters reset)
 //	    steps:
-//	      - req: PUT /apisix/admin/routes/1
+//	      - req: PUT /apisix/admin/routes/1   # "GET /hello HTTP/1.0" sends HTTP/1.0
 //	        headers: {Host: foo.com}
 //	        body: |
 //	          {"uri": "/hello", "upstream": {"type": "roundrobin",
@@ -36,7 +38,15 @@
 //	          headers: {X-APISIX-Upstream-Status: "502", X-Gone: null}
 //	          headers_like: {X-Request-Id: "^[0-9a-f-]+$"}
 //	        repeat: 3            # send the same request 3 times, each must match
+//	        concurrent: 10       # or: send it 10 times at once (capture_multi),
+//	        statuses: [200, 200, 503, …]  # and these statuses come back, in any order
+//	        unique: X-Request-Id # (optional) each answer has this header, with its own value
+//	        bodies: [1980, 1981] # or: send it once per item; the bodies, trimmed, in order
+//	        sorted: true         #   (or sorted, as Lua loops that table.sort what t() answered)
+//	        timeout: 0.5         # the client's timeout, in seconds (10 by default);
+//	                             # want: {no_answer: true} passes when it expires unanswered
 //	        capture: {id: 'node.key =~ ^/apisix/routes/(.+)$'}  # saved as ${id} for later steps
+//	        # (capture: {sign: body} saves the whole answer)
 //	      - sleep: 1.1           # seconds; only where the case waits for time itself
 //
 // More want fields: body_unlike (a regular expression the body must not
