@@ -42,7 +42,7 @@ release:
 bench-serve:
 	scripts/bench-serve.sh
 
-## bench-creates: durable creates on one core, this tree vs BASE (default main) (docs/serve-benchmarks.md).
+## bench-creates: durable creates on one core, this tree vs BASE (default 096063f, the last bbolt release) (docs/serve-benchmarks.md).
 bench-creates:
 	scripts/bench-creates.sh
 
@@ -58,9 +58,11 @@ lambda:
 lambda-bench:
 	scripts/lambda-bench.sh
 
-## bench-dynamodb: redirects through the cache (DynamoDB vs bolt), creates and cold reads against DynamoDB Local.
+## bench-dynamodb: redirects through the cache (DynamoDB vs bolt), creates and cold reads against DynamoDB Local,
+## then the capacity units visits cost per 1,000 redirects, this tree vs the previous build (docs/dynamodb.md).
 bench-dynamodb:
 	scripts/bench-dynamodb.sh
+	scripts/bench-dynamodb-units.sh
 
 ## bench-visits: redirects with visits counted vs not, at a fixed rate and at saturation (docs/visits.md).
 bench-visits:

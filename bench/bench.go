@@ -68,6 +68,11 @@ type Config struct {
 	// loop: every connection sends its next request as soon as it has the
 	// response, as fast as the target allows (wrk without -R).
 	Rate float64
+	// HTTP2 speaks HTTP/2: h2 by ALPN for https://, h2c with prior
+	// knowledge for http://; each connection carries Streams concurrent
+	// streams, each on its own schedule as a connection is for HTTP/1.1.
+	HTTP2   bool
+	Streams int
 	// Stages, instead of Rate, is an open-model ramp (--stages): each
 	// request's intended send time comes from the rate curve. Duration must
 	// be the stages' total; Rate is set to their mean rate.
@@ -125,6 +130,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("duration %v is not the stages' total %v", c.Duration, StagesDuration(c.Stages))
 	case len(c.Stages) > 0 && c.Warmup > 0:
 		return errors.New("stages have no warm-up: make the first stage one")
+	case c.HTTP2 && c.Streams < 1:
+		return fmt.Errorf("streams must be at least 1, got %d", c.Streams)
+	case c.HTTP2 && c.Requests > 0:
+		return errors.New("a request count is not supported with HTTP/2: use a duration")
 	case c.Requests < 0:
 		return fmt.Errorf("request count must not be negative, got %d", c.Requests)
 	case c.NewRequester == nil:
@@ -200,6 +209,8 @@ type Result struct {
 
 	// TLS holds what https runs add: handshakes and their times.
 	TLS *TLSResult
+	// HTTP2 holds what HTTP/2 runs add.
+	HTTP2 *H2Result
 
 	// Series is the measured window second by second.
 	Series []Second
@@ -358,17 +369,33 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	var info *TLSResult
 	if c.URL.Scheme == "https" {
 		tcfg = c.tlsConfig()
+		if c.HTTP2 {
+			tcfg.NextProtos = []string{"h2"}
+		}
 		if info, err = probeTLS(ctx, ap.String(), tcfg, c.Timeout); err != nil {
 			return nil, err
 		}
+		if c.HTTP2 && info.ALPN != "h2" {
+			return nil, fmt.Errorf("%s did not negotiate h2 by ALPN (it chose %q): it does not speak HTTP/2 over TLS", ap, info.ALPN)
+		}
 	}
-	reqs := make([]Requester, c.Threads)
+	// A request source is used by one goroutine: a thread of the HTTP/1.1
+	// engine, a connection of the HTTP/2 one.
+	sources := c.Threads
+	if c.HTTP2 {
+		sources = c.Connections
+	}
+	reqs := make([]Requester, sources)
 	for i := range reqs {
 		if reqs[i], err = c.NewRequester(i); err != nil {
 			return nil, err
 		}
 	}
-	res, err := runEngine(ctx, &c, ap, tcfg, reqs)
+	run := runEngine
+	if c.HTTP2 {
+		run = runH2
+	}
+	res, err := run(ctx, &c, ap, tcfg, reqs)
 	if res != nil {
 		res.Stages = c.Stages
 	}

@@ -33,6 +33,7 @@ type Summary struct {
 	UnsentAtEnd int64              `json:"unsent_at_end"`
 	Generator   GeneratorCheck     `json:"generator"`
 	TLS         *TLSSummary        `json:"tls,omitempty"`
+	HTTP2       *H2Summary         `json:"http2,omitempty"`
 	Thresholds  []ThresholdVerdict `json:"thresholds,omitempty"`
 	// Series is the measured window second by second; Histograms are the
 	// run's histograms encoded, for linkgate bench merge.
@@ -45,6 +46,15 @@ type Summary struct {
 type StageSummary struct {
 	DurationSeconds float64 `json:"duration_seconds"`
 	Target          float64 `json:"target_rate"`
+}
+
+// H2Summary is the HTTP/2 side of a run.
+type H2Summary struct {
+	Connections          int   `json:"connections"`
+	StreamsPerConnection int   `json:"streams_per_connection"`
+	RSTStream            int64 `json:"rst_stream"`
+	GoAway               int64 `json:"goaway"`
+	Refused              int64 `json:"refused_sent_again"`
 }
 
 // ThresholdVerdict is a checked --threshold: its text, the value found (µs
@@ -132,6 +142,9 @@ func (r *Result) Summarize(spectrum bool) Summary {
 		for _, st := range r.Stages {
 			s.Stages = append(s.Stages, StageSummary{DurationSeconds: st.Duration.Seconds(), Target: st.Target})
 		}
+	}
+	if h := r.HTTP2; h != nil {
+		s.HTTP2 = &H2Summary{Connections: h.Connections, StreamsPerConnection: h.Streams, RSTStream: h.Resets, GoAway: h.GoAways, Refused: h.Refused}
 	}
 	if t := r.TLS; t != nil {
 		s.TLS = &TLSSummary{Version: t.Version, ALPN: t.ALPN, Handshakes: t.Handshake.TotalCount(), Resumed: t.Resumed,

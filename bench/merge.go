@@ -73,6 +73,9 @@ func ResultFromSummary(s *Summary) (*Result, error) {
 		}
 		*x.dst = h
 	}
+	if h := s.HTTP2; h != nil {
+		r.HTTP2 = &H2Result{Connections: h.Connections, Streams: h.StreamsPerConnection, Resets: h.RSTStream, GoAways: h.GoAway, Refused: h.Refused}
+	}
 	if s.TLS != nil {
 		r.TLS = &TLSResult{Version: s.TLS.Version, ALPN: s.TLS.ALPN, Resumed: s.TLS.Resumed, Handshake: newHistogram()}
 		if s.Histograms.Handshake != "" {
@@ -134,6 +137,15 @@ func Merge(rs []*Result) (*Result, error) {
 			m.TLS.Resumed += r.TLS.Resumed
 		}
 		m.Series = mergeSeries(m.Series, r.Series)
+		if h := r.HTTP2; h != nil {
+			if m.HTTP2 == nil {
+				m.HTTP2 = &H2Result{Streams: h.Streams}
+			}
+			m.HTTP2.Connections += h.Connections
+			m.HTTP2.Resets += h.Resets
+			m.HTTP2.GoAways += h.GoAways
+			m.HTTP2.Refused += h.Refused
+		}
 	}
 	m.URL = strings.Join(urls, " ")
 	return m, nil

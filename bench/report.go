@@ -62,6 +62,10 @@ func WriteText(w io.Writer, r *Result, opt TextOptions) error {
 	if e := r.Errors; e.Handshake+e.Certificate > 0 {
 		fmt.Fprintf(&b, "  TLS errors: handshake %d, certificate %d\n", e.Handshake, e.Certificate)
 	}
+	if h := r.HTTP2; h != nil {
+		fmt.Fprintf(&b, "  HTTP/2: %d connections × %d streams; RST_STREAM %d, GOAWAY %d, refused and sent again %d\n",
+			h.Connections, h.Streams, h.Resets, h.GoAways, h.Refused)
+	}
 	if t := r.TLS; t != nil {
 		alpn := t.ALPN
 		if alpn == "" {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -201,20 +202,27 @@ func (c *Config) tlsConfig() *tls.Config {
 // verification rather than the handshake failing otherwise.
 func isCertError(err error) bool {
 	var (
-		verify    *tls.CertificateVerificationError
-		unknown   x509.UnknownAuthorityError
-		hostname  x509.HostnameError
-		invalid   x509.CertificateInvalidError
-		alertCert tls.AlertError
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
 	)
-	if errors.As(err, &alertCert) {
-		// The server rejected our (client) certificate.
-		switch alertCert {
-		case 42, 43, 44, 45, 46, 48, 116: // bad, unsupported, revoked, expired, unknown certificate; unknown CA; certificate required
-			return true
-		}
+	switch remoteAlert(err) {
+	case "bad certificate", "unsupported certificate", "revoked certificate", "expired certificate",
+		"unknown certificate", "unknown certificate authority", "certificate required":
+		return true // the server rejected our (client) certificate
 	}
 	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid)
+}
+
+// remoteAlert is the text of a TLS alert the peer sent ("" if err is not
+// one): crypto/tls reports them as a net.OpError "remote error".
+func remoteAlert(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "remote error" && op.Err != nil {
+		return strings.TrimPrefix(op.Err.Error(), "tls: ")
+	}
+	return ""
 }
 
 // handshake dials addr and runs the TLS handshake within timeout. On
@@ -263,6 +271,9 @@ func probeTLS(ctx context.Context, addr string, cfg *tls.Config, timeout time.Du
 			return nil, fmt.Errorf("connect %s: %w", addr, ce.err)
 		case isCertError(err):
 			return nil, fmt.Errorf("TLS with %s (server name %q): %w (--insecure skips verification; --ca FILE trusts another CA)", addr, probe.ServerName, err)
+		}
+		if remoteAlert(err) == "no application protocol" {
+			return nil, fmt.Errorf("TLS handshake with %s: the server speaks none of the protocols offered by ALPN %v: %w", addr, probe.NextProtos, err)
 		}
 		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
 	}

@@ -16,21 +16,21 @@ import (
 
 	"github.com/linkgate/linkgate/lambda"
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/bolt"
 	"github.com/linkgate/linkgate/shortener/httpapi"
+	"github.com/linkgate/linkgate/shortener/pebble"
 )
 
 // The function answers exactly what `linkgate serve` answers: the same
 // handler behind a real server and behind the adapter, over one store.
 func TestParityWithServe(t *testing.T) {
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "links.db"))
+	store, err := pebble.Open(filepath.Join(t.TempDir(), "links"), pebble.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
 	reg := prometheus.NewRegistry()
 	logger := slog.New(slog.DiscardHandler)
-	h, err := httpapi.NewHandler(logger, shortener.NewService(store, shortener.Options{}), httpapi.NewMetrics(reg), reg, httpapi.Config{})
+	h, err := httpapi.NewHandler(logger, shortener.NewService(store, shortener.Options{}), httpapi.NewMetrics(reg), reg, httpapi.Config{PublicURL: "http://sho.example"})
 	if err != nil {
 		t.Fatal(err)
 	}

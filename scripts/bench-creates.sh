@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench-creates: durable creates (POST /shortenURL, a unique URL per
-# request) of linkgate serve on the bolt store, this tree against a base
-# build (BASE, a git revision; default main) in the same run, rounds
+# request) of linkgate serve, this tree against a base
+# build (BASE, a git revision; default 096063f, the last bbolt release) in the same run, rounds
 # interleaved. Results and their reading: docs/serve-benchmarks.md.
 #
 #  - STORE=1m (default): a copy of the 1,000,000-link store of make
@@ -17,7 +17,7 @@ set -euo pipefail
 . "$(dirname "$0")/bench-lib.sh"
 cd "$LINKGATE_ROOT"
 export GOTOOLCHAIN=local
-BASE=${BASE:-main}
+BASE=${BASE:-096063f} # the last release on the bbolt store
 STORE=${STORE:-1m}
 SERVER_PROCS=${SERVER_PROCS:-1}
 SERVER_CPUS=${SERVER_CPUS:-$SERVER_CPU}
@@ -29,16 +29,31 @@ mv "$work/linkgate" "$work/linkgate-new"
 step "build the base ($BASE)"
 mkdir "$work/base-src"
 git archive "$BASE" | tar -x -C "$work/base-src"
-(cd "$work/base-src" && go build -trimpath -o "$work/linkgate-base" ./cmd/linkgate)
+(cd "$work/base-src" && go build -trimpath -o "$work/linkgate-base" ./cmd/linkgate && go build -o "$work/benchprep-base" ./tools/benchprep)
+# A base from before the pebble store keeps links in a bbolt file: its own
+# benchprep makes its 1M-link store (cached per base).
+if [ -d "$work/base-src/shortener/pebble" ]; then
+	base_store=$links_dir base_kind=pebble
+else
+	base_store=$LINKGATE_ROOT/.cache/bench/links-1000000-$(git rev-parse --short "$BASE").db base_kind=bolt
+	if [ "$STORE" = 1m ] && [ ! -f "$base_store" ]; then
+		step "preload 1000000 links for the base (once)"
+		"$work/benchprep-base" -db "$base_store" -ids "$work/base.ids" -n 1000000
+	fi
+fi
 
 # start NAME starts build NAME on a fresh store and prints its PID and port.
 start() {
 	local name=$1 port dir=$work/$1
 	rm -rf "$dir" && mkdir "$dir"
-	[ "$STORE" = 1m ] && cp "$links_db" "$dir/links.db"
+	local kind=pebble src=$links_dir
+	[ "$name" = base ] && kind=$base_kind src=$base_store
+	local store=$dir/links
+	[ "$kind" = bolt ] && store=$dir/links.db
+	[ "$STORE" = 1m ] && cp -r "$src" "$store"
 	port=$(free_port)
 	GOMAXPROCS=$SERVER_PROCS taskset -c "$SERVER_CPUS" "$work/linkgate-$name" serve --addr "127.0.0.1:$port" \
-		--store "bolt:$dir/links.db" --log-level warn >"$dir/log" 2>&1 &
+		--store "$kind:$store" --log-level warn >"$dir/log" 2>&1 &
 	wait_tcp 127.0.0.1 "$port" 30 || die "linkgate-$name did not start: $(cat "$dir/log")"
 	echo "$! $port"
 }

@@ -8,14 +8,16 @@
 #   plain     http://   linkgate vs Debian wrk and vegeta
 #   https     https://  keep-alive, linkgate vs wrk (nginx `ssl`)
 #   https-new https://  a new connection per request (Connection: close)
+#   http2     https://  h2 by ALPN, linkgate --http2 vs h2load (nginx `http2`),
+#                       H2_CONNS connections × STREAMS streams
 #   pacing    linkgate -R5000: corrected vs uncorrected p50, send lag
 #
 # Rounds alternate their order; tools/benchcmp prints medians, ranges and
 # per-round ratios. The TLS certificate is made at run time (benchcmp cert).
 #
 # Environment: RUNS (default 5), DURATION (default 5s), CONNS (default 50),
-# GEN_CPU / TARGET_CPU (default 0 / 1), PARTS (default "plain https
-# https-new pacing").
+# GEN_CPU / TARGET_CPU (default 0 / 1), H2_CONNS / STREAMS (default 10 /
+# 10), PARTS (default "plain https https-new http2 pacing").
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$LINKGATE_ROOT"
@@ -25,10 +27,13 @@ DURATION=${DURATION:-5s}
 CONNS=${CONNS:-50}
 GEN_CPU=${GEN_CPU:-0}
 TARGET_CPU=${TARGET_CPU:-1}
-PARTS=${PARTS:-plain https https-new pacing}
+H2_CONNS=${H2_CONNS:-10}
+STREAMS=${STREAMS:-10}
+PARTS=${PARTS:-plain https https-new http2 pacing}
 
 command -v nginx >/dev/null || die "nginx not installed (apt-get install nginx-light)"
 command -v wrk >/dev/null || die "wrk not installed (apt-get install wrk)"
+command -v h2load >/dev/null || die "h2load not installed (apt-get install nghttp2-client)"
 
 mkdir -p .cache/bench
 bin=.cache/bench/linkgate benchcmp=.cache/bench/benchcmp
@@ -42,7 +47,7 @@ fi
 
 dir=$(mktemp -d)
 "$benchcmp" cert "$dir/tls"
-port=$(free_port) tls_port=$(free_port)
+port=$(free_port) tls_port=$(free_port) h2_port=$(free_port)
 cat >"$dir/nginx.conf" <<CONF
 worker_processes 1;
 daemon off;
@@ -62,13 +67,17 @@ http {
         listen 127.0.0.1:$tls_port ssl;
         location / { return 200 "ok\n"; }
     }
+    server {
+        listen 127.0.0.1:$h2_port ssl http2;
+        location / { return 200 "ok\n"; }
+    }
 }
 CONF
 taskset -c "$TARGET_CPU" nginx -p "$dir" -c "$dir/nginx.conf" &
 nginx_pid=$!
 trap 'kill $nginx_pid 2>/dev/null || true; wait $nginx_pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 wait_tcp 127.0.0.1 "$port" 10 || die "nginx did not start: $(cat "$dir/error.log")"
-url=http://127.0.0.1:$port/ tls_url=https://127.0.0.1:$tls_port/
+url=http://127.0.0.1:$port/ tls_url=https://127.0.0.1:$tls_port/ h2_url=https://127.0.0.1:$h2_port/
 res=$dir/results.jsonl
 echo "target: nginx 1 worker on cpu $TARGET_CPU; generators on cpu $GEN_CPU; -t1 -c$CONNS -d$DURATION; $RUNS runs, order alternating"
 
@@ -79,7 +88,7 @@ run() {
 	step "$1"
 	shift
 	"$benchcmp" run -o "$res" -cpu "$GEN_CPU" -rounds "$RUNS" -order alternate -t 1 -c "$CONNS" -d "$DURATION" \
-		-linkgate "$bin" -vegeta "$vegeta" "$@"
+		-linkgate "$bin" -vegeta "$vegeta" -h2load "$(command -v h2load)" "$@"
 }
 for part in $PARTS; do
 	case $part in
@@ -88,15 +97,18 @@ for part in $PARTS; do
 	https) run "HTTPS keep-alive: wrk, linkgate bench" \
 		-target "wrk_tls $tls_url gen=wrk" -target "linkgate_tls $tls_url gen=linkgate arg=--ca=$dir/tls/ca.pem" ;;
 	https-new) run "HTTPS, a new connection per request: wrk -H 'Connection: close', linkgate bench --no-keepalive" \
-		-target "wrk_new $tls_url gen=wrk arg=-H arg=Connection:close" \
+		-target "wrk_new $tls_url gen=wrk arg=-H arg=Connection:%20close" \
 		-target "linkgate_new $tls_url gen=linkgate arg=--no-keepalive arg=--ca=$dir/tls/ca.pem" ;;
+	http2) run "HTTP/2 (h2 by ALPN): h2load, linkgate bench --http2; $H2_CONNS connections × $STREAMS streams" \
+		-target "h2load $h2_url gen=h2load c=$H2_CONNS m=$STREAMS" \
+		-target "linkgate_h2 $h2_url gen=linkgate c=$H2_CONNS arg=--http2 arg=--streams=$STREAMS arg=--ca=$dir/tls/ca.pem" ;;
 	pacing)
 		# At 5k req/s against the same target, the corrected median must be
 		# within 0.1 ms of the uncorrected one (wrk2's 1 ms timer adds ~0.8 ms).
 		step "pacing at -R5000 (-t1 -c50 -d$DURATION)"
 		"$benchcmp" run -o "$res" -cpu "$GEN_CPU" -rounds 3 -t 1 -c 50 -d "$DURATION" \
 			-linkgate "$bin" -target "pace $url gen=linkgate R=5000 warmup=1s" ;;
-	*) die "unknown part $part (plain https https-new pacing)" ;;
+	*) die "unknown part $part (plain https https-new http2 pacing)" ;;
 	esac
 done
 
@@ -113,6 +125,8 @@ step "results (shared 2-core machine: read the ratios, not the absolute figures)
 {{template "row" (list "wrk_tls" "wrk_tls" "https keep-alive: wrk" "")}}{{template "row" (list "linkgate_tls" "wrk_tls" "https keep-alive: linkgate bench" "≥ 0.9× wrk")}}
 {{- end}}{{if has "wrk_new" -}}
 {{template "row" (list "wrk_new" "wrk_new" "https new connection per request: wrk" "")}}{{template "row" (list "linkgate_new" "wrk_new" "https new connection per request: linkgate bench" "≥ 0.9× wrk")}}
+{{- end}}{{if has "h2load" -}}
+{{template "row" (list "h2load" "h2load" "http2: h2load" "")}}{{template "row" (list "linkgate_h2" "h2load" "http2: linkgate bench --http2" "≥ 0.8× h2load")}}
 {{- end}}
 {{if has "pace" -}}
 pacing at -R5000 (-t1 -c50):

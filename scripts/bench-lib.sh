@@ -68,10 +68,10 @@ measure() {
 table() { "$benchcmp" report "$@"; }
 
 # preloaded_links WORK N builds this tree's linkgate into WORK/linkgate and
-# makes sure a bolt store of N preloaded links and its shuffled id list
+# makes sure a pebble store of N preloaded links and its shuffled id list
 # exist in .cache/bench (tools/benchprep, once; make bench-serve and make
-# bench-visits share them). It sets links_db and IDS_FILE (exported, for
-# scripts/bench/redirect.lua).
+# bench-visits share them). It sets links_dir (copy it with cp -r) and
+# IDS_FILE (exported, for scripts/bench/redirect.lua).
 preloaded_links() {
 	local work=$1 n=$2 cache=$LINKGATE_ROOT/.cache/bench
 	step "build linkgate, benchprep and benchcmp"
@@ -79,11 +79,11 @@ preloaded_links() {
 	go build -o "$work/benchprep" ./tools/benchprep
 	benchcmp_build "$work"
 	mkdir -p "$cache"
-	links_db=$cache/links-$n.db
-	export IDS_FILE=$cache/links-$n.ids
-	if [ ! -f "$links_db" ] || [ ! -f "$IDS_FILE" ]; then
+	links_dir=$cache/links-$n.pebble
+	export IDS_FILE=$cache/links-$n.pebble.ids
+	if [ ! -d "$links_dir" ] || [ ! -f "$IDS_FILE" ]; then
 		step "preload $n links (once; cached in $cache)"
-		rm -f "$links_db" "$IDS_FILE"
-		"$work/benchprep" -db "$links_db" -ids "$IDS_FILE" -n "$n"
+		rm -rf "$links_dir" "$IDS_FILE"
+		"$work/benchprep" -dir "$links_dir" -ids "$IDS_FILE" -n "$n"
 	fi
 }

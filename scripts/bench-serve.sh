@@ -3,8 +3,8 @@
 # core, against nginx `return 302` (1 worker) on the same core as the
 # ceiling. Results and their reading: docs/serve-benchmarks.md.
 #
-#  - a bolt store preloaded with N (1,000,000) links, cached in .cache/bench
-#    and copied fresh for every run;
+#  - a pebble store preloaded with N (1,000,000) links, cached in
+#    .cache/bench and copied fresh for every run;
 #  - the server pinned to SERVER_CPU with GOMAXPROCS=1, Debian wrk pinned
 #    to LOAD_CPU: -t1 -c50 -d10s, ROUNDS (3) rounds, medians;
 #  - (a) GET /{id} over random preloaded ids (scripts/bench/redirect.lua),
@@ -25,7 +25,7 @@ IDS_LIMIT=${IDS_LIMIT:-0}
 bench_workdir # $work, $pids: killed and removed on exit
 
 preloaded_links "$work" "$N"
-cp "$links_db" "$work/links.db"
+cp -r "$links_dir" "$work/links"
 export IDS_LIMIT
 
 exec 9>"$BENCH_LOCK"
@@ -37,7 +37,7 @@ nginx_port=$(free_port)
 pids+=("$(start_nginx_302 "$work/nginx" "$nginx_port")")
 lg_port=$(free_port)
 GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$lg_port" \
-	--store "bolt:$work/links.db" --log-level warn >"$work/linkgate.log" 2>&1 &
+	--store "pebble:$work/links" --log-level warn >"$work/linkgate.log" 2>&1 &
 lg_pid=$!
 pids+=("$lg_pid")
 wait_tcp 127.0.0.1 "$nginx_port" 10 || die "nginx did not start"
@@ -70,7 +70,7 @@ kill "$lg_pid"; wait "$lg_pid" 2>/dev/null || true
 step "creates into a fresh store (same pinning)"
 lg_port=$(free_port)
 GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$lg_port" \
-	--store "bolt:$work/fresh.db" --log-level warn >>"$work/linkgate.log" 2>&1 &
+	--store "pebble:$work/fresh" --log-level warn >>"$work/linkgate.log" 2>&1 &
 pids+=($!)
 wait_tcp 127.0.0.1 "$lg_port" 30 || die "linkgate did not start: $(cat "$work/linkgate.log")"
 measure "$res" -target "c0 http://127.0.0.1:$lg_port/shortenURL lua=scripts/bench/create.lua"

@@ -2,7 +2,7 @@
 # make bench-visits: what counting visits costs a redirect. Results and
 # their reading: docs/visits.md.
 #
-#  - two linkgate serve processes over copies of the 1,000,000-link bolt
+#  - two linkgate serve processes over copies of the 1,000,000-link pebble
 #    store of make bench-serve, one with visits counted (the default) and
 #    one with --visits=false, both pinned to SERVER_CPU with GOMAXPROCS=1;
 #    the load generator pinned to LOAD_CPU; rounds interleaved off/on;
@@ -41,10 +41,10 @@ fi
 # it sets server_url and server_pid.
 start_server() {
 	local name=$1 port; shift
-	cp "$links_db" "$work/$name.db"
+	cp -r "$links_dir" "$work/$name"
 	port=$(free_port)
 	GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$port" \
-		--store "bolt:$work/$name.db" --log-level warn "$@" >"$work/$name.log" 2>&1 &
+		--store "pebble:$work/$name" --log-level warn "$@" >"$work/$name.log" 2>&1 &
 	server_pid=$!
 	pids+=("$server_pid")
 	wait_tcp 127.0.0.1 "$port" 30 || die "linkgate ($name) did not start: $(cat "$work/$name.log")"

@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/bolt/bolttest"
+	"github.com/linkgate/linkgate/shortener/pebble/pebbletest"
 )
 
 func openStore(t *testing.T) shortener.Store {
-	s, _ := bolttest.Open(t)
+	s, _ := pebbletest.Open(t)
 	return s
 }
 

@@ -69,3 +69,33 @@ type URLAppender interface {
 	// id may alias a request buffer that is reused after the call.
 	AppendURL(ctx context.Context, dst, id []byte) ([]byte, Link, error)
 }
+
+// LinkRecord is a link with its visit statistics: what exports, imports
+// and migrations carry. Stats are the visits stored for the link; the
+// Visits it was created with stay in Link.Visits.
+type LinkRecord struct {
+	Link  Link
+	Stats VisitStats
+}
+
+// ImportResult says what RecordStore.ImportRecords did with one record.
+type ImportResult uint8
+
+const (
+	Imported    ImportResult = iota // stored
+	Unchanged                       // the same link was stored already (an import run again)
+	Conflicting                     // another link holds the id: nothing stored
+)
+
+// RecordStore is the Store extension for backups in a portable form,
+// imports and migrations: whole links with their statistics.
+type RecordStore interface {
+	// ExportRecords calls fn with every link and its statistics, in the
+	// store's order, until fn returns an error (which it returns).
+	ExportRecords(ctx context.Context, fn func(LinkRecord) error) error
+	// ImportRecords stores each record whose id is free, the link and its
+	// statistics in one write, and says per record what it did. The ids
+	// are ValidID. An error means the records not reported were not
+	// written (a store writes a call's records all at once where it can).
+	ImportRecords(ctx context.Context, recs []LinkRecord) ([]ImportResult, error)
+}

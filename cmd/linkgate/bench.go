@@ -106,6 +106,8 @@ type benchOptions struct {
 	thresholds  thresholdFlag
 	startAt     string
 	stages      []bench.Stage
+	http2       bool
+	streams     countFlag
 }
 
 // splitScriptArgs separates the arguments after the first "--", which go
@@ -216,6 +218,10 @@ func parseBench(args []string, env cli.Env) (*benchOptions, error) {
 		o.stages = st
 		return err
 	})
+	fs.BoolVar(&o.http2, "http2", false, "speak HTTP/2: h2 by ALPN for https://, h2c with prior knowledge for http://")
+	o.streams = 1
+	fs.Var(&o.streams, "streams", "concurrent `streams` per HTTP/2 connection, each on its own schedule (total: -c × --streams)")
+	fs.Var(&o.streams, "m", "same as --streams (h2load's -m)")
 	fs.StringVar(&o.startAt, "start-at", "", "start at this RFC 3339 `time` (several generators together; see bench merge)")
 	fs.Var(&o.thresholds, "threshold", "fail the run (exit 1) unless `METRIC<VALUE` holds: p99.9<70ms, max<1s, errors<0.1%, errors<10, rps>900 (repeatable)")
 
@@ -237,6 +243,9 @@ func parseBench(args []string, env cli.Env) (*benchOptions, error) {
 	}
 	if o.duration <= 0 {
 		return nil, cli.Usagef("duration must be positive")
+	}
+	if o.streams > 1 && !o.http2 {
+		return nil, cli.Usagef("--streams needs --http2")
 	}
 	if len(o.stages) > 0 {
 		set := map[string]bool{}
@@ -340,6 +349,7 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 		URL: o.url, Threads: int(o.target.threads), Connections: int(o.connections),
 		Duration: time.Duration(o.duration), Warmup: time.Duration(o.warmup), Timeout: time.Duration(o.target.timeout),
 		Rate: float64(o.rate), Stages: o.stages, NewRequester: src.newRequester, TLS: src.tls,
+		HTTP2: o.http2, Streams: int(o.streams),
 		OnCalibrated: func(_ int, mean time.Duration) { _ = bench.WriteCalibration(out, mean) },
 	}
 	// The live line: rewritten in place once a second when stdout is a

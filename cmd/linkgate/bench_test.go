@@ -56,6 +56,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"bad stages", []string{"bench", "--stages", "30s", u}, "-stages"},
 		{"stages and rate", []string{"bench", "--stages", "1s:10", "-R", "5", u}, "mutually exclusive"},
 		{"stages and duration", []string{"bench", "--stages", "1s:10", "-d", "5s", u}, "mutually exclusive"},
+		{"streams without http2", []string{"bench", "--streams", "4", u}, "--streams needs --http2"},
 		{"bad threshold", []string{"bench", "--threshold", "p99<fast", u}, "-threshold"},
 		{"unknown threshold metric", []string{"bench", "--threshold", "latency<1ms", u}, "unknown metric"},
 		{"unknown flag", []string{"bench", "--nope", u}, "not defined"},
@@ -293,6 +294,34 @@ func TestBenchStages(t *testing.T) {
 	if s.Requests < 490 || s.Requests > 500 || s.Series[0].Requests < 285 || s.Series[0].Requests > 305 ||
 		s.Series[1].Requests < 190 || s.Series[1].Requests > 210 {
 		t.Errorf("%d requests, per second %+v; want 500: 300 then 200", s.Requests, s.Series)
+	}
+}
+
+func TestBenchHTTP2(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			w.WriteHeader(505)
+		}
+		w.Write([]byte("ok"))
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	out, errOut, code := runCLI(t, nil, "bench", "--http2", "-c2", "-m4", "-d1s", "-R200", "--json", jsonPath, srv.URL+"/")
+	if code != 0 || !strings.Contains(out, "HTTP/2: 2 connections × 4 streams") || strings.Contains(out, "Non-2xx") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	var s struct {
+		Requests int64
+		HTTP2    struct {
+			Streams int `json:"streams_per_connection"`
+		}
+	}
+	data, _ := os.ReadFile(jsonPath)
+	if err := json.Unmarshal(data, &s); err != nil || s.Requests < 150 || s.HTTP2.Streams != 4 {
+		t.Errorf("json %+v (%v)", s, err)
 	}
 }
 

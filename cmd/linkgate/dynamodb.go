@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/linkgate/linkgate/internal/cli"
@@ -12,6 +13,8 @@ const dynamodbHelp = `DynamoDB tooling. Subcommands:
 
   create-table   create the links table (on-demand capacity, partition key
                  shortURL, TTL on expiresAt); an existing table is fine
+  fold-visits    fold the visit log into its state items now (serve and
+                 the Lambda mode do it by themselves when due)
 
 AWS settings come from the SDK's standard chain: AWS_REGION, AWS_PROFILE,
 credentials (environment, profile, SSO, instance or task role), and
@@ -25,6 +28,8 @@ func runDynamoDB(ctx context.Context, args []string, env cli.Env) error {
 	switch sub := fs.Arg(0); sub {
 	case "create-table":
 		return runCreateTable(ctx, fs.Args()[1:], env)
+	case "fold-visits":
+		return runFoldVisits(ctx, fs.Args()[1:], env)
 	case "":
 		fs.Usage()
 		return cli.Usagef("dynamodb: no subcommand given")
@@ -62,4 +67,45 @@ ACTIVE: --wait waits for that; without it, run the command again later.`, env.St
 	}
 	defer s.Close()
 	return dynamodb.CreateTable(ctx, s.Client(), *table, *wait, createTableWait, env.Stdout)
+}
+
+func runFoldVisits(ctx context.Context, args []string, env cli.Env) error {
+	fs := cli.NewFlagSet("dynamodb fold-visits", "linkgate dynamodb fold-visits [--table NAME]",
+		`Fold the visit log of a table into its state items now, until nothing
+committed is left unfolded (docs/dynamodb.md, "Visit statistics"). Every
+instance folds by itself when the log has grown enough; this is for
+operators and benchmarks. It waits for the fold lease if another process
+holds it.`, env.Stderr)
+	table := fs.String("table", dynamodb.DefaultTable, "table `name`")
+	if err := cli.Parse(fs, args, env.Getenv); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("fold-visits takes no arguments, got %q", fs.Args())
+	}
+	s, err := dynamodb.Open(ctx, dynamodb.Options{Table: *table, ManualVisits: true, Timeout: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	for {
+		res, err := s.FoldVisits(ctx)
+		if err != nil {
+			return err
+		}
+		if res.Unavailable {
+			fmt.Fprintln(env.Stderr, "another process holds the fold lease; waiting")
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Second):
+			}
+			continue
+		}
+		fmt.Fprintf(env.Stdout, "folded %d records into %d state items (%d bytes); the log is folded through record %d\n",
+			res.Records, res.Items, res.StateBytes, res.Through)
+		if res.Records == 0 {
+			return nil
+		}
+	}
 }

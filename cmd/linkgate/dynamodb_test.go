@@ -64,3 +64,13 @@ func TestDynamoDBUsage(t *testing.T) {
 		}
 	}
 }
+
+// fold-visits folds a table's visit log (an empty one: nothing to do).
+func TestDynamoDBFoldVisits(t *testing.T) {
+	localAWSEnv(t)
+	table := createTable(t)
+	out, errOut, code := runCLI(t, nil, "dynamodb", "fold-visits", "--table", table)
+	if code != 0 || !strings.Contains(out, "folded 0 records") {
+		t.Errorf("fold-visits: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

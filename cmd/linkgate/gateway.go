@@ -210,11 +210,15 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 		ctlAddr = ctlLn.Addr().String()
 	}
 	logger.Info("gateway listening", "addr", ln.Addr().String(), "prometheus", promAddr, "control", ctlAddr, "store", c.store, "admin_api", c.adminVersion)
+	// Any answer of the data listener (the admin API's 401 included) shows it serves.
+	sd := notifyReady(logger, "gateway on "+ln.Addr().String()+", config store "+c.store, probeHTTP(ln.Addr(), "/apisix/admin/", 0))
+	defer sd.Stopping()
 
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
+	sd.Stopping()
 	shutCtx, done := context.WithTimeout(context.Background(), 10*time.Second)
 	defer done()
 	for _, srv := range servers {

@@ -32,6 +32,7 @@ const lambdaCacheSize = 10_000
 func runLambda(ctx context.Context, args []string, env cli.Env) error {
 	c := defaultServeConfig()
 	c.cacheSize = lambdaCacheSize
+	c.api.TrustHost = true // the adapter sets Host from the event's requestContext.domainName
 	fs := cli.NewFlagSet("lambda", "linkgate lambda [flags]", lambdaDescription, env.Stderr)
 	c.registerShortener(fs, "dynamodb:"+dynamodb.DefaultTable, "json")
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {
@@ -55,7 +56,7 @@ func runLambda(ctx context.Context, args []string, env cli.Env) error {
 	if err != nil {
 		return err
 	}
-	raw, err := dynamodb.Open(ctx, dynamodb.Options{Table: table, ConsistentReads: c.consistentReads, Timeout: c.storeTimeout})
+	raw, err := dynamodb.Open(ctx, c.dynamoOptions(logger, table))
 	if err != nil {
 		return err
 	}

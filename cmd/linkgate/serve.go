@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/linkgate/linkgate/internal/cli"
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/bolt"
 	"github.com/linkgate/linkgate/shortener/cache"
 	"github.com/linkgate/linkgate/shortener/dynamodb"
 	"github.com/linkgate/linkgate/shortener/httpapi"
@@ -31,6 +31,7 @@ type serveConfig struct {
 	store           string
 	storeTimeout    time.Duration
 	consistentReads bool
+	visitInterval   time.Duration // DynamoDB: how long visits gather before they are written
 	cacheSize       cacheSizeFlag
 	cacheTTL        time.Duration
 	cacheNegTTL     time.Duration
@@ -38,11 +39,14 @@ type serveConfig struct {
 	server          httpapi.ServerConfig
 	maxURLLength    int
 	allowSchemes    cli.ListFlag
+	allowLoopback   bool
 	blocklist       string
 	shutdownTimeout time.Duration
 	logFormat       string
 	logLevel        string
 	visits          visitsConfig
+	trustedProxies  cli.ListFlag
+	awsIPRanges     string
 }
 
 const serveDescription = `Serve the URL shortener: seed-compatible POST /shortenURL and
@@ -55,9 +59,10 @@ SIGINT/SIGTERM drain requests in flight, flush the visits, then close the
 store.
 
 Stores: pebble:DIR (the embedded store, a pebble database in DIR, created
-with its directory), bolt:PATH (the bbolt file of earlier releases), or
-dynamodb:TABLE (default table goUrlShortener; create it with 'linkgate
-dynamodb create-table'). DynamoDB settings come from the AWS SDK's standard
+with its directory), or dynamodb:TABLE (default table goUrlShortener; create it with 'linkgate
+dynamodb create-table'). A store of an earlier release (DIR.db, a bbolt
+file, or bolt:PATH) is migrated into DIR on the first start, its files
+kept ('linkgate store migrate' does it by hand). DynamoDB settings come from the AWS SDK's standard
 chain: AWS_REGION, AWS_PROFILE, credentials, AWS_ENDPOINT_URL_DYNAMODB.
 
 With DynamoDB, reads go through an in-memory cache (--cache-size,
@@ -95,7 +100,10 @@ func defaultServeConfig() serveConfig {
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", ":8080", "`address` to listen on, host:port")
 	c.registerShortener(fs, "pebble:data/links", "text")
-	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "requests in flight beyond which new ones get 503 overloaded at once (0: no limit)")
+	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "redirects and lookups in flight beyond which new ones get 503 overloaded at once (0: no limit)")
+	fs.IntVar(&c.api.MaxInflightCreates, "max-inflight-creates", 256, "creates in flight beyond which new ones get 503 overloaded (0: no limit); a budget of their own, so a create flood never sheds redirects")
+	fs.IntVar(&c.api.MaxInflightQR, "max-inflight-qr", 32, "QR code and statistics requests in flight beyond which new ones get 503 overloaded (0: no limit)")
+	fs.IntVar(&c.api.MaxInflightAdmin, "max-inflight-admin", 64, "admin requests (list, edit, delete, keys) in flight beyond which new ones get 503 overloaded (0: no limit)")
 	fs.DurationVar(&c.server.ReadTimeout, "read-timeout", 10*time.Second, "time to read one request, headers and body")
 	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", 10*time.Second, "time to write one response")
 	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept")
@@ -107,9 +115,10 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 // store and its cache, the API, the URL policy, logging. store and
 // logFormat are the defaults of --store and --log-format.
 func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat string) {
-	fs.StringVar(&c.store, "store", store, "where links live: pebble:DIR, bolt:PATH or dynamodb:TABLE")
+	fs.StringVar(&c.store, "store", store, "where links live: pebble:DIR or dynamodb:TABLE (bolt:PATH, a store of an earlier release, is migrated to pebble first)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", dynamodb.DefaultTimeout, "deadline of each DynamoDB call, retries included")
 	fs.BoolVar(&c.consistentReads, "consistent-reads", false, "strongly consistent DynamoDB reads (twice the read cost)")
+	fs.DurationVar(&c.visitInterval, "dynamodb-visit-interval", dynamodb.DefaultVisitInterval, "DynamoDB: how long visits of links without a visit limit are gathered before they are written, as one record (how late other instances see them; a crash loses at most this much)")
 	fs.Var(&c.cacheSize, "cache-size", "read cache `entries`; 0: no cache; auto: "+fmt.Sprint(defaultCacheSize)+" with dynamodb, none with bolt")
 	fs.DurationVar(&c.cacheTTL, "cache-ttl", time.Minute, "how long a link is served from the read cache (the staleness bound across instances)")
 	fs.DurationVar(&c.cacheNegTTL, "cache-negative-ttl", time.Second, "how long the read cache remembers an unknown id (0: not at all; at most --cache-ttl)")
@@ -118,6 +127,7 @@ func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat strin
 	fs.StringVar(&c.api.AdminKey, "admin-key", "", "`key` for the admin routes (list, delete); empty: they answer 403")
 	fs.IntVar(&c.maxURLLength, "max-url-length", shortener.DefaultMaxURLLength, "longest target URL accepted, in `bytes`")
 	fs.Var(&c.allowSchemes, "allow-schemes", "comma-separated `schemes` a target URL may use")
+	fs.BoolVar(&c.allowLoopback, "allow-loopback-targets", false, "accept target URLs on this machine (localhost, 127.0.0.0/8, ::1: development); refused by default")
 	fs.StringVar(&c.blocklist, "blocklist", "", "`file` of blocked domains, one per line (subdomains blocked too)")
 	fs.DurationVar(&c.api.RequestTimeout, "request-timeout", 5*time.Second, "deadline for the store calls of one request")
 	fs.StringVar(&c.logFormat, "log-format", logFormat, "log format: text or json")
@@ -128,6 +138,10 @@ func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat strin
 	fs.StringVar(&c.visits.geoip, "geoip", "", "MaxMind-format country or city database `file` (e.g. GeoLite2-Country.mmdb) to count visits by country")
 	fs.BoolVar(&c.api.StatsPublic, "stats-public", false, "serve GET /api/v1/links/{id}/stats without the admin key")
 	fs.BoolVar(&c.api.UI, "ui", true, "serve the web page at /")
+	fs.Var(createRateFlag{&c.api.CreateRate}, "create-rate", "creates per client address (an IPv6 client per /64), as a token bucket: `N/s`, N/m or N/h; beyond it 429 rate_limited with Retry-After; 0: no limit")
+	fs.Var(createRateFlag{&c.api.CreateRateKey}, "create-rate-key", "creates per API key (instead of per address, for requests with a key): N/s, N/m or N/h; 0: no limit")
+	fs.Var(&c.trustedProxies, "trusted-proxies", "comma-separated `CIDRs` (or addresses) of the load balancers and CDNs in front, whose X-Forwarded-For, Forwarded and CloudFront-Viewer-* headers say who the client is; presets: "+presetALB+" (the VPC's private ranges), "+presetCloudFront+" (from --aws-ip-ranges)")
+	fs.StringVar(&c.awsIPRanges, "aws-ip-ranges", "", "AWS's ip-ranges.json `file`, for --trusted-proxies "+presetCloudFront+" (download it yourself: nothing is fetched)")
 }
 
 func (c serveConfig) validate() error {
@@ -153,6 +167,8 @@ func (c serveConfig) validateShortener() error {
 		return cli.Usagef("--max-url-length must be positive")
 	case c.storeTimeout <= 0:
 		return cli.Usagef("--store-timeout must be positive")
+	case c.visitInterval <= 0:
+		return cli.Usagef("--dynamodb-visit-interval must be positive")
 	case c.cacheTTL <= 0:
 		return cli.Usagef("--cache-ttl must be positive")
 	case c.cacheNegTTL < 0 || c.cacheNegTTL > c.cacheTTL:
@@ -188,6 +204,15 @@ func splitStore(spec string) (kind, arg string, err error) {
 	return "", "", cli.Usagef("--store %q: unknown store %q (supported: pebble:DIR, bolt:PATH, dynamodb:TABLE)", spec, kind)
 }
 
+// pebbleDirOf is the pebble directory a bolt file migrates to by default:
+// data/links.db → data/links.
+func pebbleDirOf(path string) string {
+	if dir, ok := strings.CutSuffix(path, ".db"); ok && dir != "" {
+		return dir
+	}
+	return path + ".pebble"
+}
+
 // openStore opens the store a --store value names. A DynamoDB table that
 // is missing or keyed otherwise is an error; DynamoDB not answering is
 // not: the server starts, /readyz says 503 until it answers.
@@ -198,13 +223,17 @@ func openStore(ctx context.Context, logger *slog.Logger, c serveConfig) (shorten
 	}
 	switch kind {
 	case "pebble":
-		s, err := openPebble(logger, arg)
+		s, err := openPebble(ctx, logger, arg, arg+".db")
 		return s, kind, err
 	case "bolt":
-		s, err := bolt.Open(arg)
-		return s, kind, err
+		// The format of earlier releases: migrated, then served from
+		// the pebble store beside it.
+		dir := pebbleDirOf(arg)
+		logger.Warn("--store bolt: names a store of an earlier release; it is served from the pebble store migrated from it", "bolt", arg, "store", "pebble:"+dir)
+		s, err := openPebble(ctx, logger, dir, arg)
+		return s, "pebble", err
 	case "dynamodb":
-		s, err := dynamodb.Open(ctx, dynamodb.Options{Table: arg, ConsistentReads: c.consistentReads, Timeout: c.storeTimeout})
+		s, err := dynamodb.Open(ctx, c.dynamoOptions(logger, arg))
 		if err != nil {
 			return nil, "", err
 		}
@@ -218,6 +247,31 @@ func openStore(ctx context.Context, logger *slog.Logger, c serveConfig) (shorten
 		return s, kind, nil
 	}
 	return nil, "", fmt.Errorf("unreachable: store kind %q", kind)
+}
+
+// createRateFlag is a flag of an httpapi.Rate.
+type createRateFlag struct{ r *httpapi.Rate }
+
+func (f createRateFlag) String() string {
+	if f.r == nil {
+		return "0"
+	}
+	return f.r.String()
+}
+
+func (f createRateFlag) Set(s string) error {
+	r, err := httpapi.ParseRate(s)
+	if err != nil {
+		return err
+	}
+	*f.r = r
+	return nil
+}
+
+// dynamoOptions are the DynamoDB store's options for a table.
+func (c serveConfig) dynamoOptions(logger *slog.Logger, table string) dynamodb.Options {
+	return dynamodb.Options{Table: table, ConsistentReads: c.consistentReads, Timeout: c.storeTimeout,
+		VisitInterval: c.visitInterval, Logger: logger}
 }
 
 // defaultCacheSize is --cache-size auto with DynamoDB: about 20-40 MB of
@@ -278,7 +332,7 @@ func wrapStore(logger *slog.Logger, raw shortener.Store, kind string, c serveCon
 // its metrics on reg: everything `serve` runs except the listener. The
 // Lambda mode serves the same handler.
 func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Store, reg *prometheus.Registry) (*httpapi.Handler, error) {
-	policy := shortener.URLPolicy{MaxLength: c.maxURLLength, Schemes: c.allowSchemes}
+	policy := shortener.URLPolicy{MaxLength: c.maxURLLength, Schemes: c.allowSchemes, AllowLoopback: c.allowLoopback}
 	if c.blocklist != "" {
 		f, err := os.Open(c.blocklist)
 		if err != nil {
@@ -294,6 +348,14 @@ func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Sto
 		u, _ := url.Parse(c.api.PublicURL) // validated
 		policy.SelfHosts = []string{u.Hostname()}
 	}
+	proxies, err := trustedProxies(c.trustedProxies, c.awsIPRanges)
+	if err != nil {
+		return nil, err
+	}
+	c.api.TrustedProxies = proxies
+	if proxies != nil {
+		logger.Info("trusted proxies", "prefixes", proxies.Len())
+	}
 	opts := shortener.Options{Policy: policy}
 	if v, ok := c.api.Visits.(shortener.VisitCounter); ok {
 		opts.Visits = v // visit limits count the visits not yet flushed
@@ -308,7 +370,10 @@ type shortenerApp struct {
 	handler *httpapi.Handler
 	store   shortener.Store
 	visits  *visits.Aggregator // nil with --visits=false
-	closers []func() error     // closed after the visits are flushed, before the store
+	// flush writes what the store holds of the visits (DynamoDB's visit
+	// log), after the aggregator's last batch; nil when it holds none.
+	flush   func(context.Context) error
+	closers []func() error // closed after the visits are flushed, before the store
 }
 
 // newShortener builds the shortenerApp over a raw store: metrics registry,
@@ -324,6 +389,10 @@ func newShortener(logger *slog.Logger, c serveConfig, raw shortener.Store, kind 
 		return nil, err
 	}
 	app := &shortenerApp{store: store}
+	if d, ok := raw.(*dynamodb.Store); ok && c.visits.enabled {
+		app.flush = d.FlushVisits
+		registerVisitLogMetrics(reg, d.VisitLogStats)
+	}
 	if c.visits.enabled {
 		agg, geo, err := newVisits(logger, c.visits, store, reg)
 		if err != nil {
@@ -351,6 +420,11 @@ func (a *shortenerApp) Close(ctx context.Context, logger *slog.Logger) error {
 			logger.Error("flush visits on shutdown", "error", err, "recorded", m.Recorded, "flushed", m.FlushedVisits)
 		} else {
 			logger.Info("visits flushed", "flushed_total", a.visits.Metrics().FlushedVisits)
+		}
+	}
+	if a.flush != nil {
+		if err := a.flush(ctx); err != nil {
+			logger.Error("write the visit log on shutdown", "error", err)
 		}
 	}
 	for _, c := range a.closers {
@@ -388,12 +462,15 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("linkgate serve listening", "addr", ln.Addr().String(), "store", c.store,
 		"cache_entries", c.cacheSize.entries(kind), "version", version)
+	sd := notifyReady(logger, "serving on "+ln.Addr().String()+", store "+c.store, probeHTTP(ln.Addr(), "/healthz", http.StatusOK))
+	defer sd.Stopping()
 
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	sd.Stopping()
 	logger.Info("shutting down: draining requests in flight", "timeout", c.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()

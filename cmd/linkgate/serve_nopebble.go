@@ -6,6 +6,7 @@ package main
 // no embedded store is linked, a function keeps its links in DynamoDB.
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 
@@ -14,7 +15,7 @@ import (
 	"github.com/linkgate/linkgate/shortener"
 )
 
-func openPebble(logger *slog.Logger, dir string) (shortener.Store, error) {
+func openPebble(ctx context.Context, logger *slog.Logger, dir, old string) (shortener.Store, error) {
 	return nil, errors.New("this build has no embedded store (built with -tags nopebble, as the Lambda bootstrap is); use --store dynamodb:TABLE")
 }
 

@@ -340,6 +340,11 @@ func startChild(t *testing.T, argv []string, db string, extra ...string) *child 
 	args = append(args, extra...)
 	cmd := exec.Command(argv[0], args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "AWS_") { // localAWSEnv, for a child on DynamoDB Local
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

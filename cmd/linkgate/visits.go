@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/linkgate/linkgate/shortener"
+	"github.com/linkgate/linkgate/shortener/dynamodb"
 	"github.com/linkgate/linkgate/shortener/geoip"
 	"github.com/linkgate/linkgate/shortener/useragent"
 	"github.com/linkgate/linkgate/shortener/visits"
@@ -70,4 +71,24 @@ func newVisits(logger *slog.Logger, v visitsConfig, store shortener.Store, reg p
 			func() float64 { return float64(m().PendingLinks) }),
 	)
 	return a, geo, nil
+}
+
+// registerVisitLogMetrics exports the counters of DynamoDB's visit log
+// (docs/dynamodb.md): records written, their bytes (what they cost in
+// write units, about one per KB), folds, migrated items of the old layout,
+// and the links buffered.
+func registerVisitLogMetrics(reg prometheus.Registerer, stats func() dynamodb.VisitLogStats) {
+	counter := func(name, help string, f func(dynamodb.VisitLogStats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(stats())) })
+	}
+	reg.MustRegister(
+		counter("linkgate_dynamodb_visit_records_total", "Visit log records written to DynamoDB.", func(s dynamodb.VisitLogStats) int64 { return s.Records }),
+		counter("linkgate_dynamodb_visit_record_bytes_total", "Bytes of the visit log records written.", func(s dynamodb.VisitLogStats) int64 { return s.RecordBytes }),
+		counter("linkgate_dynamodb_visit_write_errors_total", "Visit log record writes that failed (retried).", func(s dynamodb.VisitLogStats) int64 { return s.WriteErrors }),
+		counter("linkgate_dynamodb_visit_folds_total", "Folds of the visit log into state items done by this process.", func(s dynamodb.VisitLogStats) int64 { return s.Folds }),
+		counter("linkgate_dynamodb_visit_fold_errors_total", "Folds of the visit log that failed (retried).", func(s dynamodb.VisitLogStats) int64 { return s.FoldErrors }),
+		counter("linkgate_dynamodb_visit_migrated_total", "Chunks of visit counters moved off link items of the old layout.", func(s dynamodb.VisitLogStats) int64 { return s.Migrated }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "linkgate_dynamodb_visit_buffered_links", Help: "Links with visits buffered for the next visit log record."},
+			func() float64 { return float64(stats().BufferedLinks) }),
+	)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkgate/linkgate/shortener/dynamodb"
 	"github.com/linkgate/linkgate/shortener/pebble"
 )
 
@@ -58,6 +59,49 @@ func TestVisitsFlushedOnSIGTERM(t *testing.T) {
 	}
 	if got := storedVisits(t, db, id); got != 5 {
 		t.Errorf("%d visits stored after SIGTERM, want 5\n%s", got, c.logs)
+	}
+}
+
+// On DynamoDB too, a clean stop writes every counted visit: the
+// aggregator's last batch, then the visit log's buffer, however long both
+// intervals; a link with a visit limit has them on its item.
+func TestVisitsFlushedOnSIGTERMDynamoDB(t *testing.T) {
+	localAWSEnv(t)
+	table := createTable(t)
+	bin, err := buildLinkgate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, []string{bin}, "", "--store", "dynamodb:"+table, "--store-timeout", "10s",
+		"--visits-flush-interval", "1h", "--dynamodb-visit-interval", "1h", "--shutdown-timeout", "3s")
+	id := shorten(t, c.URL, "https://visits.example/")
+	status, _, body := call(t, "POST", c.URL+"/api/v1/links", `{"url":"https://limited.example/","slug":"sigterm-limited","max_visits":10}`)
+	if status != 201 {
+		t.Fatalf("create limited link: %d %s", status, body)
+	}
+	for range 5 {
+		visit(t, c.URL, "GET", id)
+	}
+	for range 2 {
+		visit(t, c.URL, "GET", "sigterm-limited")
+	}
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, c.logs)
+	}
+	s, err := dynamodb.Open(context.Background(), dynamodb.Options{Table: table, ManualVisits: true, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for id, want := range map[string]int64{id: 5, "sigterm-limited": 2} {
+		st, err := s.VisitStats(context.Background(), id)
+		if err != nil || st.Total != want || st.Browsers["Firefox"] != want {
+			t.Errorf("%s after SIGTERM: %+v, %v; want %d visits by Firefox\n%s", id, st, err, want, c.logs)
+		}
+	}
+	if l, err := s.Get(context.Background(), "sigterm-limited"); err != nil || l.Visits != 2 {
+		t.Errorf("limited link after SIGTERM: %+v, %v; want Visits 2 on its item", l, err)
 	}
 }
 

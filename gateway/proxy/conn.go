@@ -17,15 +17,20 @@ import (
 // first lets the other connections' goroutines run meanwhile, so the read
 // usually finds the data: fewer system calls per request on a busy core.
 //
-// Each connection is used by one goroutine at a time (fasthttp's server
-// loop, or the request holding it from the upstream pool).
+// A connection is used by one goroutine at a time (fasthttp's server
+// loop, or the request holding it from the upstream pool), except an
+// HTTP/2 connection, which reads and writes in two: shared is set before
+// it is served, and then it never yields.
 type conn struct {
 	net.Conn
-	wrote bool
+	wrote  bool
+	shared bool
 }
 
 func (c *conn) Write(b []byte) (int, error) {
-	c.wrote = true
+	if !c.shared {
+		c.wrote = true
+	}
 	return c.Conn.Write(b)
 }
 

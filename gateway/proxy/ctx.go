@@ -34,6 +34,7 @@ type reqCtx struct {
 	uriSet     bool   // a plugin set the upstream URI
 	timed      bool   // log plugins run: measure times
 	responding bool   // header filter phase: headers change the response in place
+	h2         bool   // received over HTTP/2
 	upRef      *gateway.UpstreamRef
 	start      time.Time
 	respHdrs   []respHeader
@@ -76,7 +77,7 @@ func (rc *reqCtx) reset() {
 	rc.remoteAddr, rc.remotePort, rc.realAddr = netip.Addr{}, 0, false
 	rc.remoteStr = rc.remoteStr[:0]
 	rc.host, rc.node, rc.nodeAddr = "", "", ""
-	rc.hostSet, rc.uriSet, rc.timed, rc.responding = false, false, false, false
+	rc.hostSet, rc.uriSet, rc.timed, rc.responding, rc.h2 = false, false, false, false, false
 	rc.start = time.Time{}
 	rc.respHdrs = rc.respHdrs[:0]
 	clear(rc.values)
@@ -153,6 +154,9 @@ func (rc *reqCtx) Var(name string) string {
 		}
 		return ""
 	case "server_protocol":
+		if rc.h2 {
+			return "HTTP/2.0"
+		}
 		return b2s(fc.Request.Header.Protocol())
 	case "balancer_ip":
 		return rc.node

@@ -22,6 +22,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/gateway/certs"
 	"github.com/linkgate/linkgate/gateway/router"
 	"github.com/linkgate/linkgate/internal/deadline"
 )
@@ -44,6 +45,17 @@ type Options struct {
 	// (nginx's send_timeout, though this bounds the whole response, not
 	// each write).
 	WriteTimeout time.Duration
+
+	// Certs chooses the certificate of each TLS handshake (ServeTLS).
+	Certs *certs.Manager
+	// HandshakeTimeout bounds a TLS handshake (default 10 s): a client that
+	// opens a connection and sends nothing is dropped after it.
+	HandshakeTimeout time.Duration
+	// MaxConcurrentStreams caps the streams in flight on each HTTP/2
+	// connection (default 128, nginx's http2_max_concurrent_streams).
+	MaxConcurrentStreams uint32
+	// MaxHeaderBytes bounds an HTTP/2 request's header block (default 32 KiB).
+	MaxHeaderBytes int
 }
 
 // Gateway serves traffic with the latest loaded configuration.
@@ -55,7 +67,9 @@ type Gateway struct {
 	pools  *pools
 	dogs   deadline.Watchdogs // enforce client and upstream timeouts
 	ctxs   sync.Pool
-	server *fasthttp.Server
+	server *fasthttp.Server // HTTP/1.1, cleartext and over TLS
+	limits deadline.Limits  // of HTTP/1.1 client connections
+	tlsState
 
 	mu       sync.Mutex // guards checkers
 	checkers map[checkerKey]*checker
@@ -119,6 +133,9 @@ func New(opts Options) *Gateway {
 	if opts.Admin != nil {
 		g.admin = adminHandler(opts.Admin)
 	}
+	g.limits = deadline.Limits{Read: opts.ReadTimeout, Write: opts.WriteTimeout, Idle: opts.IdleTimeout}
+	g.server = g.newServer()
+	g.initTLS()
 	g.snap.Store(g.build(&gateway.Compiled{}))
 	return g
 }
@@ -323,7 +340,13 @@ func (g *Gateway) reconcileCheckers(s *snapshot) {
 // fasthttp's meaning, without a runtime timer per request (Handle tells
 // it of each request).
 func (g *Gateway) Serve(ln net.Listener) error {
-	g.server = &fasthttp.Server{
+	w := g.dogs.For(g.limits.Read, g.limits.Write, g.limits.Idle)
+	return g.server.Serve(countingListener{w.Listener(ln, g.limits), &g.accepted})
+}
+
+// newServer is the HTTP/1.1 server of both listeners.
+func (g *Gateway) newServer() *fasthttp.Server {
+	return &fasthttp.Server{
 		Handler:                      g.Handle,
 		Name:                         g.opts.ServerHeader,
 		NoDefaultServerHeader:        g.opts.ServerHeader == "",
@@ -334,17 +357,15 @@ func (g *Gateway) Serve(ln net.Listener) error {
 		LazyRequestTime:              true, // RequestCtx.Time is not used: no clock read per request
 		Logger:                       fasthttpLogger{g.log},
 	}
-	limits := deadline.Limits{Read: g.opts.ReadTimeout, Write: g.opts.WriteTimeout, Idle: g.opts.IdleTimeout}
-	w := g.dogs.For(limits.Read, limits.Write, limits.Idle)
-	return g.server.Serve(countingListener{w.Listener(ln, limits), &g.accepted})
 }
 
 // Shutdown stops accepting, waits for requests in flight (until ctx ends)
 // and stops the health checkers.
 func (g *Gateway) Shutdown(ctx context.Context) error {
-	var err error
-	if g.server != nil {
-		err = g.server.ShutdownWithContext(ctx)
+	g.closeTLS()
+	err := g.server.ShutdownWithContext(ctx)
+	if herr := g.shutdownHTTP2(ctx); err == nil {
+		err = herr
 	}
 	g.mu.Lock()
 	for k, c := range g.checkers {
@@ -365,7 +386,7 @@ type Stats struct {
 // Stats reads the current connection and request counts.
 func (g *Gateway) Stats() Stats {
 	var s Stats
-	if g.server != nil {
+	{
 		open := int64(g.server.GetOpenConnectionsCount())
 		busy := int64(g.server.GetCurrentConcurrency())
 		s.Active, s.Writing, s.Waiting = open, busy, max(open-busy, 0)
@@ -402,16 +423,22 @@ var (
 	jsonType     = []byte("application/json")
 )
 
-// Handle serves one request. It is the engine's hot path.
+// Handle serves one HTTP/1.1 request. It is the engine's hot path.
 func (g *Gateway) Handle(fc *fasthttp.RequestCtx) {
-	g.requests.Add(1)
 	deadline.Handling(fc.Conn())
+	g.handle(fc, false)
+}
+
+// handle serves one request, received over HTTP/2 when h2.
+func (g *Gateway) handle(fc *fasthttp.RequestCtx, h2 bool) {
+	g.requests.Add(1)
 	if p := fc.Path(); g.admin != nil && hasPrefix(p, adminPrefix) && (len(p) == len(adminPrefix) || p[len(adminPrefix)] == '/') {
 		g.admin(fc)
 		return
 	}
 	rc := g.ctxs.Get().(*reqCtx)
 	rc.init(fc)
+	rc.h2 = h2
 	s := g.snap.Load()
 	rc.snap = s
 	rc.match = s.router.Match(b2s(fc.Method()), rc.host, b2s(fc.Path()), rc.remoteAddr, rc)

@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/bolt"
 	"github.com/linkgate/linkgate/shortener/cache"
+	"github.com/linkgate/linkgate/shortener/pebble"
 	"github.com/linkgate/linkgate/shortener/storetest"
 )
 
@@ -42,7 +42,7 @@ func (s *countingStore) Get(ctx context.Context, id string) (shortener.Link, err
 
 func openBolt(t testing.TB) shortener.Store {
 	t.Helper()
-	s, err := bolt.Open(filepath.Join(t.TempDir(), "links.db"))
+	s, err := pebble.Open(filepath.Join(t.TempDir(), "links"), pebble.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +481,7 @@ func BenchmarkAppendURLHit(b *testing.B) {
 	for i := range ids {
 		l := link(fmt.Sprintf("bench%05d", i))
 		ids[i] = []byte(l.ID)
-		wg.Go(func() { c.Create(ctx, l) }) // concurrent: bolt commits them together
+		wg.Go(func() { c.Create(ctx, l) }) // concurrent: pebble commits them together
 	}
 	wg.Wait()
 	b.ReportAllocs()

@@ -22,6 +22,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -51,6 +52,20 @@ type Options struct {
 	Table           string        // table name; default DefaultTable
 	ConsistentReads bool          // strongly consistent GetItem and Scan (twice the read cost)
 	Timeout         time.Duration // deadline of each call, retries included; default DefaultTimeout
+	// VisitInterval is how long visits of links without a visit limit
+	// are gathered before they are written, as one log record; default
+	// DefaultVisitInterval. Visits of links with a limit are written as
+	// AddVisits receives them.
+	VisitInterval time.Duration
+	// Logger receives the failures of background work (visit records,
+	// folds, migrations), which is retried; nil discards them.
+	Logger *slog.Logger
+	// ManualVisits starts no background work: the caller writes the
+	// visit log (FlushVisits) and folds it (FoldVisits). For tests and
+	// tools.
+	ManualVisits bool
+	// Clock is the visit log's clock; default time.Now. For tests.
+	Clock func() time.Time
 }
 
 // Store is a shortener.Store over one DynamoDB table.
@@ -59,6 +74,7 @@ type Store struct {
 	table      string
 	consistent bool
 	timeout    time.Duration
+	visits     *visitLog
 }
 
 // Open loads the AWS configuration from the standard chain (environment,
@@ -126,6 +142,7 @@ func New(client *ddb.Client, opts Options) *Store {
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
 	}
+	s.visits = newVisitLog(s, opts)
 	return s
 }
 
@@ -189,6 +206,7 @@ func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
 	if err != nil {
 		return shortener.Link{}, fmt.Errorf("get link %q: malformed item: %w", id, err)
 	}
+	s.visits.noticeLegacy(id, out.Item)
 	return l, nil
 }
 
@@ -229,6 +247,9 @@ func (s *Store) List(ctx context.Context, cursor string, limit int) (shortener.P
 	}
 	p := shortener.Page{Links: make([]shortener.Link, 0, len(out.Items))}
 	for _, item := range out.Items {
+		if k, _ := str(item, AttrID); strings.HasPrefix(k, reservedPrefix) {
+			continue // visit statistics and counters, not a link
+		}
 		l, err := decode(item)
 		if err != nil {
 			return shortener.Page{}, fmt.Errorf("list links: malformed item: %w", err)
@@ -254,7 +275,7 @@ func decodeCursor(cursor string) (string, error) {
 // pingKey is never a link id (':' is not an id character), so Ping reads
 // nothing: the cheapest data-plane call that proves the table answers
 // (half a read unit), and one that needs only the GetItem permission.
-const pingKey = "linkgate:ping"
+const pingKey = reservedPrefix + "ping"
 
 // Ping reads a key that never exists.
 func (s *Store) Ping(ctx context.Context) error {
@@ -271,12 +292,16 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close releases idle connections.
+// Close writes the visits it holds (see FlushVisits; call that first to
+// choose the deadline) and releases idle connections.
 func (s *Store) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*s.timeout)
+	defer cancel()
+	err := s.visits.close(ctx)
 	if c, ok := s.client.Options().HTTPClient.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
-	return nil
+	return err
 }
 
 // fail turns a failed call into a domain error. A ValidationException means

@@ -17,7 +17,7 @@ import (
 )
 
 // BenchmarkRedirect is the redirect hit path as the server runs it:
-// routing, in-flight accounting, the bolt lookup, Location and
+// routing, in-flight accounting, the store lookup, Location and
 // Cache-Control, metrics. Target: 0 allocs/op.
 func BenchmarkRedirect(b *testing.B) {
 	benchmarkRedirect(b, setup{})
@@ -171,7 +171,7 @@ func FuzzCreateBody(f *testing.F) {
 var _ http.Handler = (*httpapi.Handler)(nil)
 
 // BenchmarkShortenURL is POST /shortenURL end to end through the handler
-// with 64 concurrent clients sharing bolt's group commits; each op is one
+// with 64 concurrent clients sharing the store's group commits; each op is one
 // fsynced create (make bench-serve measures it over HTTP).
 func BenchmarkShortenURL(b *testing.B) {
 	h, _ := newHandler(b, setup{})

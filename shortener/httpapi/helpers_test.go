@@ -15,12 +15,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/bolt/bolttest"
 	"github.com/linkgate/linkgate/shortener/httpapi"
+	"github.com/linkgate/linkgate/shortener/pebble/pebbletest"
 )
 
 // testServer is the API on a real fasthttp server on 127.0.0.1:0 over a
-// bolt store in a temporary directory.
+// pebble store in a temporary directory.
 type testServer struct {
 	URL     string
 	Store   shortener.Store
@@ -31,13 +31,13 @@ type testServer struct {
 type setup struct {
 	cfg    httpapi.Config
 	policy shortener.URLPolicy
-	wrap   func(shortener.Store) shortener.Store // decorates the bolt store (fault injection)
+	wrap   func(shortener.Store) shortener.Store // decorates the store (fault injection)
 	visits bool                                  // count visits (visits_test.go)
 }
 
 func newHandler(t testing.TB, s setup) (*httpapi.Handler, shortener.Store) {
 	t.Helper()
-	b, _ := bolttest.Open(t)
+	b, _ := pebbletest.Open(t)
 	var store shortener.Store = b
 	if s.wrap != nil {
 		store = s.wrap(store)

@@ -244,50 +244,6 @@ func (s *Store) Create(ctx context.Context, l shortener.Link) error {
 	return nil
 }
 
-// Import stores links in one synced batch, skipping ids that are taken
-// (or repeated), and returns how many it stored. It is for bulk loads
-// (benchmark preloads, migrations, imports); creates on the request path
-// use Create.
-func (s *Store) Import(ctx context.Context, links []shortener.Link) (int, error) {
-	ids := make([]string, len(links))
-	for i := range links {
-		ids[i] = links[i].ID
-	}
-	release, err := s.res.acquireAll(ctx, ids)
-	if err != nil {
-		return 0, fmt.Errorf("import links: %w", err)
-	}
-	defer release()
-	b := s.db.NewBatch()
-	defer b.Close()
-	seen := make(map[string]bool, len(links))
-	var key, val []byte
-	n := 0
-	for i := range links {
-		l := &links[i]
-		if !shortener.ValidID(l.ID) || seen[l.ID] {
-			continue
-		}
-		seen[l.ID] = true
-		switch taken, err := s.exists(l.ID); {
-		case err != nil:
-			return 0, unavailable("import links", err)
-		case taken:
-			continue
-		}
-		key = appendKey(key[:0], kindLink, l.ID)
-		val = appendLink(val[:0], l)
-		if err := b.Set(key, val, nil); err != nil {
-			return 0, unavailable("import links", err)
-		}
-		n++
-	}
-	if err := b.Commit(pebbledb.Sync); err != nil {
-		return 0, unavailable("import links", err)
-	}
-	return n, nil
-}
-
 // Get returns the link under id. Its Visits include the stored visits for
 // a link with a visit limit (for others they are the ones it was created
 // with; VisitStats has them all).

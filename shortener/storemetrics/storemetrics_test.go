@@ -7,14 +7,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/bolt/bolttest"
+	"github.com/linkgate/linkgate/shortener/pebble/pebbletest"
 	"github.com/linkgate/linkgate/shortener/storemetrics"
 	"github.com/linkgate/linkgate/shortener/storetest"
 )
 
 func open(t *testing.T, reg prometheus.Registerer) *storemetrics.Store {
-	b, _ := bolttest.Open(t)
-	return storemetrics.Wrap(b, reg, "bolt")
+	b, _ := pebbletest.Open(t)
+	return storemetrics.Wrap(b, reg, "pebble")
 }
 
 // The decorator is a Store like any other.
@@ -47,11 +47,11 @@ func TestRecordsOperations(t *testing.T) {
 		}
 	}
 	for key, want := range map[string]uint64{
-		"backend=bolt,op=create,result=ok":       1,
-		"backend=bolt,op=create,result=conflict": 1,
-		"backend=bolt,op=get,result=not_found":   1,
-		"backend=bolt,op=get,result=ok":          1,
-		"backend=bolt,op=delete,result=ok":       0,
+		"backend=pebble,op=create,result=ok":       1,
+		"backend=pebble,op=create,result=conflict": 1,
+		"backend=pebble,op=get,result=not_found":   1,
+		"backend=pebble,op=get,result=ok":          1,
+		"backend=pebble,op=delete,result=ok":       0,
 	} {
 		if counts[key] != want {
 			t.Errorf("%s: %d observations, want %d (all: %v)", key, counts[key], want, counts)

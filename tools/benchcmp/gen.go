@@ -29,6 +29,57 @@ var generators = map[string]generator{
 	"wrk":      {args: wrkArgs, parse: func(out []byte, _ string) (map[string]float64, error) { return parseWrk(out) }},
 	"linkgate": {args: linkgateArgs, parse: func(_ []byte, json string) (map[string]float64, error) { return parseLinkgateJSON(json) }},
 	"vegeta":   {args: vegetaArgs, parse: func(out []byte, _ string) (map[string]float64, error) { return parseVegeta(out) }},
+	"h2load":   {args: h2loadArgs, parse: func(out []byte, _ string) (map[string]float64, error) { return parseH2load(out) }},
+}
+
+// h2loadArgs runs nghttp2's h2load for the duration: c connections, the
+// streams per connection from m= (default 1).
+func h2loadArgs(t *Target, _ string) []string {
+	a := []string{t.Bin, "-t" + strconv.Itoa(t.Threads), "-c" + strconv.Itoa(t.Conns), "-m" + strconv.Itoa(max(t.Streams, 1)),
+		"-D", seconds(t.Duration)}
+	a = append(a, t.Args...)
+	return append(a, t.URL)
+}
+
+// parseH2load reads h2load's summary: the rate, the request counts, the
+// status classes and the mean time for request (h2load prints no
+// percentiles).
+func parseH2load(out []byte) (map[string]float64, error) {
+	v := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	num := func(s string) float64 {
+		x, _ := strconv.ParseFloat(strings.TrimRight(s, ","), 64)
+		return x
+	}
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) >= 5 && f[0] == "finished" && f[1] == "in":
+			r, err := strconv.ParseFloat(f[3], 64)
+			if err != nil {
+				return nil, fmt.Errorf("h2load: %q: %w", sc.Text(), err)
+			}
+			v["rps"] = r
+		case len(f) >= 15 && f[0] == "requests:":
+			v["requests"] = num(f[5])
+			v["errors"] = num(f[11]) + num(f[13])
+		case len(f) >= 10 && f[0] == "status" && f[1] == "codes:":
+			v["non2xx"] = num(f[6]) + num(f[8])
+		case len(f) >= 6 && f[0] == "time" && f[2] == "request:":
+			ms, err := wrkMillis(f[5]) // the same units: 28us, 74.17ms, 1.2s
+			if err != nil {
+				return nil, err
+			}
+			v["avg"] = ms
+		}
+	}
+	if _, ok := v["rps"]; !ok {
+		return nil, fmt.Errorf("h2load printed no \"finished in\" line:\n%s", out)
+	}
+	if _, ok := v["requests"]; !ok {
+		return nil, fmt.Errorf("h2load printed no request counts:\n%s", out)
+	}
+	return v, nil
 }
 
 // vegetaArgs runs vegeta attack at maximum throughput (-rate=0) with c

@@ -137,3 +137,25 @@ func TestParseVegeta(t *testing.T) {
 		t.Error("not JSON: no error")
 	}
 }
+
+func TestParseH2load(t *testing.T) {
+	ok, _ := os.ReadFile("testdata/h2load.txt")
+	got, err := parseH2load(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["rps"] != 12194 || got["requests"] != 24388 || got["errors"] != 0 || got["non2xx"] != 0 || !near(got["avg"], 7.58) {
+		t.Errorf("h2load.txt: %v", got)
+	}
+	bad, _ := os.ReadFile("testdata/h2load-404.txt")
+	if got, err := parseH2load(bad); err != nil || got["non2xx"] != 4087 || got["requests"] != 4087 {
+		t.Errorf("h2load-404.txt: %v %v", got, err)
+	}
+	if _, err := parseH2load([]byte("starting benchmark...\n")); err == nil {
+		t.Error("no summary: no error")
+	}
+	a := h2loadArgs(&Target{Bin: "h2load", URL: "https://x/", Threads: 1, Conns: 10, Streams: 4, Duration: 5 * time.Second}, "")
+	if !equal(a, []string{"h2load", "-t1", "-c10", "-m4", "-D", "5s", "https://x/"}) {
+		t.Errorf("args %q", a)
+	}
+}

@@ -14,12 +14,13 @@
 // run measures every target once per round, in the order given (or
 // reversed every other round with -order alternate), and appends one JSON
 // line per run to FILE, so several run invocations (a server restarted in
-// between, another workload) feed one report. Per-target keys: gen=wrk or
-// linkgate, pid=PID (CPU time per request of that process and its
+// between, another workload) feed one report. Per-target keys: gen=wrk,
+// linkgate, vegeta or h2load (m= its streams per connection), pid=PID (CPU time per request of that process and its
 // children, figure "cpu" in µs), lua=FILE, t=, c=, d=, R= and warmup=
 // (linkgate's -R and --warmup), prewarm=D (an unmeasured run before the
 // first round), rewarm=D (one before every round), arg=X (an extra
-// generator argument, repeatable). -before NAME=COMMAND runs a bash command
+// generator argument, repeatable; percent-escaped, so arg=-H
+// arg=Connection:%20close passes a header with its space). -before NAME=COMMAND runs a bash command
 // before each of NAME's runs (e.g. an admin API call that switches a
 // gateway's route). Figures of a run: rps, requests, avg, p50 … p99
 // (ms), errors, non2xx, cpu, gencpu (the generator's own µs per request),

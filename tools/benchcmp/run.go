@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,7 @@ type Target struct {
 	Rate     float64       // linkgate only: -R
 	Warmup   time.Duration // linkgate only: its own --warmup, excluded from its figures
 	Lua      string
+	Streams  int           // h2load's -m
 	Args     []string      // extra generator arguments
 	PID      int           // process whose CPU time per request is measured (0: none)
 	Prewarm  time.Duration // an unmeasured run before the first round
@@ -76,7 +78,7 @@ func parseRun(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.SetOutput(stderr)
 	var specs repeated
 	var d, warmup string
-	var wrkBin, lgBin, vegetaBin string
+	var wrkBin, lgBin, vegetaBin, h2loadBin string
 	fs.IntVar(&o.rounds, "rounds", 3, "measured rounds; each round runs every target once")
 	fs.StringVar(&o.order, "order", "interleave", "target order per round: interleave (as given) or alternate (reversed every other round)")
 	fs.StringVar(&o.out, "o", "", "append one JSON record per run to this `file` (required)")
@@ -90,12 +92,13 @@ func parseRun(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&wrkBin, "wrk", "wrk", "wrk executable")
 	fs.StringVar(&lgBin, "linkgate", "linkgate", "linkgate executable (gen=linkgate)")
 	fs.StringVar(&vegetaBin, "vegeta", "vegeta", "vegeta executable (gen=vegeta)")
-	fs.Var(&specs, "target", "`'NAME URL [key=value…]'`, repeatable, in round order (keys: gen pid lua t c d R warmup prewarm rewarm arg)")
+	fs.StringVar(&h2loadBin, "h2load", "h2load", "h2load executable (gen=h2load)")
+	fs.Var(&specs, "target", "`'NAME URL [key=value…]'`, repeatable, in round order (keys: gen pid lua t c m d R warmup prewarm rewarm arg)")
 	fs.Var((*repeated)(&o.beforeArg), "before", "`NAME=COMMAND` run with bash -c before every measured run of NAME")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	o.bins["wrk"], o.bins["linkgate"], o.bins["vegeta"] = wrkBin, lgBin, vegetaBin
+	o.bins["wrk"], o.bins["linkgate"], o.bins["vegeta"], o.bins["h2load"] = wrkBin, lgBin, vegetaBin, h2loadBin
 	var err error
 	if o.defaults.Duration, err = bench.ParseDuration(d); err != nil {
 		return nil, fmt.Errorf("-d: %w", err)
@@ -171,13 +174,17 @@ func parseTarget(spec string, d Target) (*Target, error) {
 		case "lua":
 			t.Lua = v
 		case "arg":
-			t.Args = append(t.Args, v)
+			// Percent-escapes let an argument hold a space: arg=Connection:%20close.
+			a, uerr := url.PathUnescape(v)
+			t.Args, err = append(t.Args, a), uerr
 		case "pid":
 			t.PID, err = strconv.Atoi(v)
 		case "t":
 			t.Threads, err = strconv.Atoi(v)
 		case "c":
 			t.Conns, err = strconv.Atoi(v)
+		case "m":
+			t.Streams, err = strconv.Atoi(v)
 		case "R":
 			t.Rate, err = strconv.ParseFloat(v, 64)
 		case "d":

@@ -44,7 +44,7 @@ func TestRunInterleavesAndRecords(t *testing.T) {
 	out := filepath.Join(dir, "res.jsonl")
 	args := []string{"run", "-o", out, "-rounds", "3", "-order", "alternate", "-wrk", fakeWrk(t, log), "-d", "1s",
 		"-target", "a http://127.0.0.1:1000/ pid=" + strconv.Itoa(os.Getpid()),
-		"-target", "b http://127.0.0.1:2000/x c=8 t=2 lua=s.lua prewarm=1s",
+		"-target", "b http://127.0.0.1:2000/x c=8 t=2 lua=s.lua prewarm=1s arg=-H arg=Connection:%20close",
 		"-before", "b=echo b >>" + hook,
 	}
 	var stdout, stderr bytes.Buffer
@@ -62,7 +62,7 @@ func TestRunInterleavesAndRecords(t *testing.T) {
 	if got := strings.Join(order, " "); got != want {
 		t.Errorf("runs in order %s, want %s", got, want)
 	}
-	if !strings.Contains(lines[1], "-t2 -c8 -d1s --latency -s s.lua") {
+	if !strings.Contains(lines[1], "-t2 -c8 -d1s --latency -s s.lua -H Connection: close") {
 		t.Errorf("per-target keys not applied: %q", lines[1])
 	}
 	if h, _ := os.ReadFile(hook); string(h) != "b\nb\nb\n" {

@@ -1,5 +1,5 @@
-// Command benchprep prepares the data of `make bench-serve`: a bolt store
-// preloaded with N links under random ids (shortener.NewID, inserted in
+// Command benchprep prepares the data of `make bench-serve`: a pebble
+// store (a directory) preloaded with N links under random ids (shortener.NewID, inserted in
 // random order as real creates would be), and a file with every id, one
 // per line in random order, for wrk's Lua script.
 package main
@@ -14,24 +14,24 @@ import (
 	"time"
 
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/bolt"
+	"github.com/linkgate/linkgate/shortener/pebble"
 )
 
 func main() {
-	db := flag.String("db", "", "bolt file to create (must not exist)")
+	db := flag.String("dir", "", "store directory to create (must not exist)")
 	idsFile := flag.String("ids", "", "file to write the ids to")
 	n := flag.Int("n", 1_000_000, "links to preload")
 	flag.Parse()
 	if *db == "" || *idsFile == "" {
-		log.Fatal("usage: benchprep -db FILE -ids FILE [-n N]")
+		log.Fatal("usage: benchprep -dir DIR -ids FILE [-n N]")
 	}
 	if _, err := os.Stat(*db); err == nil {
 		log.Fatalf("%s exists", *db)
 	}
 	start := time.Now()
 	tmp := *db + ".tmp"
-	os.Remove(tmp)
-	s, err := bolt.Open(tmp)
+	os.RemoveAll(tmp)
+	s, err := pebble.Open(tmp, pebble.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func main() {
 	ctx := context.Background()
 	created := time.Now().UTC().Truncate(time.Second)
 	const chunk = 20_000
-	batch := make([]shortener.Link, 0, chunk)
+	batch := make([]shortener.LinkRecord, 0, chunk)
 	total := 0
 	for total < *n {
 		batch = batch[:0]
@@ -52,18 +52,23 @@ func main() {
 				log.Fatal(err)
 			}
 			// Target URLs of a realistic length (~60 bytes), all distinct.
-			batch = append(batch, shortener.Link{ID: id, URL: fmt.Sprintf("https://www.example.com/articles/2026/%07d/a-typical-path?utm_source=x", total+len(batch)), CreatedAt: created})
+			batch = append(batch, shortener.LinkRecord{Link: shortener.Link{ID: id, URL: fmt.Sprintf("https://www.example.com/articles/2026/%07d/a-typical-path?utm_source=x", total+len(batch)), CreatedAt: created}})
 		}
-		stored, err := s.Import(ctx, batch)
+		res, err := s.ImportRecords(ctx, batch)
 		if err != nil {
 			log.Fatal(err)
 		}
-		for _, l := range batch {
-			fmt.Fprintln(ids, l.ID) // a collision (astronomically rare) still names a stored link
+		for i, r := range batch {
+			fmt.Fprintln(ids, r.Link.ID) // a collision (astronomically rare) still names a stored link
+			if res[i] == shortener.Imported {
+				total++
+			}
 		}
-		total += stored
 	}
 	if err := ids.Close(); err != nil {
+		log.Fatal(err)
+	}
+	if err := s.Compact(); err != nil { // the store as a long-running one has it
 		log.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -72,6 +77,12 @@ func main() {
 	if err := os.Rename(tmp, *db); err != nil {
 		log.Fatal(err)
 	}
-	fi, _ := os.Stat(*db)
-	fmt.Printf("preloaded %d links into %s (%.0f MiB) in %v\n", total, filepath.Base(*db), float64(fi.Size())/(1<<20), time.Since(start).Round(time.Millisecond))
+	var size int64
+	filepath.Walk(*db, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			size += fi.Size()
+		}
+		return nil
+	})
+	fmt.Printf("preloaded %d links into %s (%.0f MiB) in %v\n", total, filepath.Base(*db), float64(size)/(1<<20), time.Since(start).Round(time.Millisecond))
 }

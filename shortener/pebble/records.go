@@ -1,0 +1,149 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	pebbledb "github.com/cockroachdb/pebble/v2"
+
+	"github.com/linkgate/linkgate/shortener"
+	"github.com/linkgate/linkgate/shortener/internal/statsrec"
+)
+
+var _ shortener.RecordStore = (*Store)(nil)
+
+// ImportRecords stores the records whose ids are free, in one synced batch
+// (all of them or, on error, none), each link with its statistics. A link
+// already stored under the id, identical, is Unchanged (an import run
+// twice); another link there makes the record Conflicting.
+func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) ([]shortener.ImportResult, error) {
+	ids := make([]string, len(recs))
+	for i := range recs {
+		if !shortener.ValidID(recs[i].Link.ID) {
+			return nil, fmt.Errorf("import: invalid id %q", recs[i].Link.ID)
+		}
+		ids[i] = recs[i].Link.ID
+	}
+	release, err := s.res.acquireAll(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	defer release()
+	if s.closed.Load() {
+		return nil, unavailable("import", errClosed)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	results := make([]shortener.ImportResult, len(recs))
+	first := make(map[string]int, len(recs)) // id → index of the record stored for it
+	var key []byte
+	for i := range recs {
+		l := &recs[i].Link
+		if j, ok := first[l.ID]; ok {
+			results[i] = sameOr(recs[j].Link, *l)
+			continue
+		}
+		key = appendKey(key[:0], kindLink, l.ID)
+		v, closer, found, err := s.get(key)
+		if err != nil {
+			return nil, unavailable("import", err)
+		}
+		if found {
+			old, err := decodeLink(l.ID, v)
+			closer.Close()
+			if err != nil {
+				return nil, fmt.Errorf("import: link %q: %w", l.ID, err)
+			}
+			results[i] = sameOr(old, *l)
+			continue
+		}
+		first[l.ID] = i
+		val := appendLink(nil, l)
+		if err := b.Set(key, val, nil); err != nil {
+			return nil, unavailable("import", err)
+		}
+		if st := recs[i].Stats; !zeroStats(&st) {
+			st.Bound()
+			key = appendKey(key[:0], kindStats, l.ID)
+			if err := b.Set(key, statsrec.Encode(st), nil); err != nil {
+				return nil, unavailable("import", err)
+			}
+		}
+		results[i] = shortener.Imported
+	}
+	if err := b.Commit(pebbledb.Sync); err != nil {
+		return nil, unavailable("import", err)
+	}
+	return results, nil
+}
+
+// sameOr says whether an import of l over old changes nothing.
+func sameOr(old, l shortener.Link) shortener.ImportResult {
+	if old.URL == l.URL && old.CreatedAt.Equal(l.CreatedAt) && old.ExpiresAt.Equal(l.ExpiresAt) &&
+		old.MaxVisits == l.MaxVisits && old.Visits == l.Visits {
+		return shortener.Unchanged
+	}
+	return shortener.Conflicting
+}
+
+func zeroStats(st *shortener.VisitStats) bool {
+	if st.Total != 0 || st.Bots != 0 {
+		return false
+	}
+	for kind := range shortener.NumVisitKinds {
+		if len(*st.Breakdown(kind)) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// ExportRecords calls fn with every link and its statistics, in id order,
+// from one snapshot of the store.
+func (s *Store) ExportRecords(ctx context.Context, fn func(shortener.LinkRecord) error) error {
+	if s.closed.Load() {
+		return unavailable("export", errClosed)
+	}
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	it, err := snap.NewIter(&pebbledb.IterOptions{LowerBound: appendKey(nil, kindLink, ""), UpperBound: []byte{kindLink, 1}})
+	if err != nil {
+		return unavailable("export", err)
+	}
+	defer it.Close()
+	var key []byte
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		id := string(it.Key()[2:])
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return unavailable("export", err)
+		}
+		rec := shortener.LinkRecord{}
+		if rec.Link, err = decodeLink(id, v); err != nil {
+			return fmt.Errorf("export: link %q: %w", id, err)
+		}
+		key = appendKey(key[:0], kindStats, id)
+		switch sv, closer, err := snap.Get(key); {
+		case errors.Is(err, pebbledb.ErrNotFound):
+		case err != nil:
+			return unavailable("export", err)
+		default:
+			rec.Stats, err = statsrec.Decode(sv)
+			closer.Close()
+			if err != nil {
+				return fmt.Errorf("export: statistics of %q: %w", id, err)
+			}
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return unavailable("export", err)
+	}
+	return nil
+}
