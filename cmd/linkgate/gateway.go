@@ -15,6 +15,7 @@ import (
 	"github.com/linkgate/linkgate/gateway"
 	"github.com/linkgate/linkgate/gateway/admin"
 	"github.com/linkgate/linkgate/gateway/bolt"
+	"github.com/linkgate/linkgate/gateway/certs"
 	"github.com/linkgate/linkgate/gateway/control"
 	"github.com/linkgate/linkgate/gateway/etcd"
 	"github.com/linkgate/linkgate/gateway/plugin/basicauth"
@@ -42,7 +43,7 @@ import (
 
 type gatewayConfig struct {
 	listen, prometheusListen, controlListen, store, adminVersion, logLevel string
-	serverHeader                                                           string
+	serverHeader, listenTLS, sslKeySalt                                    string
 	adminKeys, viewerKeys, allowAdmin                                      string
 	maxBodySize, httpsPort, requestIDMachine                               int
 }
@@ -75,7 +76,9 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.serverHeader, "server-header", "linkgate", `Server header on proxied responses ("" keeps the upstream's)`)
 	fs.IntVar(&c.maxBodySize, "max-body-size", 32<<20, "largest request body proxied, in bytes")
-	fs.IntVar(&c.httpsPort, "https-port", 0, "port the redirect plugin's http_to_https sends clients to (0: 443)")
+	fs.StringVar(&c.listenTLS, "listen-tls", ":9443", `address of the TLS listener (HTTP/1.1 and HTTP/2, certificates from the ssl resources; "" disables it)`)
+	fs.StringVar(&c.sslKeySalt, "ssl-key-encrypt-salt", gateway.DefaultKeySalt, `16 bytes encrypting ssl private keys at rest, as APISIX's key_encrypt_salt (its default); "" stores them as given`)
+	fs.IntVar(&c.httpsPort, "https-port", 0, "port the redirect plugin's http_to_https sends clients to (0: the --listen-tls port, else 443)")
 	fs.IntVar(&c.requestIDMachine, "request-id-machine", 0, "this node's snowflake data machine id (0-4095) for request-id; distinct per node")
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {
 		return err
@@ -109,6 +112,20 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	if c.requestIDMachine < 0 || c.requestIDMachine > 4095 {
 		return cli.Usagef("--request-id-machine must be 0-4095")
 	}
+	keys, err := gateway.NewKeyCipher(c.sslKeySalt)
+	if err != nil {
+		return cli.Usagef("--ssl-key-encrypt-salt: %v", err)
+	}
+	var tlsLn net.Listener
+	if c.listenTLS != "" {
+		if tlsLn, err = net.Listen("tcp", c.listenTLS); err != nil {
+			return fmt.Errorf("gateway: TLS listener: %w", err)
+		}
+		defer tlsLn.Close()
+		if c.httpsPort == 0 {
+			c.httpsPort = tlsLn.Addr().(*net.TCPAddr).Port
+		}
+	}
 	metrics := prometheus.New()
 	redisPool := redis.NewPool()
 	defer redisPool.Close()
@@ -133,13 +150,15 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 		gzip.New(),
 		faultinjection.New(),
 	)
+	reg.SSLKeys = keys
 	if len(splitList(c.adminKeys)) == 0 {
 		logger.Warn("no --admin-key: the admin API refuses every call")
 	}
 	adminAPI := admin.NewHandler(logger, store, reg, admin.Options{
 		AdminKeys: splitList(c.adminKeys), ViewerKeys: splitList(c.viewerKeys), AllowAdmin: allow, V3: c.adminVersion == "v3", Prefix: prefix,
 	})
-	gw := proxy.New(proxy.Options{Logger: logger, Admin: adminAPI, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize})
+	gw := proxy.New(proxy.Options{Logger: logger, Admin: adminAPI, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize,
+		Certs: certs.NewManager(nil)})
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
@@ -189,8 +208,13 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	case <-ctx.Done():
 	}
 
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- gw.Serve(ln) }()
+	tlsAddr := ""
+	if tlsLn != nil {
+		go func() { errc <- gw.ServeTLS(tlsLn) }()
+		tlsAddr = tlsLn.Addr().String()
+	}
 	var servers []*http.Server
 	promAddr, ctlAddr := "", ""
 	if promLn != nil {
@@ -209,7 +233,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 		servers = append(servers, serveHTTP(ctlLn, control.NewHandler(reloader, store, prefix), errc))
 		ctlAddr = ctlLn.Addr().String()
 	}
-	logger.Info("gateway listening", "addr", ln.Addr().String(), "prometheus", promAddr, "control", ctlAddr, "store", c.store, "admin_api", c.adminVersion)
+	logger.Info("gateway listening", "addr", ln.Addr().String(), "prometheus", promAddr, "control", ctlAddr, "tls", tlsAddr, "store", c.store, "admin_api", c.adminVersion)
 	// Any answer of the data listener (the admin API's 401 included) shows it serves.
 	sd := notifyReady(logger, "gateway on "+ln.Addr().String()+", config store "+c.store, probeHTTP(ln.Addr(), "/apisix/admin/", 0))
 	defer sd.Stopping()

@@ -75,7 +75,7 @@ var listeningRE = regexp.MustCompile(`msg="gateway listening" addr=(\S+) prometh
 func startGateway(env Env, store string, args []string) (*gatewayProc, error) {
 	all := append([]string{"gateway", "--listen", "127.0.0.1:0", "--prometheus-listen", "127.0.0.1:0",
 		"--control-listen", "127.0.0.1:0", "--admin-key", AdminKey, "--config-store", "bolt:" + store,
-		"--log-level", "info"}, args...)
+		"--log-level", "info", "--listen-tls", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(env.Binary, all...)
 	g := &gatewayProc{cmd: cmd, stderr: &lockedBuffer{}, args: args, done: make(chan error, 1)}
 	cmd.Stderr = g.stderr

@@ -141,8 +141,12 @@ func New(opts Options) *Gateway {
 }
 
 // Load builds a snapshot of c and swaps it in; requests in flight finish on
-// the old one. Active health checkers are started and stopped to match.
+// the old one, and open TLS connections keep their certificate. Active
+// health checkers are started and stopped to match.
 func (g *Gateway) Load(c *gateway.Compiled) {
+	if g.opts.Certs != nil {
+		g.opts.Certs.Load(c.SSLs) // the next handshakes use them
+	}
 	s := g.build(c)
 	g.snap.Store(s)
 	g.reconcileCheckers(s)

@@ -142,7 +142,8 @@ func (g *Gateway) handshake(dc *deadline.Conn, cfg *tls.Config) {
 		// net/http's HTTP/2 server applies its own timeouts (per stream,
 		// and IdleTimeout for the connection) through the connection's
 		// cheap deadlines, and reads and writes in two goroutines.
-		c.shared, c.wrote = true, false
+		c.shared = true
+		c.wrote.Store(false)
 		dc.SetDeadline(time.Time{})
 		q = g.h2q
 	} else {
