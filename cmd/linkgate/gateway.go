@@ -38,14 +38,16 @@ import (
 	"github.com/linkgate/linkgate/gateway/plugin/responserewrite"
 	"github.com/linkgate/linkgate/gateway/plugin/trafficsplit"
 	"github.com/linkgate/linkgate/gateway/proxy"
+	"github.com/linkgate/linkgate/gateway/router"
 	"github.com/linkgate/linkgate/internal/cli"
 )
 
 type gatewayConfig struct {
-	listen, prometheusListen, controlListen, store, adminVersion, logLevel string
-	serverHeader, listenTLS, sslKeySalt                                    string
-	adminKeys, viewerKeys, allowAdmin                                      string
-	maxBodySize, httpsPort, requestIDMachine                               int
+	listen, prometheusListen, controlListen, store, adminVersion, logLevel, router string
+	serverHeader, listenTLS, sslKeySalt                                            string
+	adminKeys, viewerKeys, allowAdmin                                              string
+	maxBodySize, httpsPort, requestIDMachine                                       int
+	showUpstreamStatus                                                             bool
 }
 
 // splitList splits a comma-separated flag value.
@@ -72,6 +74,8 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	fs.StringVar(&c.prometheusListen, "prometheus-listen", "127.0.0.1:9091", `address of the prometheus exporter ("" disables it)`)
 	fs.StringVar(&c.controlListen, "control-listen", "", `address of the control API (/v1/routes, /v1/config; APISIX uses 127.0.0.1:9090; "" disables it)`)
 	fs.StringVar(&c.store, "config-store", "bolt:data/gateway.db", "config store: bolt:PATH, or etcd://HOST:PORT[,HOST:PORT][?prefix=/apisix]")
+	fs.BoolVar(&c.showUpstreamStatus, "show-upstream-status", false, "send X-APISIX-Upstream-Status on every proxied response, not only after a 5xx (APISIX's show_upstream_status_in_response_header)")
+	fs.StringVar(&c.router, "router", "radixtree_uri", "route matching, as APISIX's apisix.router.http: radixtree_uri, radixtree_host_uri or radixtree_uri_with_parameter")
 	fs.StringVar(&c.adminVersion, "admin-api-version", "v2", "admin API envelopes: v2 (APISIX 2.14) or v3 (APISIX 3.x)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.serverHeader, "server-header", "linkgate", `Server header on proxied responses ("" keeps the upstream's)`)
@@ -93,6 +97,10 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 			return cli.Usagef("--allow-admin %q: %v", s, err)
 		}
 		allow = append(allow, p)
+	}
+	routerMode, ok := router.ParseMode(c.router)
+	if !ok {
+		return cli.Usagef("--router must be radixtree_uri, radixtree_host_uri or radixtree_uri_with_parameter")
 	}
 	if c.adminVersion != "v2" && c.adminVersion != "v3" {
 		return cli.Usagef("--admin-api-version must be v2 or v3")
@@ -157,8 +165,8 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	adminAPI := admin.NewHandler(logger, store, reg, admin.Options{
 		AdminKeys: splitList(c.adminKeys), ViewerKeys: splitList(c.viewerKeys), AllowAdmin: allow, V3: c.adminVersion == "v3", Prefix: prefix,
 	})
-	gw := proxy.New(proxy.Options{Logger: logger, Admin: adminAPI, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize,
-		Certs: certs.NewManager(nil)})
+	gw := proxy.New(proxy.Options{Logger: logger, Admin: adminAPI, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize, Router: routerMode,
+		ShowUpstreamStatus: c.showUpstreamStatus, Certs: certs.NewManager(nil)})
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {

@@ -220,40 +220,22 @@ func (rc *reqCtx) Var(name string) string {
 				return rc.appendVar(b)
 			}
 		}
-		if v := fc.Request.Header.PeekBytes(rc.scratch); len(v) > 0 || !strings.Contains(name[5:], "_") {
-			return b2s(v)
+		v := fc.Request.Header.PeekBytes(rc.scratch)
+		if v == nil && strings.IndexByte(name[5:], '_') >= 0 {
+			// nginx (underscores_in_headers on) also matches "custom_header"
+			v = fc.Request.Header.Peek(name[5:])
 		}
-		// As nginx's $http_ variables (with underscores_in_headers on, as
-		// APISIX sets): a header spelled with underscores matches too.
-		for k, v := range fc.Request.Header.All() {
-			if len(k) == len(rc.scratch) && headerNameMatch(k, rc.scratch) {
-				return b2s(v)
-			}
-		}
-		return ""
+		return b2s(v)
 	case strings.HasPrefix(name, "arg_"):
 		return b2s(fc.QueryArgs().Peek(name[4:]))
+	case strings.HasPrefix(name, "post_arg_"):
+		// nginx's get_post_args: urlencoded bodies only (fasthttp's
+		// PostArgs parses nothing else).
+		return b2s(fc.PostArgs().Peek(name[9:]))
 	case strings.HasPrefix(name, "cookie_"):
 		return b2s(fc.Request.Header.Cookie(name[7:]))
 	}
 	return ""
-}
-
-// headerNameMatch compares header names ignoring case, '-' and '_' alike.
-func headerNameMatch(a, b []byte) bool {
-	for i := range a {
-		x, y := a[i]|0x20, b[i]|0x20 // lower case; '-' (0x2d) and '_' (0x5f) become 0x2d, 0x7f
-		if x == 0x7f {
-			x = 0x2d
-		}
-		if y == 0x7f {
-			y = 0x2d
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // appendVar copies a formatted variable into the request's buffer, so it

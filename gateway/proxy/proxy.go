@@ -9,6 +9,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -34,6 +35,11 @@ type Options struct {
 	Admin http.Handler
 	// ServerHeader replaces the upstream's Server header ("" keeps it).
 	ServerHeader string
+	// Router is the route matching algorithm (apisix.router.http).
+	Router router.Mode
+	// ShowUpstreamStatus sends X-APISIX-Upstream-Status on every proxied
+	// response, not only after a 5xx (show_upstream_status_in_response_header).
+	ShowUpstreamStatus bool
 	// MaxBodySize limits request bodies (bytes).
 	MaxBodySize int
 	// ReadTimeout bounds reading a client request (headers and body).
@@ -153,7 +159,7 @@ func (g *Gateway) Load(c *gateway.Compiled) {
 }
 
 func (g *Gateway) build(c *gateway.Compiled) *snapshot {
-	s := &snapshot{compiled: c, router: router.Build(c.Routes), routes: make(map[*gateway.RouteEntry]*routeRT, len(c.Routes)),
+	s := &snapshot{compiled: c, router: router.BuildMode(c.Routes, g.opts.Router), routes: make(map[*gateway.RouteEntry]*routeRT, len(c.Routes)),
 		global: splitChain(c.Global)}
 	ups := map[string]*upstreamRT{}
 	for _, e := range c.Routes {
@@ -692,7 +698,7 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		if err == nil {
 			status := fc.Response.StatusCode()
 			up.passive(n, outcomeHTTP, status)
-			if status >= 500 {
+			if status >= 500 || g.opts.ShowUpstreamStatus {
 				rc.upStatus = strconv.AppendInt(rc.upStatus, int64(status), 10)
 				fc.Response.Header.SetBytesV(headerUpstreamState, rc.upStatus)
 			}
@@ -718,8 +724,12 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		}
 	}
 	status := http.StatusBadGateway
-	if lastErr != nil && classify(lastErr) == outcomeTimeout {
+	var dnsErr *net.DNSError
+	switch {
+	case lastErr != nil && classify(lastErr) == outcomeTimeout:
 		status = http.StatusGatewayTimeout
+	case errors.As(lastErr, &dnsErr):
+		status = http.StatusServiceUnavailable // APISIX: failed to parse domain
 	}
 	if lastErr != nil && g.log.Enabled(context.Background(), slog.LevelWarn) {
 		g.log.Warn("upstream failed", "route", rc.route.e.ID, "upstream", up.key, "err", lastErr)
