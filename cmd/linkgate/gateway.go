@@ -79,7 +79,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	fs.StringVar(&c.adminVersion, "admin-api-version", "v2", "admin API envelopes: v2 (APISIX 2.14) or v3 (APISIX 3.x)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.serverHeader, "server-header", "linkgate", `Server header on proxied responses ("" keeps the upstream's)`)
-	fs.IntVar(&c.maxBodySize, "max-body-size", 32<<20, "largest request body proxied, in bytes")
+	fs.IntVar(&c.maxBodySize, "max-body-size", 0, "largest request body proxied, in bytes (0: no limit, as APISIX's client_max_body_size; bodies stream)")
 	fs.StringVar(&c.listenTLS, "listen-tls", ":9443", `address of the TLS listener (HTTP/1.1 and HTTP/2, certificates from the ssl resources; "" disables it)`)
 	fs.StringVar(&c.sslKeySalt, "ssl-key-encrypt-salt", gateway.DefaultKeySalt, `16 bytes encrypting ssl private keys at rest, as APISIX's key_encrypt_salt (its default); "" stores them as given`)
 	fs.IntVar(&c.httpsPort, "https-port", 0, "port the redirect plugin's http_to_https sends clients to (0: the --listen-tls port, else 443)")

@@ -36,6 +36,8 @@ type reqCtx struct {
 	responding bool   // header filter phase: headers change the response in place
 	h2         bool   // received over HTTP/2
 	upRef      *gateway.UpstreamRef
+	reqLen     int64         // request size for the log phase
+	streamed   *upstreamBody // the response body streams: the request ends when it is sent
 	start      time.Time
 	respHdrs   []respHeader
 	values     []ctxValue
@@ -72,7 +74,8 @@ const maxPooledBuf = 1 << 20
 var _ gateway.Ctx = (*reqCtx)(nil)
 
 func (rc *reqCtx) reset() {
-	rc.fc, rc.snap, rc.route, rc.consumer, rc.upRef = nil, nil, nil, nil, nil
+	rc.fc, rc.snap, rc.route, rc.consumer, rc.upRef, rc.streamed = nil, nil, nil, nil, nil, nil
+	rc.reqLen = 0
 	rc.match = router.Match{}
 	rc.remoteAddr, rc.remotePort, rc.realAddr = netip.Addr{}, 0, false
 	rc.remoteStr = rc.remoteStr[:0]

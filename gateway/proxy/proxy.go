@@ -40,7 +40,9 @@ type Options struct {
 	// ShowUpstreamStatus sends X-APISIX-Upstream-Status on every proxied
 	// response, not only after a 5xx (show_upstream_status_in_response_header).
 	ShowUpstreamStatus bool
-	// MaxBodySize limits request bodies (bytes).
+	// MaxBodySize limits request bodies (bytes; 0: no limit, as APISIX's
+	// client_max_body_size 0). Bodies stream, so it bounds what upstreams
+	// receive, not memory.
 	MaxBodySize int
 	// ReadTimeout bounds reading a client request (headers and body).
 	ReadTimeout time.Duration
@@ -120,9 +122,6 @@ type step[T any] struct {
 func New(opts Options) *Gateway {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.MaxBodySize <= 0 {
-		opts.MaxBodySize = 32 << 20
 	}
 	if opts.ReadTimeout <= 0 {
 		opts.ReadTimeout = 60 * time.Second
@@ -360,7 +359,7 @@ func (g *Gateway) newServer() *fasthttp.Server {
 		Handler:                      g.Handle,
 		Name:                         g.opts.ServerHeader,
 		NoDefaultServerHeader:        g.opts.ServerHeader == "",
-		MaxRequestBodySize:           g.opts.MaxBodySize,
+		StreamRequestBody:            true, // bodies are read as they are proxied (stream.go)
 		DisablePreParseMultipartForm: true,
 		NoDefaultContentType:         true,
 		CloseOnShutdown:              true,
@@ -457,24 +456,61 @@ func (g *Gateway) handle(fc *fasthttp.RequestCtx, h2 bool) {
 	}
 	// Timing costs clock reads; only the log phase needs it.
 	rc.timed = len(s.global.log) > 0 || (rc.route != nil && len(rc.route.log) > 0)
-	var reqLen int64
 	if rc.timed {
 		rc.start = time.Now()
-		reqLen = int64(len(fc.Request.Header.RawHeaders()) + len(fc.Request.Body()))
+		rc.reqLen = int64(len(fc.Request.Header.RawHeaders()))
+		if fc.Request.IsBodyStream() {
+			rc.reqLen += int64(max(fc.Request.Header.ContentLength(), 0))
+		} else {
+			rc.reqLen += int64(len(fc.Request.Body()))
+		}
 	}
 	g.serve(rc)
 	rc.applyRespHeaders()
 	g.filter(rc)
+	if b := rc.streamed; b != nil {
+		// The body goes to the client after this returns; the request
+		// ends when it has (or the client has gone).
+		b.done = func(b *upstreamBody) { g.finish(rc, b.n) }
+		return
+	}
+	g.finish(rc, 0)
+}
+
+// finish runs the log phase of a request whose answer is sent (streamed
+// bytes of its body) and releases its context.
+func (g *Gateway) finish(rc *reqCtx, streamed int64) {
 	if rc.timed {
-		rc.fillLog(rc.start, reqLen)
+		rc.fillLog(rc.start, rc.reqLen)
+		rc.log.BytesSent += streamed
 		logAll := func(l gateway.Logger) bool { l.Log(rc, &rc.log); return true }
-		run(s.global.log, nil, logAll)
+		run(rc.snap.global.log, nil, logAll)
 		if rc.route != nil {
 			run(rc.route.log, rc.consumer, logAll)
 		}
 	}
 	rc.reset()
 	g.ctxs.Put(rc)
+}
+
+// needsBody reports whether a plugin of the request needs the whole
+// response body (then it is buffered, never streamed).
+func (rc *reqCtx) needsBody() bool {
+	if s := rc.snap; len(s.global.bodies)+len(s.global.encoders) > 0 {
+		return true
+	}
+	if rt := rc.route; rt != nil && len(rt.bodies)+len(rt.encoders) > 0 {
+		return true
+	}
+	if c := rc.consumer; c != nil {
+		for _, in := range c.Chain {
+			switch in.Impl.(type) {
+			case gateway.BodyFilter, gateway.BodyEncoder:
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // filter runs the header filter phase, then the body filters and encoders
@@ -653,6 +689,10 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		req.SetRequestURIBytes(req.Header.RequestURI())
 	}
 	req.UseHostHeader = true
+	ex := exchange{stream: !rc.needsBody()}
+	if req.IsBodyStream() && !g.prepareBody(rc, &ex) {
+		return
+	}
 
 	var tried uint64
 	var deadline time.Time
@@ -665,8 +705,8 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 	// the last one is a 5xx.
 	rc.upStatus = rc.upStatus[:0]
 	for attempt := 0; attempt <= up.retries; attempt++ {
-		if attempt > 0 && !deadline.IsZero() && time.Now().After(deadline) {
-			break
+		if attempt > 0 && (ex.rb != nil && ex.sent || !deadline.IsZero() && time.Now().After(deadline)) {
+			break // a streamed body is spent once sent
 		}
 		i := up.pick(rc, tried)
 		if i < 0 {
@@ -690,7 +730,7 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		if rc.timed {
 			t0 = time.Now()
 		}
-		err := n.client.do(req, &fc.Response)
+		err := n.client.do(req, &fc.Response, &ex)
 		n.active.Add(-1)
 		if rc.timed {
 			rc.log.UpstreamTime += time.Since(t0)
@@ -709,6 +749,15 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 			if closeClient {
 				fc.SetConnectionClose()
 			}
+			if ex.body != nil {
+				rc.streamed = ex.body
+				g.streamTimeouts(rc)
+			}
+			return
+		}
+		if errors.Is(err, errBodyTooLarge) {
+			rc.reply(gateway.Reply{Status: http.StatusRequestEntityTooLarge})
+			fc.SetConnectionClose() // the rest of the body is not read
 			return
 		}
 		lastErr = err
