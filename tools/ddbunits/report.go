@@ -77,8 +77,12 @@ func printTable(w io.Writer, results []runResult) {
 			refused = fmt.Sprintf(" (%d refused)", s.RefusedWrites)
 		}
 		fold := summarize(runResult{Units: r.Fold})
+		traffic := r.Shape
+		if r.Lambda != "" {
+			traffic += "; Lambda: " + r.Lambda
+		}
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f%s | %.0f | **%.1f** | %d | %.1f | %.1f | %.0f | %.4f |\n",
-			r.Build, r.Shape, r.Instances, s.Redirects, s.WriteUnits, refused, fold.WriteUnits, per1000(s.WriteUnits, s.Redirects), s.WriteCalls,
+			r.Build, traffic, r.Instances, s.Redirects, s.WriteUnits, refused, fold.WriteUnits, per1000(s.WriteUnits, s.Redirects), s.WriteCalls,
 			s.ReadUnits, per1000(s.ReadUnits, s.Redirects), per1000(s.MissUnits, s.Misses), s.costPerMillion())
 	}
 }

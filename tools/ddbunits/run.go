@@ -32,6 +32,7 @@ type build struct {
 // runResult is what one run measured.
 type runResult struct {
 	Build     string           `json:"build"`
+	Lambda    string           `json:"lambda,omitempty"` // how the function environments lived, for a Lambda run
 	Shape     string           `json:"shape"`
 	Instances int              `json:"instances"`
 	Rate      float64          `json:"rate"`
@@ -56,6 +57,7 @@ type env struct {
 	meterURL string      // the meter in front of it, for the builds under test
 	meter    *meter
 	cpus     string // taskset list for the servers; "" for none
+	rie      string // aws-lambda-rie, for Lambda runs
 	work     string // folder for logs
 	conns    int
 }

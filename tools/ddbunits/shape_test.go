@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -139,5 +140,21 @@ func TestSummarizeAged(t *testing.T) {
 	item := oldItemAttrs(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	if len(item) != 582 || itemBytes(item) < 8<<10 || itemBytes(item) > 12<<10 {
 		t.Errorf("old item: %d attributes, %d bytes", len(item), itemBytes(item))
+	}
+}
+
+// The Lambda runs send HTTP API (payload 2.0) events, as linkgate's Lambda
+// adapter reads them.
+func TestRedirectEvent(t *testing.T) {
+	var ev struct {
+		Version, RawPath string
+		Headers          map[string]string
+		RequestContext   struct{ HTTP struct{ Method string } }
+	}
+	if err := json.Unmarshal(redirectEvent("abcdefghij", 3), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Version != "2.0" || ev.RawPath != "/abcdefghij" || ev.RequestContext.HTTP.Method != "GET" || ev.Headers["user-agent"] == "" {
+		t.Errorf("event %+v", ev)
 	}
 }
