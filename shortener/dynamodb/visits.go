@@ -2,7 +2,6 @@ package dynamodb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -127,24 +126,14 @@ func (s *Store) addLimited(ctx context.Context, l *shortener.LinkVisits) (gone b
 		values[":c"] = number(l.CreatedAt)
 		cond += " AND (attribute_not_exists(#c) OR #c = :c)"
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	_, err = s.client.UpdateItem(ctx, &ddb.UpdateItemInput{
-		TableName:                 &s.table,
+	_, gone, err = s.update(ctx, "add visits "+quote(l.ID), &ddb.UpdateItemInput{
 		Key:                       key(l.ID),
 		UpdateExpression:          aws.String("ADD #v :n"),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return true, nil
-	}
-	if err != nil {
-		return false, s.fail("add visits "+quote(l.ID), err)
-	}
-	return false, nil
+	return gone, err
 }
 
 // FlushVisits writes the visits the store holds (the buffer of the visit

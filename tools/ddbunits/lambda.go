@@ -174,20 +174,16 @@ func runLambdaFleet(ctx context.Context, e *env, b build, s shape, n int, life t
 			}
 		})
 	}
-	start := time.Now()
-	for i := range seq {
-		if d := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); d > time.Millisecond {
-			time.Sleep(d)
-		}
-		queues[i%n] <- i
-		res.Load.Sent++
-	}
+	res.Load.Sent, res.Load.MaxLag, res.Load.Behind = pace(ctx, len(seq), rate, func(i int) { queues[i%n] <- i })
 	for _, q := range queues {
 		close(q)
 	}
 	wg.Wait()
 	if firstErr != nil {
 		return res, firstErr
+	}
+	if res.Load.Behind {
+		return res, fmt.Errorf("the functions fell %v behind the rate after %d requests: lower -rate (RATE)", maxLag, res.Load.Sent)
 	}
 	res.Load.Redirects, res.Load.Other, res.Load.Errors = redirects.Load(), other.Load(), errs.Load()
 	res.Visits = map[string]int64{"cold_starts": starts.Load()}
