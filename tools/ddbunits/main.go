@@ -51,7 +51,7 @@ func main() {
 		rate      = flag.Float64("rate", 1000, "redirects per second, all instances together")
 		duration  = flag.Duration("duration", 2*time.Minute, "how long the traffic runs per measurement")
 		cpus      = flag.String("cpus", "", "taskset CPU list for the servers (empty: no pinning)")
-		conns     = flag.Int("conns", 32, "connections per instance")
+		conns     = flag.Int("conns", 128, "connections per instance")
 		work      = flag.String("work", os.TempDir(), "folder for the servers' logs")
 		out       = flag.String("json", "", "write the results as JSON to this file")
 		seed      = flag.Uint64("seed", 1, "seed of the traffic")
