@@ -193,5 +193,7 @@ func runLambdaFleet(ctx context.Context, e *env, b build, s shape, n int, life t
 	}
 	after := e.meter.snapshot()
 	res.Units, res.Fold = rows(after), rows(minus(after, before))
-	return res, nil
+	var err error
+	res.Checked, res.Wrong, err = check(ctx, e, table, seq, res.Load)
+	return res, err
 }

@@ -90,8 +90,12 @@ func printTable(w io.Writer, results []runResult) {
 // printUnits writes every run's units per operation and item class.
 func printUnits(w io.Writer, results []runResult) {
 	for _, r := range results {
-		fmt.Fprintf(w, "%s, %s, %d instance(s): %d sent, %d redirects, %d other, %d errors, max send lag %v; visits %v\n",
-			r.Build, r.Shape, r.Instances, r.Load.Sent, r.Load.Redirects, r.Load.Other, r.Load.Errors, r.Load.MaxLag, r.Visits)
+		lambda := ""
+		if r.Lambda != "" {
+			lambda = " (Lambda: " + r.Lambda + ")"
+		}
+		fmt.Fprintf(w, "%s, %s, %d instance(s)%s: %d sent, %d redirects, %d other, %d errors, max send lag %v; visits %v; stored totals of %d links checked, %d wrong\n",
+			r.Build, r.Shape, r.Instances, lambda, r.Load.Sent, r.Load.Redirects, r.Load.Other, r.Load.Errors, r.Load.MaxLag, r.Visits, r.Checked, r.Wrong)
 		for _, u := range r.Units {
 			fmt.Fprintf(w, "  %-18s %-6s calls %8d  items %9d  units %10.1f  refused %d  errors %d\n",
 				u.Op, u.Class, u.Calls, u.Items, u.Units, u.Failed, u.Errors)
