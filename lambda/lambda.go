@@ -177,7 +177,10 @@ func (a *Handler) request(ctx *fasthttp.RequestCtx, ev *event) error {
 	if len(ev.Cookies) > 0 {
 		addHeader("Cookie", strings.Join(ev.Cookies, "; "))
 	}
-	if len(req.Header.Host()) == 0 && ev.RequestContext.DomainName != "" {
+	// The domain the request reached, as API Gateway or the function URL
+	// saw it: set by AWS, so the handler may trust it (where a Host header
+	// the client sent could say anything).
+	if ev.RequestContext.DomainName != "" {
 		req.Header.SetHost(ev.RequestContext.DomainName)
 	}
 	if a.opts.MaxHeaderBytes > 0 && size > a.opts.MaxHeaderBytes {

@@ -30,7 +30,7 @@ func TestParityWithServe(t *testing.T) {
 	defer store.Close()
 	reg := prometheus.NewRegistry()
 	logger := slog.New(slog.DiscardHandler)
-	h, err := httpapi.NewHandler(logger, shortener.NewService(store, shortener.Options{}), httpapi.NewMetrics(reg), reg, httpapi.Config{})
+	h, err := httpapi.NewHandler(logger, shortener.NewService(store, shortener.Options{}), httpapi.NewMetrics(reg), reg, httpapi.Config{PublicURL: "http://sho.example"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,9 @@ declare -A want=(
 	[podman]=podman
 	[runc]=runc
 	[update-ca-certificates]=ca-certificates
+	[systemd-analyze]=systemd
+	[strace]=strace
+	[curl]=curl
 )
 missing=()
 for cmd in "${!want[@]}"; do
@@ -51,4 +54,24 @@ go run ./tools/release install-tools
 if [ ! -x .cache/bin/staticcheck ]; then
 	step "go install staticcheck"
 	GOBIN="$PWD/.cache/bin" go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+fi
+if [ ! -x .cache/bin/govulncheck ]; then
+	step "go install govulncheck"
+	GOBIN="$PWD/.cache/bin" go install golang.org/x/vuln/cmd/govulncheck@v1.9.0
+fi
+# The vulnerability database: golang.org/x/vulndb's OSV files, a Go module
+# on the proxy, indexed with its own indexdb (its first build fetches the
+# vulndb module's dependencies, about two minutes). Offline, the test
+# command skips govulncheck with a note (and fails under CI=true).
+vulndb=.cache/vulndb/$LINKGATE_VULNDB_VERSION
+if [ ! -f "$vulndb/index/db.json" ]; then
+	step "vulnerability database golang.org/x/vulndb@$LINKGATE_VULNDB_VERSION"
+	if (cd "$(mktemp -d)" && go mod download "golang.org/x/vulndb@$LINKGATE_VULNDB_VERSION") &&
+		GOBIN="$PWD/.cache/bin" go install "golang.org/x/vulndb/cmd/indexdb@$LINKGATE_VULNDB_VERSION"; then
+		rm -rf "$vulndb.tmp"
+		.cache/bin/indexdb -vulns "$(go env GOMODCACHE)/golang.org/x/vulndb@$LINKGATE_VULNDB_VERSION/data/osv" -out "$vulndb.tmp"
+		mv "$vulndb.tmp" "$vulndb"
+	else
+		echo "note: golang.org/x/vulndb could not be fetched (offline?): govulncheck will be skipped" >&2
+	fi
 fi

@@ -1,5 +1,10 @@
 # Shared shell helpers for linkgate's scripts. Source it; do not run it.
 
+# The Go vulnerability database govulncheck reads: the Go module proxy's
+# golang.org/x/vulndb at this version, indexed into .cache/vulndb/VERSION by
+# install-deps.sh. Bump it to check against newer advisories.
+LINKGATE_VULNDB_VERSION=v0.0.0-20261105234957-e22db6528018
+
 step() { printf '\n==> %s\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 

@@ -25,6 +25,16 @@ step "build (linux/amd64 and linux/arm64)"
 go build ./...
 make --no-print-directory cross
 
+step "govulncheck (tools/vulncheck, database golang.org/x/vulndb@$LINKGATE_VULNDB_VERSION)"
+vulndb=.cache/vulndb/$LINKGATE_VULNDB_VERSION
+if [ -f "$vulndb/index/db.json" ]; then
+	go run ./tools/vulncheck -govulncheck .cache/bin/govulncheck -db "$vulndb" -accepted tools/vulncheck/accepted.txt ./cmd/...
+elif [ "${CI:-}" = true ]; then
+	die "no vulnerability database at $vulndb (scripts/install-deps.sh could not fetch golang.org/x/vulndb)"
+else
+	echo "note: no vulnerability database (offline?): govulncheck skipped" >&2
+fi
+
 # Compile every test binary now, while the network is there for anything the
 # build still needs; the namespace below has none.
 step "compile tests"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -137,6 +138,51 @@ func TestURLPolicyCheck(t *testing.T) {
 		{"https://sub.EVIL.example./", "", shortener.BlockedDomain},
 		{"https://bad.test/", "", shortener.BlockedDomain},
 		{"https://a.b.worse.test/", "", shortener.BlockedDomain},
+		// The same hosts in other spellings (UTS #46 mapping, IP forms).
+		{"https://evil\uff0eexample/", "", shortener.BlockedDomain}, // full-width dot
+		{"https://evil\u3002example/", "", shortener.BlockedDomain}, // ideographic full stop
+		{"https://\uff25VIL.example/", "", shortener.BlockedDomain}, // full-width E
+		{"https://ev%69l.example/", "", shortener.InvalidURL},
+		{"https://evil%EF%BC%8Eexample/", "", shortener.BlockedDomain}, // percent-encoded full-width dot
+		{"https://evil.example.:443/", "", shortener.BlockedDomain},    // trailing dot and port
+		{"https://sub.evil\uff0eexample/", "", shortener.BlockedDomain},
+		{"https://sho\uff0ert/x", "", shortener.SelfReference},
+		{"https://xn--fiq228c.example/", "", ""}, // punycode of an IDN is fine
+		{"https://bad..test/", "", shortener.InvalidURL},
+		{"https://a\u200db.example/", "", shortener.InvalidURL},
+		// Every loopback and unspecified form is this machine.
+		{"http://127.1/", "", shortener.SelfReference},
+		{"http://127.0.1/", "", shortener.SelfReference},
+		{"http://2130706433/", "", shortener.SelfReference},
+		{"http://0x7f000001/", "", shortener.SelfReference},
+		{"http://0x7f.0.0.1/", "", shortener.SelfReference},
+		{"http://0177.0.0.1/", "", shortener.SelfReference},
+		{"http://017700000001/", "", shortener.SelfReference},
+		{"http://127.255.255.254/", "", shortener.SelfReference},
+		{"http://[::1]:8080/", "", shortener.SelfReference},
+		{"http://[0:0:0:0:0:0:0:1]/", "", shortener.SelfReference},
+		{"http://[::ffff:127.0.0.1]/", "", shortener.SelfReference},
+		{"http://[::ffff:7f00:1]/", "", shortener.SelfReference},
+		{"http://[::127.0.0.1]/", "", shortener.SelfReference},
+		{"http://[fe80::1%25lo]/", "", ""},
+		{"http://0.0.0.0/", "", shortener.SelfReference},
+		{"http://0/", "", shortener.SelfReference},
+		{"http://[::]/", "", shortener.SelfReference},
+		{"http://localhost:8080/", "", shortener.SelfReference},
+		{"http://LOCALHOST./", "", shortener.SelfReference},
+		{"http://app.localhost/", "", shortener.SelfReference},
+		{"http://localhost.example/", "", ""},
+		{"http://1.2.3.4.5/", "", shortener.InvalidURL},
+		{"http://256.1.1.1/", "", shortener.InvalidURL},
+		{"http://08.1.1.1/", "", shortener.InvalidURL},
+		{"http://example.123/", "", shortener.InvalidURL},
+		{"http://10.0.0.1/", "", ""},
+		{"http://3232235521/", "", ""}, // 192.168.0.1: not this machine
+		// The request's Host in another form.
+		{"http://[::ffff:c0a8:1]/", "192.168.0.1:8080", shortener.SelfReference},
+		{"http://3232235521/", "192.168.0.1", shortener.SelfReference},
+		{"https://links\uff0eexample/abc", "links.example", shortener.SelfReference},
+		{"https://links.example/abc", strings.Repeat("h", 3000), ""},
 	}
 	for _, tt := range tests {
 		err := p.Check(tt.url, tt.host)
@@ -145,6 +191,25 @@ func TestURLPolicyCheck(t *testing.T) {
 		}
 		if err != nil && strings.Contains(shortener.ErrorMessage(err), "\n") {
 			t.Errorf("message for %q has a newline: %q", tt.url, shortener.ErrorMessage(err))
+		}
+	}
+}
+
+func TestURLPolicyAllowLoopback(t *testing.T) {
+	p := shortener.URLPolicy{AllowLoopback: true, SelfHosts: []string{"sho.rt"}}
+	for _, tt := range []struct {
+		url, host string
+		want      shortener.Code
+	}{
+		{"http://localhost:3000/", "127.0.0.1:8080", ""},
+		{"http://127.0.0.1:3000/", "localhost:8080", ""},
+		{"http://127.1:3000/", "127.0.0.1:8080", shortener.SelfReference},
+		{"http://[::ffff:7f00:1]/", "127.0.0.1", shortener.SelfReference},
+		{"http://localhost./x", "LOCALHOST:8080", shortener.SelfReference},
+		{"https://sho.rt/x", "", shortener.SelfReference},
+	} {
+		if got := shortener.ErrorCode(p.Check(tt.url, tt.host)); got != tt.want {
+			t.Errorf("Check(%q, host %q) = %q, want %q", tt.url, tt.host, got, tt.want)
 		}
 	}
 }
@@ -169,9 +234,16 @@ func TestParseBlocklistRejectsJunk(t *testing.T) {
 			t.Errorf("ParseBlocklist(%q) succeeded", in)
 		}
 	}
-	bl, err := shortener.ParseBlocklist(strings.NewReader("A.Example\n"))
-	if err != nil || bl.Len() != 1 || !bl.Blocks("a.example") || bl.Blocks("ba.example") || bl.Blocks("example") {
+	bl, err := shortener.ParseBlocklist(strings.NewReader("A.Example\nＢ.example\n10.1.2.3\n"))
+	if err != nil || bl.Len() != 3 || !bl.Blocks("a.example") || bl.Blocks("ba.example") || bl.Blocks("example") {
 		t.Errorf("blocklist suffix matching wrong: %v", err)
+	}
+	// Entries and hosts are compared in canonical form; IPs only exactly.
+	for host, want := range map[string]bool{"b.example": true, "x.B.EXAMPLE.": true, "10.1.2.3": true,
+		"[::ffff:10.1.2.3]": true, "167838211": true, "4.10.1.2.3": false, "1.2.3": false} {
+		if got := bl.Blocks(host); got != want {
+			t.Errorf("Blocks(%q) = %v, want %v", host, got, want)
+		}
 	}
 }
 
@@ -247,12 +319,35 @@ func FuzzURLPolicyCheck(f *testing.F) {
 			if l := strings.ToLower(raw); !strings.HasPrefix(l, "http://") && !strings.HasPrefix(l, "https://") {
 				t.Fatalf("accepted %q with a scheme outside http/https", raw)
 			}
+			// Its host, however spelt, is neither this machine nor blocked.
+			u, _ := url.Parse(raw)
+			c, isIP, err := shortener.CanonicalHost(u.Hostname())
+			if err != nil || shortener.IsLoopbackHost(c, isIP) || p.Blocklist.Blocks(c) {
+				t.Fatalf("accepted %q: host %q (%v), loopback or blocked", raw, c, err)
+			}
 			return
 		}
 		switch shortener.ErrorCode(err) {
 		case shortener.InvalidURL, shortener.URLTooLong, shortener.SchemeNotAllowed, shortener.SelfReference, shortener.BlockedDomain:
 		default:
 			t.Fatalf("Check(%q) = %v: unexpected code %q", raw, err, shortener.ErrorCode(err))
+		}
+	})
+}
+
+// CanonicalHost is idempotent, and what it returns is a host it accepts.
+func FuzzCanonicalHost(f *testing.F) {
+	for _, s := range []string{"example.com", "EXAMPLE.com.", "例え.テスト", "a\uff0eb", "127.1", "0x7f.1", "[::ffff:1.2.3.4]", "::1", "1.2.3.4.5", "xn--fiq228c", "a..b", "%", "\xb3", "0.."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		c, isIP, err := shortener.CanonicalHost(h)
+		if err != nil {
+			return
+		}
+		c2, isIP2, err := shortener.CanonicalHost(c)
+		if err != nil || c2 != c || isIP2 != isIP {
+			t.Fatalf("CanonicalHost(%q) = %q, but CanonicalHost of that = %q, %v, %v", h, c, c2, isIP2, err)
 		}
 	})
 }

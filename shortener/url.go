@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -25,6 +26,11 @@ type URLPolicy struct {
 	Schemes   []string   // allowed schemes, compared case-insensitively; nil means DefaultSchemes
 	Blocklist *Blocklist // domains refused (suffix match); nil blocks none
 	SelfHosts []string   // host names of this service (e.g. from --public-url)
+	// AllowLoopback accepts targets on a loopback or unspecified address
+	// or localhost (development: links to http://localhost:3000/); they
+	// are refused by default, as this machine to whoever follows them.
+	// The request's Host and SelfHosts are refused all the same.
+	AllowLoopback bool
 }
 
 // Check validates raw as a target URL. requestHost is the Host the request
@@ -60,14 +66,20 @@ func (p URLPolicy) Check(raw, requestHost string) error {
 	if !containsFold(schemes, u.Scheme) {
 		return Errorf(SchemeNotAllowed, "scheme %q is not allowed; allowed: %s", strings.ToLower(u.Scheme), strings.Join(schemes, ", "))
 	}
-	host := normalizeHost(u.Hostname())
-	if u.Opaque != "" || host == "" {
+	if u.Opaque != "" || u.Host == "" || u.Hostname() == "" {
 		return Errorf(InvalidURL, "url must have a host, as in https://example.com/")
 	}
 	if u.User != nil {
 		return Errorf(InvalidURL, "url must not carry a user name or password")
 	}
-	if requestHost != "" && host == normalizeHost(hostOnly(requestHost)) || containsFold(p.SelfHosts, host) {
+	host, isIP, err := CanonicalHost(u.Hostname())
+	if err != nil {
+		return Errorf(InvalidURL, "url's host is not a valid domain name or IP address")
+	}
+	if !p.AllowLoopback && IsLoopbackHost(host, isIP) {
+		return Errorf(SelfReference, "url points at a loopback address (%s): this machine", host)
+	}
+	if requestHost != "" && sameHost(host, hostOnly(requestHost)) || slices.ContainsFunc(p.SelfHosts, func(s string) bool { return sameHost(host, s) }) {
 		return Errorf(SelfReference, "url points at this service (%s)", host)
 	}
 	if p.Blocklist.Blocks(host) {
@@ -111,9 +123,11 @@ func hostOnly(hostport string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
 }
 
-// normalizeHost lower-cases a host name and drops a trailing dot.
-func normalizeHost(h string) string {
-	return strings.TrimSuffix(strings.ToLower(h), ".")
+// sameHost reports whether the canonical host c and the host h (in any
+// form) name the same host.
+func sameHost(c, h string) bool {
+	ch, _, err := CanonicalHost(h)
+	return err == nil && ch == c
 }
 
 func containsFold(list []string, s string) bool {
@@ -135,7 +149,11 @@ type Blocklist struct {
 func NewBlocklist(domains ...string) *Blocklist {
 	b := &Blocklist{domains: make(map[string]struct{}, len(domains))}
 	for _, d := range domains {
-		b.domains[normalizeHost(strings.TrimPrefix(strings.TrimPrefix(d, "*"), "."))] = struct{}{}
+		d = strings.TrimPrefix(strings.TrimPrefix(d, "*"), ".")
+		if c, _, err := CanonicalHost(d); err == nil {
+			d = c
+		}
+		b.domains[d] = struct{}{}
 	}
 	return b
 }
@@ -152,8 +170,8 @@ func ParseBlocklist(r io.Reader) (*Blocklist, error) {
 			continue
 		}
 		bare := strings.TrimPrefix(strings.TrimPrefix(d, "*"), ".")
-		if bare == "" || strings.ContainsAny(bare, " \t/:@?#") {
-			return nil, fmt.Errorf("blocklist line %d: %q is not a domain name", line, d)
+		if _, _, err := CanonicalHost(bare); err != nil || strings.ContainsAny(bare, " \t/:@?#") {
+			return nil, fmt.Errorf("blocklist line %d: %q is not a domain name or IP address", line, d)
 		}
 		domains = append(domains, bare)
 	}
@@ -171,13 +189,21 @@ func (b *Blocklist) Len() int {
 	return len(b.domains)
 }
 
-// Blocks reports whether host (already lower-case, no port) is on the list
-// or under a domain on it. A nil Blocklist blocks nothing.
+// Blocks reports whether host (no port; in any form CanonicalHost takes)
+// is on the list or under a domain on it; an IP address only when it is
+// on the list itself. A nil Blocklist blocks nothing.
 func (b *Blocklist) Blocks(host string) bool {
 	if b == nil || len(b.domains) == 0 {
 		return false
 	}
-	host = normalizeHost(host)
+	host, isIP, err := CanonicalHost(host)
+	if err != nil {
+		return false
+	}
+	if isIP {
+		_, ok := b.domains[host]
+		return ok
+	}
 	for {
 		if _, ok := b.domains[host]; ok {
 			return true

@@ -29,10 +29,11 @@ func TestBrowser(t *testing.T) {
 		fmt.Fprint(w, "<!doctype html><title>landed</title><p>target page</p>")
 	}))
 	defer target.Close()
-	// localhost, not 127.0.0.1: the service refuses links to itself.
+	// localhost, not 127.0.0.1: the service refuses links to itself (the
+	// page's Host); loopback targets need --allow-loopback-targets.
 	targetURL := strings.Replace(target.URL, "127.0.0.1", "localhost", 1) + "/landing/page?x=1"
 
-	s := startServe(t, nil, "--stats-public", "--visits-flush-interval", "100ms")
+	s := startServe(t, nil, "--stats-public", "--visits-flush-interval", "100ms", "--allow-loopback-targets")
 
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromium),

@@ -32,6 +32,7 @@ const lambdaCacheSize = 10_000
 func runLambda(ctx context.Context, args []string, env cli.Env) error {
 	c := defaultServeConfig()
 	c.cacheSize = lambdaCacheSize
+	c.api.TrustHost = true // the adapter sets Host from the event's requestContext.domainName
 	fs := cli.NewFlagSet("lambda", "linkgate lambda [flags]", lambdaDescription, env.Stderr)
 	c.registerShortener(fs, "dynamodb:"+dynamodb.DefaultTable, "json")
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -38,11 +39,14 @@ type serveConfig struct {
 	server          httpapi.ServerConfig
 	maxURLLength    int
 	allowSchemes    cli.ListFlag
+	allowLoopback   bool
 	blocklist       string
 	shutdownTimeout time.Duration
 	logFormat       string
 	logLevel        string
 	visits          visitsConfig
+	trustedProxies  cli.ListFlag
+	awsIPRanges     string
 }
 
 const serveDescription = `Serve the URL shortener: seed-compatible POST /shortenURL and
@@ -96,7 +100,10 @@ func defaultServeConfig() serveConfig {
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", ":8080", "`address` to listen on, host:port")
 	c.registerShortener(fs, "pebble:data/links", "text")
-	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "requests in flight beyond which new ones get 503 overloaded at once (0: no limit)")
+	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "redirects and lookups in flight beyond which new ones get 503 overloaded at once (0: no limit)")
+	fs.IntVar(&c.api.MaxInflightCreates, "max-inflight-creates", 256, "creates in flight beyond which new ones get 503 overloaded (0: no limit); a budget of their own, so a create flood never sheds redirects")
+	fs.IntVar(&c.api.MaxInflightQR, "max-inflight-qr", 32, "QR code and statistics requests in flight beyond which new ones get 503 overloaded (0: no limit)")
+	fs.IntVar(&c.api.MaxInflightAdmin, "max-inflight-admin", 64, "admin requests (list, edit, delete, keys) in flight beyond which new ones get 503 overloaded (0: no limit)")
 	fs.DurationVar(&c.server.ReadTimeout, "read-timeout", 10*time.Second, "time to read one request, headers and body")
 	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", 10*time.Second, "time to write one response")
 	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept")
@@ -120,6 +127,7 @@ func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat strin
 	fs.StringVar(&c.api.AdminKey, "admin-key", "", "`key` for the admin routes (list, delete); empty: they answer 403")
 	fs.IntVar(&c.maxURLLength, "max-url-length", shortener.DefaultMaxURLLength, "longest target URL accepted, in `bytes`")
 	fs.Var(&c.allowSchemes, "allow-schemes", "comma-separated `schemes` a target URL may use")
+	fs.BoolVar(&c.allowLoopback, "allow-loopback-targets", false, "accept target URLs on this machine (localhost, 127.0.0.0/8, ::1: development); refused by default")
 	fs.StringVar(&c.blocklist, "blocklist", "", "`file` of blocked domains, one per line (subdomains blocked too)")
 	fs.DurationVar(&c.api.RequestTimeout, "request-timeout", 5*time.Second, "deadline for the store calls of one request")
 	fs.StringVar(&c.logFormat, "log-format", logFormat, "log format: text or json")
@@ -130,6 +138,10 @@ func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat strin
 	fs.StringVar(&c.visits.geoip, "geoip", "", "MaxMind-format country or city database `file` (e.g. GeoLite2-Country.mmdb) to count visits by country")
 	fs.BoolVar(&c.api.StatsPublic, "stats-public", false, "serve GET /api/v1/links/{id}/stats without the admin key")
 	fs.BoolVar(&c.api.UI, "ui", true, "serve the web page at /")
+	fs.Var(createRateFlag{&c.api.CreateRate}, "create-rate", "creates per client address (an IPv6 client per /64), as a token bucket: `N/s`, N/m or N/h; beyond it 429 rate_limited with Retry-After; 0: no limit")
+	fs.Var(createRateFlag{&c.api.CreateRateKey}, "create-rate-key", "creates per API key (instead of per address, for requests with a key): N/s, N/m or N/h; 0: no limit")
+	fs.Var(&c.trustedProxies, "trusted-proxies", "comma-separated `CIDRs` (or addresses) of the load balancers and CDNs in front, whose X-Forwarded-For, Forwarded and CloudFront-Viewer-* headers say who the client is; presets: "+presetALB+" (the VPC's private ranges), "+presetCloudFront+" (from --aws-ip-ranges)")
+	fs.StringVar(&c.awsIPRanges, "aws-ip-ranges", "", "AWS's ip-ranges.json `file`, for --trusted-proxies "+presetCloudFront+" (download it yourself: nothing is fetched)")
 }
 
 func (c serveConfig) validate() error {
@@ -237,6 +249,25 @@ func openStore(ctx context.Context, logger *slog.Logger, c serveConfig) (shorten
 	return nil, "", fmt.Errorf("unreachable: store kind %q", kind)
 }
 
+// createRateFlag is a flag of an httpapi.Rate.
+type createRateFlag struct{ r *httpapi.Rate }
+
+func (f createRateFlag) String() string {
+	if f.r == nil {
+		return "0"
+	}
+	return f.r.String()
+}
+
+func (f createRateFlag) Set(s string) error {
+	r, err := httpapi.ParseRate(s)
+	if err != nil {
+		return err
+	}
+	*f.r = r
+	return nil
+}
+
 // dynamoOptions are the DynamoDB store's options for a table.
 func (c serveConfig) dynamoOptions(logger *slog.Logger, table string) dynamodb.Options {
 	return dynamodb.Options{Table: table, ConsistentReads: c.consistentReads, Timeout: c.storeTimeout,
@@ -301,7 +332,7 @@ func wrapStore(logger *slog.Logger, raw shortener.Store, kind string, c serveCon
 // its metrics on reg: everything `serve` runs except the listener. The
 // Lambda mode serves the same handler.
 func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Store, reg *prometheus.Registry) (*httpapi.Handler, error) {
-	policy := shortener.URLPolicy{MaxLength: c.maxURLLength, Schemes: c.allowSchemes}
+	policy := shortener.URLPolicy{MaxLength: c.maxURLLength, Schemes: c.allowSchemes, AllowLoopback: c.allowLoopback}
 	if c.blocklist != "" {
 		f, err := os.Open(c.blocklist)
 		if err != nil {
@@ -316,6 +347,14 @@ func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Sto
 	if c.api.PublicURL != "" {
 		u, _ := url.Parse(c.api.PublicURL) // validated
 		policy.SelfHosts = []string{u.Hostname()}
+	}
+	proxies, err := trustedProxies(c.trustedProxies, c.awsIPRanges)
+	if err != nil {
+		return nil, err
+	}
+	c.api.TrustedProxies = proxies
+	if proxies != nil {
+		logger.Info("trusted proxies", "prefixes", proxies.Len())
 	}
 	opts := shortener.Options{Policy: policy}
 	if v, ok := c.api.Visits.(shortener.VisitCounter); ok {
@@ -401,6 +440,8 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 	if err != nil {
 		return err
 	}
+	stopControl := startStoreControl(ctx, logger, raw)
+	defer stopControl()
 	app, err := newShortener(logger, c, raw, kind)
 	if err != nil {
 		return err
@@ -423,12 +464,15 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("linkgate serve listening", "addr", ln.Addr().String(), "store", c.store,
 		"cache_entries", c.cacheSize.entries(kind), "version", version)
+	sd := notifyReady(logger, "serving on "+ln.Addr().String()+", store "+c.store, probeHTTP(ln.Addr(), "/healthz", http.StatusOK))
+	defer sd.Stopping()
 
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	sd.Stopping()
 	logger.Info("shutting down: draining requests in flight", "timeout", c.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()

@@ -150,12 +150,29 @@ func TestCreateAPI(t *testing.T) {
 		{"self public URL", `{"url":"https://sho.rt/x"}`, 400, "self_reference"},
 		{"control chars", `{"url":"https://example.com/\r\nX: y"}`, 400, "invalid_url"},
 		{"too long", `{"url":"https://example.com/` + strings.Repeat("a", 2100) + `"}`, 400, "url_too_long"},
+		// Bytes encoding/json would store as U+FFFD.
+		{"invalid UTF-8", "{\"url\":\"https://example.com/\xff\"}", 400, "invalid_json"},
+		{"invalid UTF-8 in a key", "{\"url\":\"https://example.com/\",\"sl\xc3ug\":\"abc\"}", 400, "invalid_json"},
+		{"lone high surrogate", `{"url":"https://example.com/\ud800"}`, 400, "invalid_json"},
+		{"lone low surrogate", `{"url":"https://example.com/\udc00x"}`, 400, "invalid_json"},
+		{"high then non-low", `{"url":"https://example.com/\ud800\u0041"}`, 400, "invalid_json"},
+		{"escaped backslash then u", `{"url":"https://example.com/\\ud800","slug":"a\"\ud800"}`, 400, "invalid_json"},
+		// The zero time and times before 1970 are not "never".
+		{"expiry zero", `{"url":"https://example.com/","expires_at":"0001-01-01T00:00:00Z"}`, 400, "invalid_parameter"},
+		{"expiry epoch", `{"url":"https://example.com/","expires_at":"1970-01-01T00:00:00Z"}`, 400, "invalid_parameter"},
+		{"expiry 1969", `{"url":"https://example.com/","expires_at":"1969-12-31T23:59:59Z"}`, 400, "invalid_parameter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			wantError(t, s.do(t, "POST", "/api/v1/links", tt.body), tt.status, tt.code)
 		})
 	}
+	// A surrogate pair is a character; only lone surrogates are refused.
+	if r := s.do(t, "POST", "/api/v1/links", `{"url":"https://example.com/\ud83d\ude00"}`); r.Status != 201 || !strings.Contains(r.Body, "😀") {
+		t.Errorf("surrogate pair: %d %q", r.Status, r.Body)
+	}
+	wantError(t, s.do(t, "POST", "/shortenURL", "{\"OriginalURL\":\"https://example.com/\xe2\x82\"}"), 400, "invalid_json")
+	wantError(t, s.do(t, "POST", "/shortenURL", `{"OriginalURL":"https://example.com/\udfff"}`), 400, "invalid_json")
 	wantError(t, s.do(t, "GET", "/api/v1/links/nope000000", ""), 404, "not_found")
 	wantError(t, s.do(t, "POST", "/shortenURL", `{"OriginalURL":"https://me.example:8080/x"}`, "Host", "me.example:8080"), 400, "self_reference")
 }
@@ -275,7 +292,8 @@ func TestOperationalEndpoints(t *testing.T) {
 		`linkgate_http_requests_total{code="201",route="shorten_url"} 1`,
 		`linkgate_http_request_duration_seconds_bucket{route="redirect",le="+Inf"} 2`,
 		`linkgate_links_created_total 1`,
-		`linkgate_http_requests_in_flight 0`,
+		`linkgate_http_requests_in_flight{class="redirect"} 0`,
+		`linkgate_http_requests_shed_total{class="create"} 0`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(r.Body, want) {
@@ -332,9 +350,12 @@ func (b blockingStore) Create(ctx context.Context, l shortener.Link) error {
 	return b.Store.Create(ctx, l)
 }
 
+// Each route class has its own in-flight budget: creates held by a slow
+// store use up the create budget only; redirects, lookups and probes are
+// still answered.
 func TestLoadShedding(t *testing.T) {
 	bs := blockingStore{entered: make(chan struct{}, 10), release: make(chan struct{})}
-	s := start(t, setup{cfg: httpapi.Config{MaxInflight: 2}, wrap: func(st shortener.Store) shortener.Store { bs.Store = st; return bs }})
+	s := start(t, setup{cfg: httpapi.Config{MaxInflight: 100, MaxInflightCreates: 2}, wrap: func(st shortener.Store) shortener.Store { bs.Store = st; return bs }})
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
@@ -346,7 +367,7 @@ func TestLoadShedding(t *testing.T) {
 	<-bs.entered
 	<-bs.entered
 	start := time.Now()
-	r := s.do(t, "GET", "/abcdefghij", "")
+	r := s.do(t, "POST", "/api/v1/links", `{"url":"https://slow.example/"}`)
 	wantError(t, r, 503, "overloaded")
 	if r.Header.Get("Retry-After") == "" {
 		t.Error("overloaded without Retry-After")
@@ -354,12 +375,19 @@ func TestLoadShedding(t *testing.T) {
 	if time.Since(start) > 5*time.Second {
 		t.Error("shed request was queued instead of answered at once")
 	}
-	// Probes and scrapes are never shed.
+	// Other classes are not shed.
+	if r := s.do(t, "GET", "/abcdefghij", "", "Accept", "application/json"); r.Status != 404 {
+		t.Errorf("redirect while creates are overloaded: %d %q", r.Status, r.Body)
+	}
 	if r := s.do(t, "GET", "/healthz", ""); r.Status != 200 {
 		t.Errorf("healthz while overloaded: %d", r.Status)
 	}
-	if m := s.do(t, "GET", "/metrics", ""); !strings.Contains(m.Body, "linkgate_http_requests_shed_total 1") || !strings.Contains(m.Body, "linkgate_http_requests_in_flight 2") {
-		t.Errorf("metrics do not show the shedding")
+	m := s.do(t, "GET", "/metrics", "")
+	for _, want := range []string{`linkgate_http_requests_shed_total{class="create"} 1`, `linkgate_http_requests_shed_total{class="redirect"} 0`,
+		`linkgate_http_requests_in_flight{class="create"} 2`} {
+		if !strings.Contains(m.Body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 	close(bs.release)
 	wg.Wait()

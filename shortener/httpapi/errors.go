@@ -25,6 +25,7 @@ const (
 	codeForbidden            = "forbidden"
 	codeMethodNotAllowed     = "method_not_allowed"
 	codeOverloaded           = "overloaded"
+	codeRateLimited          = "rate_limited"
 	codeNotFound             = string(shortener.NotFound)
 	codeSlugTaken            = "slug_taken"
 )
@@ -74,9 +75,10 @@ func statusOf(err error) (int, string) {
 func (h *Handler) writeDomainError(ctx *fasthttp.RequestCtx, err error) {
 	status, code := statusOf(err)
 	if status >= 500 {
+		ip, _ := h.cfg.TrustedProxies.client(ctx)
 		h.logger.LogAttrs(ctx, slog.LevelError, "request failed",
 			slog.String("method", string(ctx.Method())), slog.String("path", string(ctx.Path())),
-			slog.Int("status", status), slog.String("error", err.Error()))
+			slog.String("client", ip.String()), slog.Int("status", status), slog.String("error", err.Error()))
 	}
 	writeError(ctx, status, code, shortener.ErrorMessage(err))
 }

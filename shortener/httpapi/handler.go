@@ -16,7 +16,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,16 +36,28 @@ const MaxBodyBytes = 8 << 10
 // Config configures a Handler. Zero values take the defaults noted.
 type Config struct {
 	// PublicURL is the base of returned short links, e.g.
-	// "https://sho.rt". Empty: http://<request Host>.
+	// "https://sho.rt". Empty: http://<request Host> when the Host is a
+	// loopback name or address (or TrustHost), else the address the
+	// connection arrived on: a Host header a client chose never reaches
+	// a returned link.
 	PublicURL string
+	// TrustHost says the Host header is set by a trusted front end, not
+	// by the client: Lambda's adapter sets it from the event's
+	// requestContext.domainName. Without a PublicURL, links use it.
+	TrustHost bool
 	// RedirectStatus is 301, 302, 307 or 308. Default 302.
 	RedirectStatus int
 	// AdminKey enables the admin routes (list, delete). Empty: they
 	// answer 403.
 	AdminKey string
-	// MaxInflight sheds load: with more requests than this in flight, new
-	// ones are answered 503 overloaded at once. 0: no limit.
+	// MaxInflight sheds load: with more redirects and lookups than this
+	// in flight, new ones are answered 503 overloaded at once. 0: no
+	// limit. Creates, QR codes and statistics, and admin calls have
+	// budgets of their own (below), so a flood of one cannot shed another.
 	MaxInflight int
+	// MaxInflightCreates, MaxInflightQR (QR codes and statistics) and
+	// MaxInflightAdmin are the other classes' budgets. 0: no limit.
+	MaxInflightCreates, MaxInflightQR, MaxInflightAdmin int
 	// RequestTimeout bounds store calls of a create, lookup or admin call.
 	// Default 5s.
 	RequestTimeout time.Duration
@@ -57,13 +71,31 @@ type Config struct {
 	StatsPublic bool
 	// UI serves the web page at / and its assets under /static/.
 	UI bool
+	// QRCacheBytes bounds the cache of drawn QR images. Default
+	// DefaultQRCacheBytes.
+	QRCacheBytes int
+	// QRRenders bounds the QR images drawn at once. Default
+	// DefaultQRRenders.
+	QRRenders int
+	// CreateRate limits the creates of each client address (ratelimit.go);
+	// CreateRateKey those of each API key, instead, for requests with
+	// one. The zero Rate is no limit.
+	CreateRate, CreateRateKey Rate
+	// Now is the clock of the rate limits. Default time.Now.
+	Now func() time.Time
+	// TrustedProxies are the peers whose X-Forwarded-For, Forwarded and
+	// CloudFront-Viewer-* headers say who the client is (visits, rate
+	// limits, logs). nil: none, the peer is the client.
+	TrustedProxies *TrustedProxies
 }
 
 // VisitRecorder counts visits (visits.Aggregator). Record must not block
-// nor retain its arguments, which alias the request's buffers; link is
-// the link as the redirect resolved it (its ID and URL are empty).
+// nor retain its arguments, which alias the request's buffers; ip is the
+// client's (see TrustedProxies), country what a trusted CloudFront said
+// ("" if nothing); link is the link as the redirect resolved it (its ID
+// and URL are empty).
 type VisitRecorder interface {
-	Record(id, referrer, userAgent []byte, ip net.IP, now time.Time, link shortener.Link)
+	Record(id, referrer, userAgent []byte, ip netip.Addr, country string, now time.Time, link shortener.Link)
 }
 
 // Validate checks the configuration.
@@ -79,7 +111,12 @@ func (c Config) Validate() error {
 			return fmt.Errorf("public URL %q: must be an absolute http(s) URL without query, like https://sho.rt", c.PublicURL)
 		}
 	}
-	if c.MaxInflight < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 {
+	for _, r := range []Rate{c.CreateRate, c.CreateRateKey} {
+		if r.N < 0 || r.N > 0 && r.Per <= 0 {
+			return fmt.Errorf("rate %v: must be N per a positive period", r)
+		}
+	}
+	if c.MaxInflight < 0 || c.MaxInflightCreates < 0 || c.MaxInflightQR < 0 || c.MaxInflightAdmin < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 || c.QRCacheBytes < 0 || c.QRRenders < 0 {
 		return fmt.Errorf("max in-flight and timeouts must not be negative")
 	}
 	return nil
@@ -92,14 +129,18 @@ type Handler struct {
 	metrics *Metrics
 	cfg     Config
 
-	publicURL      string    // without trailing slash, or ""
-	redirectStatus int       // 30x
-	cacheControl   []byte    // for redirects
-	adminKey       *[32]byte // SHA-256 of the admin key, nil when admin is off
-	maxInflight    int64
+	publicURL      string            // without trailing slash, or ""
+	redirectStatus int               // 30x
+	cacheControl   []byte            // for redirects
+	adminKey       *[32]byte         // SHA-256 of the admin key, nil when admin is off
+	maxInflight    [numClasses]int64 // 0: no limit
 	metricsHandler fasthttp.RequestHandler
 	visits         VisitRecorder // nil: visits are not counted
 	ui             *ui           // nil: no web page
+	qr             *qrCodes
+	createIP       *buckets // nil: no limit
+	createKey      *buckets // nil: no limit
+	now            func() time.Time
 }
 
 // NewHandler returns the API over svc. Metrics are recorded in metrics and
@@ -118,6 +159,16 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = time.Second
 	}
+	if cfg.QRCacheBytes == 0 {
+		cfg.QRCacheBytes = DefaultQRCacheBytes
+	}
+	if cfg.QRRenders == 0 {
+		cfg.QRRenders = DefaultQRRenders
+	}
+	qr, err := newQRCodes(cfg.QRCacheBytes, cfg.QRRenders, metrics.qrDraws)
+	if err != nil {
+		return nil, err
+	}
 	h := &Handler{
 		logger:         logger,
 		svc:            svc,
@@ -126,7 +177,9 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 		publicURL:      strings.TrimSuffix(cfg.PublicURL, "/"),
 		redirectStatus: cfg.RedirectStatus,
 		cacheControl:   []byte("no-store"),
-		maxInflight:    int64(cfg.MaxInflight),
+		maxInflight: [numClasses]int64{classRedirect: int64(cfg.MaxInflight), classCreate: int64(cfg.MaxInflightCreates),
+			classQRStats: int64(cfg.MaxInflightQR), classAdmin: int64(cfg.MaxInflightAdmin)},
+		qr: qr,
 		metricsHandler: fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
 			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
 		})),
@@ -139,6 +192,16 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 	if cfg.AdminKey != "" {
 		sum := sha256.Sum256([]byte(cfg.AdminKey))
 		h.adminKey = &sum
+	}
+	if h.createIP, err = newBuckets(cfg.CreateRate); err != nil {
+		return nil, err
+	}
+	if h.createKey, err = newBuckets(cfg.CreateRateKey); err != nil {
+		return nil, err
+	}
+	h.now = cfg.Now
+	if h.now == nil {
+		h.now = time.Now
 	}
 	h.visits = cfg.Visits
 	if cfg.UI {
@@ -153,11 +216,12 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	start := monotonic()
 	r, id, allow := match(ctx)
-	if !r.operational() {
-		n := h.metrics.inflight.Add(1)
-		defer h.metrics.inflight.Add(-1)
-		if h.maxInflight > 0 && n > h.maxInflight {
-			h.metrics.shed.Inc()
+	if c := r.class(); c != classOperational {
+		in := &h.metrics.inflight[c]
+		n := in.n.Add(1)
+		defer in.n.Add(-1)
+		if max := h.maxInflight[c]; max > 0 && n > max {
+			h.metrics.shed[c].Inc()
 			writeError(ctx, fasthttp.StatusServiceUnavailable, codeOverloaded, "too many requests in flight, retry later")
 			h.metrics.observe(r, fasthttp.StatusServiceUnavailable, start)
 			return
@@ -187,12 +251,46 @@ func (h *Handler) timeout() (context.Context, context.CancelFunc) {
 
 // shortURL returns the public short link for id.
 func (h *Handler) shortURL(ctx *fasthttp.RequestCtx, id string) string {
+	return h.baseURL(ctx) + "/" + id
+}
+
+// baseURL is where this server's short links start: the PublicURL.
+// Without one, the request's Host is used only when it names this
+// machine (localhost, 127.0.0.1, [::1], with any port), as a local
+// install's users type it; any other Host, which a client chooses freely,
+// never reaches a returned link: the address the connection arrived on is
+// used instead.
+func (h *Handler) baseURL(ctx *fasthttp.RequestCtx) string {
 	if h.publicURL != "" {
-		return h.publicURL + "/" + id
+		return h.publicURL
 	}
 	scheme := "http://"
 	if ctx.IsTLS() {
 		scheme = "https://"
 	}
-	return scheme + string(ctx.Host()) + "/" + id
+	if host := ctx.Host(); len(host) <= maxHostHeader && len(host) > 0 && (h.cfg.TrustHost || loopbackHostHeader(string(host))) {
+		return scheme + string(host)
+	}
+	if a, ok := ctx.LocalAddr().(*net.TCPAddr); ok && a.Port != 0 {
+		ap := a.AddrPort()
+		return scheme + netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+	}
+	return scheme + "localhost"
+}
+
+// maxHostHeader bounds a Host header used in a link.
+const maxHostHeader = 270
+
+// loopbackHostHeader reports whether a Host header value is a loopback
+// name or address with at most a numeric port.
+func loopbackHostHeader(hostport string) bool {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = hostport, ""
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); port != "" && err != nil {
+		return false
+	}
+	c, isIP, err := shortener.CanonicalHost(host)
+	return err == nil && shortener.IsLoopbackHost(c, isIP) && strings.Trim(host, "[]") == c
 }

@@ -57,6 +57,9 @@ type createRequest struct {
 // give a plain error (invalid_json); bad field values a domain error.
 func decodeCreate(body []byte) (shortener.CreateRequest, error) {
 	var req createRequest
+	if err := checkJSONText(body); err != nil {
+		return shortener.CreateRequest{}, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -71,6 +74,9 @@ func decodeCreate(body []byte) (shortener.CreateRequest, error) {
 		if err != nil {
 			return shortener.CreateRequest{}, shortener.Errorf(shortener.InvalidParameter, "expires_at must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
 		}
+		if t.Unix() <= 0 { // the zero time (year 1) would otherwise mean "never"
+			return shortener.CreateRequest{}, shortener.Errorf(shortener.InvalidParameter, "expires_at must be after 1970-01-01T00:00:00Z (omit it for never)")
+		}
 		out.ExpiresAt = t
 	}
 	if req.MaxVisits != nil {
@@ -83,6 +89,9 @@ func decodeCreate(body []byte) (shortener.CreateRequest, error) {
 }
 
 func (h *Handler) handleCreate(ctx *fasthttp.RequestCtx) {
+	if !h.allowCreate(ctx, "") {
+		return
+	}
 	req, err := decodeCreate(ctx.PostBody())
 	var de *shortener.Error
 	switch {

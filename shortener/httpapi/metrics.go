@@ -16,11 +16,19 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	created  prometheus.Counter
-	shed     prometheus.Counter
+	shed     [numClasses]prometheus.Counter
 	panics   prometheus.Counter
-	inflight atomic.Int64
+	qrDraws  prometheus.Counter
+	limited  prometheus.Counter
+	inflight [numClasses]inflight
 
 	byRoute [numRoutes]perRoute
+}
+
+// inflight counts a class's requests in flight, on a cache line of its own.
+type inflight struct {
+	n atomic.Int64
+	_ [56]byte
 }
 
 type perRoute struct {
@@ -29,7 +37,7 @@ type perRoute struct {
 }
 
 // commonStatuses get a pre-resolved counter per route; others are looked up.
-var commonStatuses = [...]int{200, 201, 204, 301, 302, 307, 308, 400, 401, 403, 404, 405, 409, 410, 413, 500, 503}
+var commonStatuses = [...]int{200, 201, 204, 301, 302, 307, 308, 400, 401, 403, 404, 405, 409, 410, 413, 421, 429, 500, 503}
 
 var statusIndex = func() (idx [600]int8) {
 	for i := range idx {
@@ -57,20 +65,32 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "linkgate_links_created_total",
 			Help: "Links created (durably stored).",
 		}),
-		shed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "linkgate_http_requests_shed_total",
-			Help: "Requests answered 503 overloaded because --max-inflight requests were already in flight.",
-		}),
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "linkgate_http_panics_total",
 			Help: "Requests whose handler panicked (answered 500).",
 		}),
+		limited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "linkgate_http_creates_rate_limited_total",
+			Help: "Creates answered 429 rate_limited (--create-rate, --create-rate-key).",
+		}),
+		qrDraws: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "linkgate_qr_draws_total",
+			Help: "QR images drawn (the others were served from the QR cache).",
+		}),
 	}
-	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "linkgate_http_requests_in_flight",
-		Help: "Requests being handled now.",
-	}, func() float64 { return float64(m.inflight.Load()) })
-	reg.MustRegister(m.requests, m.latency, m.created, m.shed, m.panics, inflight)
+	shed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "linkgate_http_requests_shed_total",
+		Help: "Requests answered 503 overloaded because their class's in-flight budget (--max-inflight*) was used up, by class.",
+	}, []string{"class"})
+	reg.MustRegister(m.requests, m.latency, m.created, shed, m.panics, m.qrDraws, m.limited)
+	for c := classRedirect; c < numClasses; c++ {
+		m.shed[c] = shed.WithLabelValues(c.String())
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "linkgate_http_requests_in_flight",
+			Help:        "Requests being handled now, by class.",
+			ConstLabels: prometheus.Labels{"class": c.String()},
+		}, func() float64 { return float64(m.inflight[c].n.Load()) }))
+	}
 	for r := range numRoutes {
 		name := route(r).String()
 		rm := &m.byRoute[r]

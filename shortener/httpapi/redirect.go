@@ -35,7 +35,8 @@ func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte) {
 		ctx.Response.Header.SetCanonical(headerCacheControl, h.cacheControl)
 		ctx.SetStatusCode(h.redirectStatus)
 		if h.visits != nil && ctx.IsGet() {
-			h.visits.Record(id, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ctx.RemoteIP(), ctx.Time(), l)
+			ip, country := h.cfg.TrustedProxies.client(ctx)
+			h.visits.Record(id, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ip, country, ctx.Time(), l)
 		}
 	}
 	*buf = loc

@@ -60,10 +60,36 @@ var routeNames = [numRoutes]string{
 
 func (r route) String() string { return routeNames[r] }
 
-// operational routes are never shed under load: probes and scrapes must
-// work when the service is busiest.
-func (r route) operational() bool {
-	return r == routeHealthz || r == routeReadyz || r == routeMetrics
+// class is a route's in-flight budget: each class is shed on its own, so
+// a flood of one kind of request (creates, QR codes) cannot take the
+// budget of another (redirects).
+type class uint8
+
+const (
+	classOperational class = iota // probes and scrapes: never shed, they must work when the service is busiest
+	classRedirect                 // redirects and lookups (and the web page, 404s, 405s)
+	classCreate                   // creates
+	classQRStats                  // QR codes and statistics
+	classAdmin                    // list, edit, delete, keys
+	numClasses
+)
+
+var classNames = [numClasses]string{classOperational: "operational", classRedirect: "redirect", classCreate: "create", classQRStats: "qr_stats", classAdmin: "admin"}
+
+func (c class) String() string { return classNames[c] }
+
+func (r route) class() class {
+	switch r {
+	case routeHealthz, routeReadyz, routeMetrics:
+		return classOperational
+	case routeShorten, routeCreate, routeUIForm:
+		return classCreate
+	case routeQR, routeStats:
+		return classQRStats
+	case routeList, routeDelete:
+		return classAdmin
+	}
+	return classRedirect
 }
 
 var (

@@ -29,6 +29,9 @@ type seedLink struct {
 // does: the first JSON value, into a struct with an OriginalURL string.
 func decodeSeedCreate(body []byte) (string, error) {
 	var req struct{ OriginalURL string }
+	if err := checkJSONText(body); err != nil {
+		return "", err
+	}
 	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&req); err != nil {
 		return "", err
 	}
@@ -36,6 +39,9 @@ func decodeSeedCreate(body []byte) (string, error) {
 }
 
 func (h *Handler) handleShortenURL(ctx *fasthttp.RequestCtx) {
+	if !h.allowCreate(ctx, "") {
+		return
+	}
 	raw, err := decodeSeedCreate(ctx.PostBody())
 	if err != nil {
 		writeError(ctx, fasthttp.StatusBadRequest, codeInvalidJSON, jsonErrorMessage(err))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -32,6 +33,8 @@ type ServerConfig struct {
 type Server struct {
 	srv *fasthttp.Server
 	cfg ServerConfig
+
+	live atomic.Int64 // connections not yet closed for good (linger.go)
 }
 
 // NewServer returns a Server for h.
@@ -53,6 +56,7 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 	return &Server{cfg: cfg, srv: &fasthttp.Server{
 		Handler:                      markHandling(h.ServeFastHTTP),
 		ErrorHandler:                 HandleServerError,
+		ExpectHandler:                expectContinue,
 		ReadBufferSize:               cfg.MaxHeaderBytes,
 		MaxRequestBodySize:           MaxBodyBytes,
 		DisablePreParseMultipartForm: true,
@@ -66,13 +70,43 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.srv.Serve(timedListener(ln, s.cfg))
+	return s.srv.Serve(timedListener(lingerListener{Listener: ln, live: &s.live}, s.cfg))
 }
 
-// Shutdown stops accepting connections and waits for requests in flight to
-// finish, until ctx is done; then it closes what is left.
+// Shutdown stops accepting connections, answers the requests it has
+// received (with Connection: close), closes idle keep-alive connections
+// and waits for the requests in flight, until ctx is done; then it closes
+// what is left. Connections close gracefully (lingerConn.Close): a client
+// that sends a request just as its idle connection is closed sees the
+// connection end, never a reset, and may send it again elsewhere.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return s.srv.ShutdownWithContext(ctx)
+	err := s.srv.ShutdownWithContext(ctx)
+	// fasthttp's Shutdown may return before it has closed its last
+	// connections: wait for them, lingering closes included.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for s.live.Load() > 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return err
+		}
+	}
+	return err
+}
+
+// expectContinue answers "Expect: 100-continue": a body announced larger
+// than MaxBodyBytes gets its 413 at once, instead of 100 Continue and then
+// the 413 once the client has started sending it.
+func expectContinue(ctx *fasthttp.RequestCtx) int {
+	if ctx.Request.Header.ContentLength() > MaxBodyBytes {
+		HandleServerError(ctx, fasthttp.ErrBodyTooLarge)
+		return fasthttp.StatusRequestEntityTooLarge
+	}
+	return fasthttp.StatusContinue
 }
 
 // fasthttpLogger sends fasthttp's own messages to slog at warning level.

@@ -3,15 +3,22 @@ package httpapi_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/httpapi"
 )
 
@@ -151,4 +158,189 @@ func TestServerTimeouts(t *testing.T) {
 			t.Errorf("all %d answers written to a client that did not read", answered)
 		}
 	})
+}
+
+// "Expect: 100-continue" with a body announced over the limit gets its
+// 413 at once, without a 100 Continue first.
+func TestExpectContinueTooLarge(t *testing.T) {
+	t.Parallel()
+	c := dial(t, startServer(t, httpapi.ServerConfig{}))
+	io.WriteString(c, "POST /api/v1/links HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\nExpect: 100-continue\r\n\r\n")
+	got := readUntilClosed(t, c, 5*time.Second)
+	if !bytes.HasPrefix(got, []byte("HTTP/1.1 413 ")) || !bytes.Contains(got, []byte(`"payload_too_large"`)) || bytes.Contains(got, []byte("100 Continue")) {
+		t.Errorf("got %q, want a 413 payload_too_large and no 100 Continue", got)
+	}
+	// Within the limit it continues as usual.
+	c = dial(t, startServer(t, httpapi.ServerConfig{}))
+	body := `{"url":"https://example.com/continue"}`
+	fmt.Fprintf(c, "POST /api/v1/links HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n", len(body))
+	br := bufio.NewReader(c)
+	if line, _ := br.ReadString('\n'); line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("got %q, want 100 Continue", line)
+	}
+	br.ReadString('\n')
+	io.WriteString(c, body)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("after 100 Continue: %v %v", resp, err)
+	}
+}
+
+// An error answered before the request was read whole (a body or headers
+// over the limit) reaches a client that is still sending: the server
+// reads and discards the rest before it closes, so there is no reset.
+func TestErrorAnswerReachesSendingClient(t *testing.T) {
+	t.Parallel()
+	addr := startServer(t, httpapi.ServerConfig{})
+	for _, tt := range []struct {
+		name, head string
+		status     string
+	}{
+		{"body", "POST /shortenURL HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\n\r\n", "HTTP/1.1 413 "},
+		{"headers", "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("h", 20000) + "\r\n\r\n", "HTTP/1.1 431 "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dial(t, addr)
+			sent := make(chan error, 1)
+			go func() {
+				// The request, then 300 KB of body the server will not read.
+				if _, err := io.WriteString(c, tt.head); err != nil {
+					sent <- err
+					return
+				}
+				chunk := bytes.Repeat([]byte("x"), 10000)
+				for range 30 {
+					if _, err := c.Write(chunk); err != nil {
+						sent <- err
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+				sent <- c.(*net.TCPConn).CloseWrite()
+			}()
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			got, err := io.ReadAll(c)
+			if err != nil {
+				t.Errorf("read: %v after %q (a reset loses the answer)", err, got)
+			}
+			if !bytes.HasPrefix(got, []byte(tt.status)) {
+				t.Errorf("got %.80q, want %s", got, tt.status)
+			}
+			if err := <-sent; err != nil {
+				t.Errorf("sending: %v", err)
+			}
+		})
+	}
+}
+
+// A graceful stop answers the requests it has read (with Connection:
+// close), closes idle keep-alive connections, and resets nobody: clients
+// that keep sending on keep-alive connections during the drain see either
+// an answer or the connection end cleanly.
+func TestShutdownResetsNobody(t *testing.T) {
+	t.Parallel()
+	bs := blockingStore{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	h, _ := newHandler(t, setup{wrap: func(st shortener.Store) shortener.Store { bs.Store = st; return bs }})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httpapi.NewServer(slog.New(slog.DiscardHandler), h, httpapi.ServerConfig{})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	// A create the store holds is in flight when the stop begins.
+	held := make(chan *http.Response, 1)
+	go func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Error(err)
+			held <- nil
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "POST /shortenURL HTTP/1.1\r\nHost: x\r\nContent-Length: 36\r\n\r\n"+`{"OriginalURL":"https://held.test/"}`)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Errorf("held create: %v", err)
+		}
+		held <- resp
+	}()
+	<-bs.entered
+
+	const clients = 16
+	var (
+		wg          sync.WaitGroup
+		answered    atomic.Int64
+		closeHeader atomic.Int64
+		started     = make(chan struct{}, clients)
+	)
+	for i := range clients {
+		wg.Go(func() {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			br := bufio.NewReader(c)
+			for n := 0; ; n++ {
+				if n == 2 {
+					started <- struct{}{}
+				}
+				if i%2 == 1 {
+					time.Sleep(time.Duration(n%5) * time.Millisecond) // some connections are idle now and then
+				}
+				if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+					if errors.Is(err, syscall.ECONNRESET) {
+						t.Errorf("client %d: write: %v", i, err)
+					}
+					return
+				}
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+						t.Errorf("client %d: after %d answers: %v", i, n, err)
+					}
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Errorf("client %d: status %d", i, resp.StatusCode)
+				}
+				answered.Add(1)
+				if resp.Close {
+					closeHeader.Add(1)
+					return
+				}
+			}
+		})
+	}
+	for range clients {
+		<-started
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Shutdown(ctx) }()
+	for { // the stop has begun once the listener is closed
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			break
+		}
+		c.Close()
+	}
+	wg.Wait() // the idle and busy keep-alive clients are done
+	close(bs.release)
+	if resp := <-held; resp == nil || resp.StatusCode != 201 || !resp.Close {
+		t.Errorf("the create in flight during the stop: %+v, want 201 with Connection: close", resp)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("serve: %v", err)
+	}
+	t.Logf("%d answers, %d with Connection: close", answered.Load(), closeHeader.Load())
 }

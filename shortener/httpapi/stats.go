@@ -3,9 +3,7 @@ package httpapi
 import (
 	"cmp"
 	"slices"
-	"strconv"
 
-	go_qr "github.com/piglig/go-qr"
 	"github.com/valyala/fasthttp"
 
 	"github.com/linkgate/linkgate/shortener"
@@ -76,70 +74,4 @@ func (h *Handler) handleStats(ctx *fasthttp.RequestCtx, id []byte) {
 	slices.SortFunc(out.ByDay, func(a, b dayJSON) int { return cmp.Compare(a.Date, b.Date) })
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	writeJSON(ctx, fasthttp.StatusOK, out)
-}
-
-// QR code sizes, in pixels.
-const (
-	DefaultQRSize = 256
-	MinQRSize     = 64
-	MaxQRSize     = 2048
-	qrBorder      = 4 // modules of quiet zone, as the standard asks
-)
-
-// handleQR answers GET /api/v1/links/{id}/qr?format=png|svg&size=N: the
-// short link as a QR code, at most size pixels wide (whole pixels per
-// module, so the image may be a little smaller).
-func (h *Handler) handleQR(ctx *fasthttp.RequestCtx, id []byte) {
-	args := ctx.QueryArgs()
-	format := string(args.Peek("format"))
-	switch format {
-	case "":
-		format = "png"
-	case "png", "svg":
-	default:
-		writeError(ctx, fasthttp.StatusBadRequest, string(shortener.InvalidParameter), "format must be png or svg")
-		return
-	}
-	size := DefaultQRSize
-	if v := args.Peek("size"); v != nil {
-		n, err := strconv.Atoi(string(v))
-		if err != nil || n < MinQRSize || n > MaxQRSize {
-			writeError(ctx, fasthttp.StatusBadRequest, string(shortener.InvalidParameter),
-				"size must be an integer from "+strconv.Itoa(MinQRSize)+" to "+strconv.Itoa(MaxQRSize)+" (pixels)")
-			return
-		}
-		size = n
-	}
-	tctx, cancel := h.timeout()
-	defer cancel()
-	l, err := h.svc.Get(tctx, string(id))
-	if err != nil {
-		h.writeDomainError(ctx, err)
-		return
-	}
-	img, contentType, err := qrImage(h.shortURL(ctx, l.ID), format, size)
-	if err != nil {
-		h.writeDomainError(ctx, &shortener.Error{Code: shortener.Internal, Message: "could not draw the QR code", Err: err})
-		return
-	}
-	ctx.Response.Header.SetContentType(contentType)
-	ctx.Response.Header.Set("Cache-Control", "private, max-age=300")
-	ctx.SetStatusCode(fasthttp.StatusOK)
-	ctx.SetBody(img)
-}
-
-// qrImage draws text as a QR code (error correction level M) in format.
-func qrImage(text, format string, size int) ([]byte, string, error) {
-	qr, err := go_qr.EncodeText(text, go_qr.Medium)
-	if err != nil {
-		return nil, "", err
-	}
-	scale := max(1, size/(qr.Size()+2*qrBorder))
-	cfg := go_qr.NewQrCodeImgConfig(scale, qrBorder)
-	if format == "svg" {
-		b, err := qr.ToSVGBytes(cfg)
-		return b, "image/svg+xml", err
-	}
-	b, err := qr.ToPNGBytes(cfg)
-	return b, "image/png", err
 }

@@ -115,6 +115,9 @@ func (h *Handler) handleUIForm(ctx *fasthttp.RequestCtx) {
 			"the form takes application/x-www-form-urlencoded; the JSON API is POST /api/v1/links")
 		return
 	}
+	if !h.allowCreate(ctx, "") {
+		return
+	}
 	args := ctx.PostArgs()
 	var d pageData
 	d.Form.URL = strings.TrimSpace(string(args.Peek("url")))

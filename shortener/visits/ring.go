@@ -24,7 +24,8 @@ import (
 //	u8   flags (flag*)
 //	u8   agent ID (Agent.ID, 0: none)
 //	u8   agent name length
-//	     id, referrer host, agent name, then the client's IP address
+//	     id, referrer host, agent name, then the client's country (2
+//	     letters, when a trusted front end said it) or else its IP address
 //	     (4 or 16 bytes, with a GeoIP database only)
 const (
 	recHeader   = 25
@@ -37,6 +38,7 @@ const (
 	flagBot                 // the agent is a bot
 	flagIP4                 // a 4-byte address follows
 	flagIP16                // a 16-byte address follows
+	flagCountry             // a 2-letter country code follows
 )
 
 // maxIDLength bounds the ids Record accepts (shortener.MaxIDLength is
@@ -53,7 +55,7 @@ type rawVisit struct {
 	id      []byte
 	host    []byte // nil: invalid; empty: direct
 	agent   []byte // decoded
-	ip      net.IP // nil: none
+	ip      net.IP // nil: none; the country code with flagCountry
 
 	agentName string // encoded
 }
@@ -110,6 +112,9 @@ func nextRecord(b []byte, v *rawVisit) []byte {
 	case v.flags&flagIP16 != 0:
 		v.ip = net.IP(b[p : p+16])
 		p += 16
+	case v.flags&flagCountry != 0:
+		v.ip = net.IP(b[p : p+2])
+		p += 2
 	default:
 		v.ip = nil
 	}

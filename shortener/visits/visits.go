@@ -29,6 +29,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -180,12 +181,14 @@ func New(cfg Config) (*Aggregator, error) {
 
 // Record counts one visit of the link id: its Referer and User-Agent
 // header values, the client's address (used only with a GeoIP database),
-// the time, and the link as the redirect found it (ID and URL unused):
-// whether it has a visit limit, and its CreatedAt, which tells it from an
-// earlier link under the same id (shortener.LinkVisits.CreatedAt). It
-// retains none of its arguments and never blocks on the store; when the
-// buffers are full the visit is dropped and counted.
-func (a *Aggregator) Record(id, referrer, userAgent []byte, ip net.IP, now time.Time, link shortener.Link) {
+// its country when a trusted front end said it (CloudFront-Viewer-Country;
+// "" otherwise, and then the GeoIP database decides), the time, and the
+// link as the redirect found it (ID and URL unused): whether it has a
+// visit limit, and its CreatedAt, which tells it from an earlier link
+// under the same id (shortener.LinkVisits.CreatedAt). It retains none of
+// its arguments and never blocks on the store; when the buffers are full
+// the visit is dropped and counted.
+func (a *Aggregator) Record(id, referrer, userAgent []byte, ip netip.Addr, country string, now time.Time, link shortener.Link) {
 	if len(id) == 0 || len(id) > maxIDLength || a.closed.Load() {
 		return
 	}
@@ -216,12 +219,17 @@ func (a *Aggregator) Record(id, referrer, userAgent []byte, ip net.IP, now time.
 	if limited {
 		v.flags |= flagLimited
 	}
-	if a.cfg.Geo != nil && ip != nil {
-		if v4 := ip.To4(); v4 != nil {
-			v.ip, v.flags = v4, v.flags|flagIP4
-		} else if len(ip) == net.IPv6len {
-			v.ip, v.flags = ip, v.flags|flagIP16
-		}
+	var ipBuf [16]byte
+	switch ip = ip.Unmap(); {
+	case countryCode(country):
+		v.ip, v.flags = ipBuf[:copy(ipBuf[:], country)], v.flags|flagCountry
+	case a.cfg.Geo == nil:
+	case ip.Is4():
+		a4 := ip.As4()
+		v.ip, v.flags = ipBuf[:copy(ipBuf[:], a4[:])], v.flags|flagIP4
+	case ip.Is6():
+		ipBuf = ip.As16()
+		v.ip, v.flags = ipBuf[:], v.flags|flagIP16
 	}
 	if s := now.Unix(); s > 0 {
 		v.day = uint32(s / 86400)
@@ -406,7 +414,10 @@ func (a *Aggregator) add(v *rawVisit) {
 	g.count(e, dimDay, g.dict.day(v.day), 1)
 	g.count(e, dimReferrer, g.dict.referrer(v.host), 1)
 	g.count(e, dimAgent, g.dict.agent(v.agentID, bot, v.agent), 1)
-	if v.ip != nil && a.cfg.Geo != nil {
+	switch {
+	case v.flags&flagCountry != 0:
+		g.count(e, dimCountry, g.dict.country(uint16(v.ip[0])<<8|uint16(v.ip[1])), 1)
+	case v.ip != nil && a.cfg.Geo != nil:
 		if c := a.geo.country(a.cfg.Geo, a.seed, v.ip); len(c) == 2 {
 			g.count(e, dimCountry, g.dict.country(uint16(c[0])<<8|uint16(c[1])), 1)
 		}
@@ -550,6 +561,12 @@ func (a *Aggregator) Close(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// countryCode reports whether c is an ISO 3166-1 alpha-2 code: two
+// capital letters.
+func countryCode(c string) bool {
+	return len(c) == 2 && 'A' <= c[0] && c[0] <= 'Z' && 'A' <= c[1] && c[1] <= 'Z'
 }
 
 // geoCache remembers the countries of recent client addresses (a GeoIP

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -108,7 +109,7 @@ func newAggregator(t *testing.T, s shortener.VisitStore, cfg visits.Config) *vis
 
 func record(a *visits.Aggregator, id, ref, ua string, n int) {
 	for range n {
-		a.Record([]byte(id), []byte(ref), []byte(ua), nil, day, shortener.Link{})
+		a.Record([]byte(id), []byte(ref), []byte(ua), netip.Addr{}, "", day, shortener.Link{})
 	}
 }
 
@@ -119,7 +120,7 @@ var limitedLink = shortener.Link{MaxVisits: 1000, CreatedAt: time.Unix(1_700_000
 // redirect handler does.
 func recordLimited(a *visits.Aggregator, id, ref, ua string, n int) {
 	for range n {
-		a.Record([]byte(id), []byte(ref), []byte(ua), nil, day, limitedLink)
+		a.Record([]byte(id), []byte(ref), []byte(ua), netip.Addr{}, "", day, limitedLink)
 	}
 }
 
@@ -308,15 +309,15 @@ func TestBatchCarriesCreatedAt(t *testing.T) {
 	a := newAggregator(t, s, visits.Config{})
 	old := shortener.Link{CreatedAt: time.Unix(1_700_000_000, 0)}
 	renewed := shortener.Link{CreatedAt: time.Unix(1_700_000_500, 0)}
-	a.Record([]byte("again"), nil, []byte("Chrome"), nil, day, old)
+	a.Record([]byte("again"), nil, []byte("Chrome"), netip.Addr{}, "", day, old)
 	if err := a.Flush(context.Background()); err == nil {
 		t.Fatal("flush did not fail")
 	}
 	if got, _ := s.createdAt.Load("again"); got != int64(1_700_000_000) {
 		t.Errorf("CreatedAt of the first batch = %v, want 1700000000", got)
 	}
-	a.Record([]byte("again"), nil, []byte("Chrome"), nil, day, renewed)
-	a.Record([]byte("again"), nil, []byte("Chrome"), nil, day, old)
+	a.Record([]byte("again"), nil, []byte("Chrome"), netip.Addr{}, "", day, renewed)
+	a.Record([]byte("again"), nil, []byte("Chrome"), netip.Addr{}, "", day, old)
 	if err := a.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func TestServiceLimitUsesLiveCount(t *testing.T) {
 		if err != nil {
 			t.Fatalf("visit %d: %v", i+1, err)
 		}
-		a.Record([]byte(l.ID), nil, []byte("Chrome"), nil, day, rl)
+		a.Record([]byte(l.ID), nil, []byte("Chrome"), netip.Addr{}, "", day, rl)
 		if i == 1 {
 			a.Flush(ctx) // part stored, part pending
 		}
@@ -374,7 +375,7 @@ func TestConcurrentRecordAndFlush(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range per {
-				a.Record([]byte(ids[(g+i)%len(ids)]), []byte("https://r.example/"), []byte("Chrome"), net.IPv4(127, 0, 0, 1), day, shortener.Link{})
+				a.Record([]byte(ids[(g+i)%len(ids)]), []byte("https://r.example/"), []byte("Chrome"), netip.MustParseAddr("127.0.0.1"), "", day, shortener.Link{})
 			}
 		})
 	}
@@ -400,11 +401,22 @@ func (g geo) Country(ip net.IP) string { return g[ip.String()] }
 func TestCountries(t *testing.T) {
 	s := newStore(t, "geo")
 	a := newAggregator(t, s, visits.Config{Geo: geo{"192.0.2.1": "DE"}})
-	a.Record([]byte("geo"), nil, []byte("Chrome"), net.ParseIP("192.0.2.1"), day, shortener.Link{})
-	a.Record([]byte("geo"), nil, []byte("Chrome"), net.ParseIP("192.0.2.9"), day, shortener.Link{})
+	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.1"), "", day, shortener.Link{})
+	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.9"), "", day, shortener.Link{})
+	// A country a trusted front end gave wins over the database, with or
+	// without one; anything but two capital letters is ignored.
+	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.1"), "FR", day, shortener.Link{})
+	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("::ffff:192.0.2.1"), "fr", day, shortener.Link{})
 	a.Flush(context.Background())
-	if got := stored(t, s, "geo"); got.Countries["DE"] != 1 || len(got.Countries) != 1 {
+	if got := stored(t, s, "geo"); got.Countries["DE"] != 2 || got.Countries["FR"] != 1 || len(got.Countries) != 2 {
 		t.Errorf("countries %v", got.Countries)
+	}
+	s2 := newStore(t, "nogeo")
+	b := newAggregator(t, s2, visits.Config{})
+	b.Record([]byte("nogeo"), nil, []byte("Chrome"), netip.Addr{}, "JP", day, shortener.Link{})
+	b.Flush(context.Background())
+	if got := stored(t, s2, "nogeo"); got.Countries["JP"] != 1 || len(got.Countries) != 1 {
+		t.Errorf("countries without a database %v", got.Countries)
 	}
 }
 
@@ -423,10 +435,10 @@ func BenchmarkRecord(b *testing.B) {
 	s := &store{}
 	a, _ := visits.New(visits.Config{Store: s, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), FlushInterval: time.Hour})
 	id, ref, ua := []byte("abcDEF0123"), []byte("https://news.example.com/item?id=1"), []byte("Chrome")
-	a.Record(id, ref, ua, nil, day, shortener.Link{})
+	a.Record(id, ref, ua, netip.Addr{}, "", day, shortener.Link{})
 	b.ReportAllocs()
 	for b.Loop() {
-		a.Record(id, ref, ua, nil, day, shortener.Link{})
+		a.Record(id, ref, ua, netip.Addr{}, "", day, shortener.Link{})
 	}
 }
 
@@ -441,9 +453,9 @@ func TestPerBatchBounds(t *testing.T) {
 	}
 	a := newAggregator(t, s, visits.Config{Geo: g})
 	for i := range 20 {
-		ip := net.ParseIP(fmt.Sprintf("192.0.2.%d", i%6))
+		ip := netip.MustParseAddr(fmt.Sprintf("192.0.2.%d", i%6))
 		when := day.Add(time.Duration(i%3) * 24 * time.Hour)
-		a.Record([]byte("busy"), []byte(fmt.Sprintf("https://r%d.example/", i)), []byte(fmt.Sprintf("agent%d", i%6)), ip, when, shortener.Link{})
+		a.Record([]byte("busy"), []byte(fmt.Sprintf("https://r%d.example/", i)), []byte(fmt.Sprintf("agent%d", i%6)), ip, "", when, shortener.Link{})
 	}
 	a.Flush(context.Background())
 	st := stored(t, s, "busy")
@@ -474,12 +486,12 @@ func BenchmarkRecordSpread(b *testing.B) {
 	}
 	ref, ua := []byte("https://news.example.com/x"), []byte("Chrome")
 	for _, id := range ids {
-		a.Record(id, ref, ua, nil, day, shortener.Link{})
+		a.Record(id, ref, ua, netip.Addr{}, "", day, shortener.Link{})
 	}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		a.Record(ids[i%len(ids)], ref, ua, nil, day, shortener.Link{})
+		a.Record(ids[i%len(ids)], ref, ua, netip.Addr{}, "", day, shortener.Link{})
 		i++
 	}
 }
@@ -498,7 +510,7 @@ func BenchmarkFlush(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		for j := range 5 * len(ids) {
-			a.Record([]byte(ids[j%len(ids)]), ref, ua, nil, day, shortener.Link{})
+			a.Record([]byte(ids[j%len(ids)]), ref, ua, netip.Addr{}, "", day, shortener.Link{})
 		}
 		b.StartTimer()
 		a.Flush(context.Background())
@@ -523,7 +535,7 @@ func TestFlushWhileFirstVisits(t *testing.T) {
 		}
 	})
 	for i := range 4000 {
-		a.Record([]byte(fmt.Sprintf("f%d", i%4)), nil, []byte("Chrome"), nil, day, shortener.Link{})
+		a.Record([]byte(fmt.Sprintf("f%d", i%4)), nil, []byte("Chrome"), netip.Addr{}, "", day, shortener.Link{})
 	}
 	close(stop)
 	wg.Wait()

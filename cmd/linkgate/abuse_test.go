@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// 64 clients asking at once for 2048-pixel QR codes of 64 links keep the
+// real server's peak RSS under 256 MiB (drawn the obvious way, each cost
+// ~31 MiB: about 2 GB in all).
+func TestQRMemory(t *testing.T) {
+	bin, err := buildLinkgate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, []string{bin}, filepath.Join(t.TempDir(), "links.db"), "--max-inflight-qr", "64")
+	t.Cleanup(func() { c.cmd.Process.Kill(); c.cmd.Wait() })
+	var ids []string
+	for i := range 64 {
+		_, _, body := call(t, "POST", c.URL+"/api/v1/links", fmt.Sprintf(`{"url":"https://example.com/qr/%d"}`, i))
+		var l struct{ ID string }
+		if err := json.Unmarshal([]byte(body), &l); err != nil || l.ID == "" {
+			t.Fatalf("create: %q", body)
+		}
+		ids = append(ids, l.ID)
+	}
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			if status, hdr, body := call(t, "GET", c.URL+"/api/v1/links/"+id+"/qr?size=2048", ""); status != 200 || hdr.Get("Content-Type") != "image/png" {
+				t.Errorf("QR of %s: %d %.100q", id, status, body)
+			}
+		})
+	}
+	wg.Wait()
+	peak := peakRSS(t, c.cmd.Process.Pid)
+	t.Logf("peak RSS after 64 concurrent 2048-px QR codes: %d MiB", peak>>20)
+	if peak >= 256<<20 {
+		t.Errorf("peak RSS %d MiB, want < 256 MiB", peak>>20)
+	}
+}
+
+// peakRSS reads a process's VmHWM (peak resident set size) in bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("VmHWM %q", v)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/PID/status")
+	return 0
+}
