@@ -101,12 +101,12 @@ func main() {
 		}
 	}
 	if len(results) > 0 {
-		fmt.Printf("\nRedirects at %g/s for %v per measurement; units as DynamoDB Local reported them (ReturnConsumedCapacity: TOTAL).\n\n", c.rate, c.duration)
+		fmt.Printf("\nRedirects at %g/s for %v per measurement; units as DynamoDB Local reported them (ReturnConsumedCapacity: TOTAL), plus what it does not report and DynamoDB bills (refused conditional writes, keys a BatchGetItem did not find), computed by DynamoDB's rules: \"of which computed\".\n\n", c.rate, c.duration)
 		printTable(os.Stdout, results)
 		fmt.Println()
 	}
 	if len(agedResults) > 0 {
-		fmt.Printf("Cold reads (no cache) of %d links of the old layout at its bounds, twice; units as DynamoDB Local reported them.\n\n", c.aged)
+		fmt.Printf("Cold reads (no cache) of %d links of the old layout at its bounds, twice; units as DynamoDB Local reported them, plus those computed.\n\n", c.aged)
 		printAged(os.Stdout, agedResults)
 		fmt.Println()
 	}

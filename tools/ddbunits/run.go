@@ -184,6 +184,7 @@ func minus(a, b map[opKey]opCount) map[opKey]opCount {
 		c.Units -= d.Units
 		c.Items -= d.Items
 		c.Failed -= d.Failed
+		c.Computed -= d.Computed
 		c.Errors -= d.Errors
 		if c != (opCount{}) {
 			out[k] = c

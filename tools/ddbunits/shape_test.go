@@ -90,12 +90,12 @@ func TestSequence(t *testing.T) {
 func TestSummarize(t *testing.T) {
 	r := runResult{Load: loadResult{Redirects: 4000}, Units: []opUnits{
 		{opKey{"GetItem", "link"}, opCount{Calls: 100, Units: 50}},
-		{opKey{"UpdateItem", "link"}, opCount{Calls: 3000, Units: 3600, Failed: 10}},
+		{opKey{"UpdateItem", "link"}, opCount{Calls: 3000, Units: 3600, Failed: 10, Computed: 10}},
 		{opKey{"PutItem", "stats"}, opCount{Calls: 20, Units: 190}},
 		{opKey{"BatchGetItem", "stats"}, opCount{Calls: 5, Units: 12.5}},
 	}}
 	s := summarize(r)
-	if s.WriteUnits != 3800 || s.RefusedWrites != 10 || s.WriteCalls != 3030 || s.ReadUnits != 62.5 || s.Misses != 100 || s.MissUnits != 50 {
+	if s.WriteUnits != 3800 || s.RefusedWrites != 10 || s.WriteCalls != 3030 || s.ReadUnits != 62.5 || s.Misses != 100 || s.MissUnits != 50 || s.Computed != 10 {
 		t.Errorf("summary %+v", s)
 	}
 	if got := per1000(s.WriteUnits, s.Redirects); got != 950 {
