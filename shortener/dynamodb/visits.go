@@ -320,10 +320,14 @@ func legacyAttrs(item map[string]types.AttributeValue) []string {
 }
 
 // noticeLegacy queues a link whose item holds statistics of the old layout
-// for migration, when the visit log runs (the queue is bounded: a link
-// not taken is queued again by its next read).
+// for migration, which the visit log's background work does once it runs
+// (from the first batch of visits or statistics read on: a process that
+// counts no visits moves nothing). The queue is bounded: a link not taken
+// is queued again by its next read. Reads before the log runs are queued
+// too, so the links a new instance reads first are not left for their
+// next cache miss.
 func (v *visitLog) noticeLegacy(id string, item map[string]types.AttributeValue) {
-	if !v.active.Load() || len(legacyAttrs(item)) == 0 {
+	if len(legacyAttrs(item)) == 0 {
 		return
 	}
 	select {

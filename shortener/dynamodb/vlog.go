@@ -110,7 +110,6 @@ type visitLog struct {
 	stop, done chan struct{}
 	start      sync.Once
 	closeOnce  sync.Once
-	active     atomic.Bool // AddVisits was called: migrations are queued
 
 	records, recordBytes, flushErrors, folds, foldErrors, migrated atomic.Int64
 }
@@ -153,7 +152,6 @@ func newVisitLog(s *Store, opts Options) *visitLog {
 // it writes the buffer when due, checks whether the log needs folding, and
 // migrates items of the old layout.
 func (v *visitLog) run() {
-	v.active.Store(true)
 	v.start.Do(func() {
 		go func() {
 			defer close(v.done)
