@@ -164,13 +164,7 @@ func TestComputedUnitsAgainstDynamoDBLocal(t *testing.T) {
 		}
 	}
 	for id, item := range items {
-		body, err := json.Marshal(map[string]any{"Item": jsonItem(t, item)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var req map[string]json.RawMessage
-		json.Unmarshal(body, &req)
-		size := itemSize(req["Item"])
+		size := itemBytes(item)
 		put, err := direct.PutItem(ctx, &ddb.PutItemInput{TableName: &table, Item: item, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 		if err != nil {
 			t.Fatal(err)
@@ -235,50 +229,6 @@ func TestComputedUnitsAgainstDynamoDBLocal(t *testing.T) {
 			t.Errorf("%s: %+v, want %v units reported, %v computed, %d calls, %d refused", tt.op, c, tt.units, tt.computed, tt.calls, tt.refused)
 		}
 	}
-}
-
-// jsonItem is item in DynamoDB JSON, as the SDK sends it.
-func jsonItem(t *testing.T, item map[string]types.AttributeValue) map[string]any {
-	t.Helper()
-	out := map[string]any{}
-	for k, v := range item {
-		out[k] = jsonValue(v)
-	}
-	return out
-}
-
-func jsonValue(v types.AttributeValue) any {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return map[string]any{"S": v.Value}
-	case *types.AttributeValueMemberN:
-		return map[string]any{"N": v.Value}
-	case *types.AttributeValueMemberB:
-		return map[string]any{"B": v.Value}
-	case *types.AttributeValueMemberBOOL:
-		return map[string]any{"BOOL": v.Value}
-	case *types.AttributeValueMemberNULL:
-		return map[string]any{"NULL": v.Value}
-	case *types.AttributeValueMemberSS:
-		return map[string]any{"SS": v.Value}
-	case *types.AttributeValueMemberNS:
-		return map[string]any{"NS": v.Value}
-	case *types.AttributeValueMemberBS:
-		return map[string]any{"BS": v.Value}
-	case *types.AttributeValueMemberL:
-		l := []any{}
-		for _, e := range v.Value {
-			l = append(l, jsonValue(e))
-		}
-		return map[string]any{"L": l}
-	case *types.AttributeValueMemberM:
-		m := map[string]any{}
-		for k, e := range v.Value {
-			m[k] = jsonValue(e)
-		}
-		return map[string]any{"M": m}
-	}
-	return nil
 }
 
 func TestItemSizeRules(t *testing.T) {

@@ -427,22 +427,6 @@ func oldItemAttrs(now time.Time) map[string]types.AttributeValue {
 	return a
 }
 
-// itemBytes is an item's size by DynamoDB's rules (names plus values;
-// numbers at 1 byte per 2 digits plus 1).
-func itemBytes(item map[string]types.AttributeValue) int {
-	size := 0
-	for name, v := range item {
-		size += len(name)
-		switch v := v.(type) {
-		case *types.AttributeValueMemberS:
-			size += len(v.Value)
-		case *types.AttributeValueMemberN:
-			size += (len(v.Value)+1)/2 + 1
-		}
-	}
-	return size
-}
-
 // runAged measures cold reads (no cache) of n items of the old layout at
 // its bounds, twice, with the build's migration (if it has one) between.
 func runAged(ctx context.Context, e *env, b build, n int, rate float64) (agedResult, error) {

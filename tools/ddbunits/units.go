@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math"
 	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // DynamoDB Local reports ConsumedCapacity as DynamoDB does for every
@@ -245,4 +247,49 @@ func (k requestInfo) unreported(body []byte) float64 {
 		units += float64(max(missing, 0)) * readUnits(0, asked.Consistent)
 	}
 	return units
+}
+
+// itemBytes is the size of an item by DynamoDB's rules (itemSize).
+func itemBytes(item map[string]types.AttributeValue) int {
+	out := map[string]any{}
+	for k, v := range item {
+		out[k] = jsonValue(v)
+	}
+	b, _ := json.Marshal(out)
+	return itemSize(b)
+}
+
+// jsonValue is v in DynamoDB JSON, as the SDK sends it.
+func jsonValue(v types.AttributeValue) any {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return map[string]any{"S": v.Value}
+	case *types.AttributeValueMemberN:
+		return map[string]any{"N": v.Value}
+	case *types.AttributeValueMemberB:
+		return map[string]any{"B": v.Value}
+	case *types.AttributeValueMemberBOOL:
+		return map[string]any{"BOOL": v.Value}
+	case *types.AttributeValueMemberNULL:
+		return map[string]any{"NULL": v.Value}
+	case *types.AttributeValueMemberSS:
+		return map[string]any{"SS": v.Value}
+	case *types.AttributeValueMemberNS:
+		return map[string]any{"NS": v.Value}
+	case *types.AttributeValueMemberBS:
+		return map[string]any{"BS": v.Value}
+	case *types.AttributeValueMemberL:
+		l := []any{}
+		for _, e := range v.Value {
+			l = append(l, jsonValue(e))
+		}
+		return map[string]any{"L": l}
+	case *types.AttributeValueMemberM:
+		m := map[string]any{}
+		for k, e := range v.Value {
+			m[k] = jsonValue(e)
+		}
+		return map[string]any{"M": m}
+	}
+	return nil
 }
