@@ -475,8 +475,12 @@ func (s *Store) List(ctx context.Context, cursor string, limit int) (shortener.P
 
 // Ping checks that the store is open and answers a read.
 func (s *Store) Ping(ctx context.Context) error {
-	if _, _, _, err := s.get(formatKey); err != nil {
+	_, closer, found, err := s.get(formatKey)
+	if err != nil {
 		return unavailable("ping pebble store", err)
+	}
+	if found {
+		closer.Close() // a read of a table holds its block until closed
 	}
 	return nil
 }
