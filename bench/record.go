@@ -72,6 +72,14 @@ func micros(d time.Duration) int64 {
 	return us
 }
 
+// lateAtEnd records the send lag of a request that was due at due on a
+// free connection and not sent when the run ended at end: the lag a send
+// at the end would have had. A generator that falls behind just before the
+// end cannot hide it by never sending.
+func (r *recorder) lateAtEnd(due, end time.Duration) {
+	_ = r.lag.RecordValue(micros(end - due))
+}
+
 // latencies records one request's corrected and uncorrected latency, at
 // offset at of the measured window (for the per-second series).
 func (r *recorder) latencies(corrected, uncorrected, at time.Duration) {
