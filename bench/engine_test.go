@@ -360,18 +360,37 @@ func TestCancelReturnsPartialResult(t *testing.T) {
 	}
 }
 
+// The live view comes once a second of the measured window, when every
+// thread has closed it: the test waits for that event (and ends the run
+// on it), not for a time.
 func TestProgress(t *testing.T) {
 	t.Parallel()
 	u := serve(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
-	c := config(u, 1, 2, 1200*time.Millisecond, 500)
-	var mu sync.Mutex
-	var got []bench.Progress
-	c.Progress = func(p bench.Progress) { mu.Lock(); got = append(got, p); mu.Unlock() }
-	run(t, c)
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) < 1 || got[len(got)-1].Requests == 0 || got[len(got)-1].P99 <= 0 {
-		t.Errorf("progress updates %+v", got)
+	c := config(u, 2, 2, time.Minute, 500)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	got := make(chan bench.Progress, 1)
+	c.Progress = func(p bench.Progress) {
+		if p.P99 <= 0 {
+			return // a second no thread had closed yet
+		}
+		select {
+		case got <- p:
+			cancel()
+		default:
+		}
+	}
+	if _, err := bench.Run(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	var p bench.Progress
+	select {
+	case p = <-got:
+	default:
+		t.Fatal("a minute without a live view of a closed second")
+	}
+	if p.Requests == 0 || p.Elapsed < time.Second || p.Warmup || p.Total != time.Minute {
+		t.Errorf("progress %+v", p)
 	}
 }
 

@@ -34,7 +34,8 @@ type recorder struct {
 	// Shared with the progress reader.
 	liveRequests atomic.Int64
 	liveErrors   atomic.Int64
-	live         bool // a progress reader wants lastSec
+	closedSecs   atomic.Int64 // seconds of the measured window closed (lastSec is the last of them)
+	live         bool         // a progress reader wants lastSec
 	snapMu       sync.Mutex
 	lastSec      *hdrhistogram.Histogram // the last finished second, for the live line
 }
@@ -122,6 +123,7 @@ func (r *recorder) nextSecond(s int) {
 	}
 	r.sec.Reset()
 	r.secIdx, r.secReqs, r.secErrs = s, r.requests, errs
+	r.closedSecs.Store(int64(s))
 }
 
 func (r *recorder) errorCount() int64 {
