@@ -198,3 +198,37 @@ func TestGatewayAdminBodyLimit(t *testing.T) {
 		t.Errorf("a small PUT after them: %d %s", code, body)
 	}
 }
+
+// apisix_etcd_modify_indexes as APISIX 2.14 exports it: per resource key
+// the highest modifiedIndex served, their maximum, and the revision the
+// watch reached as prev_index and x_etcd_index.
+func TestGatewayModifyIndexes(t *testing.T) {
+	g := startGatewayCmd(t, "--config-store", "bolt:"+filepath.Join(t.TempDir(), "gw.db"))
+	up := helloUpstream(t)
+	for _, w := range [][2]string{
+		{"upstreams/1", fmt.Sprintf(`{"type":"roundrobin","nodes":{%q:1}}`, up)}, // revision 1
+		{"routes/1", `{"uri":"/a","upstream_id":"1"}`},                           // 2
+		{"routes/2", `{"uri":"/b","upstream_id":"1"}`},                           // 3
+	} {
+		if code, body := do(t, "PUT", g.url+"/apisix/admin/"+w[0], w[1], "X-API-KEY", seedKey); code != 201 {
+			t.Fatalf("PUT %s: %d %s", w[0], code, body)
+		}
+	}
+	want := []string{
+		`apisix_etcd_modify_indexes{key="routes"} 3`, `apisix_etcd_modify_indexes{key="upstreams"} 1`,
+		`apisix_etcd_modify_indexes{key="services"} 0`, `apisix_etcd_modify_indexes{key="max_modify_index"} 3`,
+		`apisix_etcd_modify_indexes{key="prev_index"} 3`, `apisix_etcd_modify_indexes{key="x_etcd_index"} 3`,
+	}
+	var metrics string
+	if !eventually.Within(5*time.Second, func() bool {
+		_, metrics = do(t, "GET", g.promURL+"/apisix/prometheus/metrics", "")
+		for _, w := range want {
+			if !strings.Contains(metrics, w) {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Errorf("want %q in:\n%s", want, grepLines(metrics, "modify_indexes"))
+	}
+}
