@@ -48,6 +48,7 @@ type gatewayConfig struct {
 	adminKeys, viewerKeys, allowAdmin                                              string
 	maxBodySize, httpsPort, requestIDMachine                                       int
 	showUpstreamStatus                                                             bool
+	wsMaxDuration                                                                  time.Duration
 }
 
 // splitList splits a comma-separated flag value.
@@ -83,6 +84,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	fs.StringVar(&c.listenTLS, "listen-tls", ":9443", `address of the TLS listener (HTTP/1.1 and HTTP/2, certificates from the ssl resources; "" disables it)`)
 	fs.StringVar(&c.sslKeySalt, "ssl-key-encrypt-salt", gateway.DefaultKeySalt, `16 bytes encrypting ssl private keys at rest, as APISIX's key_encrypt_salt (its default); "" stores them as given`)
 	fs.IntVar(&c.httpsPort, "https-port", 0, "port the redirect plugin's http_to_https sends clients to (0: the --listen-tls port, else 443)")
+	fs.DurationVar(&c.wsMaxDuration, "websocket-max-duration", 0, "longest a WebSocket tunnel stays open (0: no limit; an idle one closes after its route's read timeout, 60s by default)")
 	fs.IntVar(&c.requestIDMachine, "request-id-machine", 0, "this node's snowflake data machine id (0-4095) for request-id; distinct per node")
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {
 		return err
@@ -166,7 +168,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 		AdminKeys: splitList(c.adminKeys), ViewerKeys: splitList(c.viewerKeys), AllowAdmin: allow, V3: c.adminVersion == "v3", Prefix: prefix,
 	})
 	gw := proxy.New(proxy.Options{Logger: logger, Admin: adminAPI, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize, Router: routerMode,
-		ShowUpstreamStatus: c.showUpstreamStatus, Certs: certs.NewManager(nil)})
+		ShowUpstreamStatus: c.showUpstreamStatus, Certs: certs.NewManager(nil), WebSocketMaxDuration: c.wsMaxDuration})
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
@@ -233,7 +235,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 		servers = append(servers, serveHTTP(promLn, metrics.Handler(func() prometheus.ServerStats {
 			s := gw.Stats()
 			return prometheus.ServerStats{Active: s.Active, Accepted: s.Accepted, Handled: s.Handled,
-				Reading: s.Reading, Writing: s.Writing, Waiting: s.Waiting, Requests: s.Requests}
+				Reading: s.Reading, Writing: s.Writing, Waiting: s.Waiting, Requests: s.Requests, WebSockets: s.WebSockets}
 		}, reach), errc))
 		promAddr = promLn.Addr().String()
 	}
