@@ -741,7 +741,7 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		}
 		n := up.nodes[i]
 		rc.setUpstreamHost(up, n)
-		rc.node = n.host
+		rc.node, rc.nodeAddr = n.host, n.addr
 		n.active.Add(1)
 		var t0 time.Time
 		if rc.timed {

@@ -102,7 +102,7 @@ func (g *Gateway) proxyWebSocket(rc *reqCtx, up *upstreamRT) {
 		}
 		n = up.nodes[i]
 		rc.setUpstreamHost(up, n)
-		rc.node = n.host
+		rc.node, rc.nodeAddr = n.host, n.addr
 		if uc, err = n.client.dial(); err == nil {
 			if err = n.client.wsHandshake(uc, req, resp); err == nil {
 				break
