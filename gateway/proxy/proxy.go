@@ -712,6 +712,9 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 			return
 		}
 		dropUpgrade(&req.Header) // as APISIX without enable_websocket
+	} else if closeClient && rc.route.e.WebSocket {
+		// APISIX passes the client's Connection header on such routes.
+		req.Header.SetConnectionClose()
 	}
 	ex := exchange{stream: !rc.needsBody()}
 	if req.IsBodyStream() && !g.prepareBody(rc, &ex) {

@@ -140,6 +140,7 @@ func (g *Gateway) proxyWebSocket(rc *reqCtx, up *upstreamRT) {
 		}
 		return
 	}
+	resp.Header.Set("Connection", "upgrade") // as nginx writes it
 	if s := rc.h2req; s != nil && string(resp.Header.Peek("Sec-WebSocket-Accept")) != wsAccept(s.key) {
 		n.client.discard(uc)
 		resp.Reset()
