@@ -730,7 +730,15 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		if rc.timed {
 			t0 = time.Now()
 		}
-		err := n.client.do(req, &fc.Response, &ex)
+		client := n.client
+		if rc.scheme != "" && (rc.scheme == "https") != up.tls {
+			if client = n.alt; client == nil {
+				n.active.Add(-1)
+				rc.reply(gateway.Reply{Status: http.StatusServiceUnavailable}) // APISIX: Can't detect upstream's scheme
+				return
+			}
+		}
+		err := client.do(req, &fc.Response, &ex)
 		n.active.Add(-1)
 		if rc.timed {
 			rc.log.UpstreamTime += time.Since(t0)
