@@ -483,11 +483,14 @@ func (g *Gateway) finish(rc *reqCtx, streamed int64) {
 	if rc.timed {
 		rc.fillLog(rc.start, rc.reqLen)
 		rc.log.BytesSent += streamed
+		// The route's loggers run before the global rules' (APISIX runs
+		// them after): a plugin on both logs once, with the route's
+		// configuration, as APISIX's run_policy prefer_route (prometheus).
 		logAll := func(l gateway.Logger) bool { l.Log(rc, &rc.log); return true }
-		run(rc.snap.global.log, nil, logAll)
 		if rc.route != nil {
 			run(rc.route.log, rc.consumer, logAll)
 		}
+		run(rc.snap.global.log, nil, logAll)
 	}
 	rc.reset()
 	g.ctxs.Put(rc)
