@@ -678,6 +678,9 @@ func send(g *gatewayProc, m *mapper, method, target string, s Step) (*Response, 
 		return nil, err
 	}
 	out := &Response{Status: resp.StatusCode, Headers: map[string][]string{}, Body: m.response(b)}
+	if addr == g.prom {
+		out.Body = apisixLabelOrder(out.Body)
+	}
 	for k, vs := range resp.Header {
 		for _, v := range vs {
 			out.Headers[k] = append(out.Headers[k], string(m.response([]byte(v))))
@@ -710,4 +713,64 @@ func redisDo(addr string, cmds ...[]string) error {
 		}
 	}
 	return nil
+}
+
+// apisixLabels is the label order APISIX's prometheus plugin declares
+// (nginx-lua-prometheus writes labels in that order; a histogram's le last).
+var apisixLabels = map[string][]string{
+	"apisix_http_status":         {"code", "route", "matched_uri", "matched_host", "service", "consumer", "node"},
+	"apisix_http_latency":        {"type", "route", "service", "consumer", "node", "le"},
+	"apisix_bandwidth":           {"type", "route", "service", "consumer", "node"},
+	"apisix_node_info":           {"hostname"},
+	"apisix_etcd_modify_indexes": {"key"},
+}
+
+var seriesRE = regexp.MustCompile(`(?m)^(apisix_[a-z_]+?)(_bucket|_sum|_count)?\{(.*)\}`)
+
+// apisixLabelOrder rewrites the series lines of a Prometheus text answer
+// with their labels in APISIX's order: client_golang sorts them by name,
+// and label order carries no meaning in the format, but APISIX's tests
+// match the lines as nginx-lua-prometheus writes them.
+func apisixLabelOrder(body []byte) []byte {
+	return seriesRE.ReplaceAllFunc(body, func(line []byte) []byte {
+		m := seriesRE.FindSubmatch(line)
+		order, ok := apisixLabels[string(m[1])]
+		if !ok {
+			return line
+		}
+		pairs := map[string]string{}
+		for _, p := range splitLabels(string(m[3])) {
+			name, _, _ := strings.Cut(p, "=")
+			pairs[name] = p
+		}
+		out := make([]string, 0, len(pairs))
+		for _, name := range order {
+			if p, ok := pairs[name]; ok {
+				out = append(out, p)
+				delete(pairs, name)
+			}
+		}
+		if len(pairs) > 0 {
+			return line // a label APISIX does not declare: leave the line alone
+		}
+		return []byte(string(m[1]) + string(m[2]) + "{" + strings.Join(out, ",") + "}")
+	})
+}
+
+// splitLabels splits `a="x",b="y"` at the commas between quoted values.
+func splitLabels(s string) []string {
+	var out []string
+	start, quoted := 0, false
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\' && quoted:
+			i++
+		case s[i] == '"':
+			quoted = !quoted
+		case s[i] == ',' && !quoted:
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
 }
