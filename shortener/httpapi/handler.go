@@ -77,6 +77,12 @@ type Config struct {
 	// QRRenders bounds the QR images drawn at once. Default
 	// DefaultQRRenders.
 	QRRenders int
+	// CreateAccess says who may create links: AccessPublic (default) or
+	// AccessKey (a key with scope links:create).
+	CreateAccess Access
+	// Keys, if set, keeps the API keys (the link store's, when it keeps
+	// them); nil: only the AdminKey.
+	Keys shortener.KeyStore
 	// CreateRate limits the creates of each client address (ratelimit.go);
 	// CreateRateKey those of each API key, instead, for requests with
 	// one. The zero Rate is no limit.
@@ -111,6 +117,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("public URL %q: must be an absolute http(s) URL without query, like https://sho.rt", c.PublicURL)
 		}
 	}
+	switch c.CreateAccess {
+	case "", AccessPublic, AccessKey:
+	default:
+		return fmt.Errorf("create access %q: must be public or key", c.CreateAccess)
+	}
 	for _, r := range []Rate{c.CreateRate, c.CreateRateKey} {
 		if r.N < 0 || r.N > 0 && r.Per <= 0 {
 			return fmt.Errorf("rate %v: must be N per a positive period", r)
@@ -141,6 +152,7 @@ type Handler struct {
 	createIP       *buckets // nil: no limit
 	createKey      *buckets // nil: no limit
 	now            func() time.Time
+	keys           *keyring
 }
 
 // NewHandler returns the API over svc. Metrics are recorded in metrics and
@@ -197,6 +209,9 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 		return nil, err
 	}
 	if h.createKey, err = newBuckets(cfg.CreateRateKey); err != nil {
+		return nil, err
+	}
+	if h.keys, err = newKeyring(cfg.Keys); err != nil {
 		return nil, err
 	}
 	h.now = cfg.Now
