@@ -30,7 +30,7 @@ COPY --from=build /rootfs/ /
 USER 65532:65532
 ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 WORKDIR /
-EXPOSE 8080/tcp 9080/tcp
+EXPOSE 8080/tcp 9080/tcp 9443/tcp
 VOLUME ["/data"]
 LABEL org.opencontainers.image.title="linkgate" \
       org.opencontainers.image.description="The link platform in one binary: URL shortener, APISIX-compatible API gateway, load generator." \

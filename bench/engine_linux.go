@@ -110,7 +110,6 @@ type worker struct {
 	nextSample time.Duration
 	sampleReqs int64
 	calibrated bool
-	progress   bool
 	done       <-chan struct{}
 	err        error
 }
@@ -150,7 +149,7 @@ func runEngine(ctx context.Context, c *Config, addr netip.AddrPort, tcfg *tls.Co
 		w := &worker{
 			id: i, cfg: c, sa: sa, fam: fam, base: base, t0: t0, warm: warm, end: end,
 			rate: c.Rate, pace: c.pacer(), total: int64(c.Connections), requester: reqs[i],
-			rec: newRecorder(c.Duration, c.Progress != nil), progress: c.Progress != nil, done: ctx.Done(),
+			rec: newRecorder(c.Duration, c.Progress != nil), done: ctx.Done(),
 			epfd: -1, tfd: -1, efd: -1, tls: tcfg, addr: addr.String(),
 		}
 		w.ctx, w.cancel = context.WithCancel(ctx)

@@ -356,7 +356,7 @@ func TestComposeGatewayClusterOnLoopback(t *testing.T) {
 		case name == "etcd", name == "redis", name == "httpbin":
 			// stood in for above
 		case isLinkgate(s):
-			l.override[name] = []string{"LINKGATE_LISTEN=127.0.0.1:0", "LINKGATE_PROMETHEUS_LISTEN=127.0.0.1:0"}
+			l.override[name] = []string{"LINKGATE_LISTEN=127.0.0.1:0", "LINKGATE_LISTEN_TLS=127.0.0.1:0", "LINKGATE_PROMETHEUS_LISTEN=127.0.0.1:0"}
 			l.run(name, false, nil)
 			gateways = append(gateways, name)
 		case name == "routes":

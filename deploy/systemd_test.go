@@ -248,7 +248,7 @@ func traceSyscalls(t *testing.T, strace, unit string) []string {
 			get(t, base+"/metrics", 200)
 		}
 	default:
-		args = append(args, "gateway", "--listen", "127.0.0.1:0", "--prometheus-listen", "", "--admin-key", "k",
+		args = append(args, "gateway", "--listen", "127.0.0.1:0", "--listen-tls", "127.0.0.1:0", "--prometheus-listen", "", "--admin-key", "k",
 			"--config-store", "bolt:"+filepath.Join(dir, "gateway.db"))
 		exercise = func(base string) {
 			put(t, base+"/apisix/admin/routes/1", "k", `{"uri":"/nowhere","upstream":{"type":"roundrobin","nodes":{"127.0.0.1:1":1}}}`)

@@ -27,11 +27,12 @@ const (
 	KindConsumer     Kind = "consumers"
 	KindGlobalRule   Kind = "global_rules"
 	KindPluginConfig Kind = "plugin_configs"
+	KindSSL          Kind = "ssl" // APISIX 2.14's path and etcd key
 )
 
 // Kinds lists every resource kind in dependency order: what a route refers
 // to comes before it.
-var Kinds = []Kind{KindUpstream, KindService, KindPluginConfig, KindConsumer, KindGlobalRule, KindRoute}
+var Kinds = []Kind{KindSSL, KindUpstream, KindService, KindPluginConfig, KindConsumer, KindGlobalRule, KindRoute}
 
 // Singular is the word APISIX uses in messages ("wrong route id").
 func (k Kind) Singular() string {

@@ -226,6 +226,16 @@ type APIProvider interface {
 // Registry is the explicit set of plugins a gateway offers.
 type Registry struct {
 	byName map[string]Factory
+	// SSLKeys encrypts and decrypts the private keys of ssl resources at
+	// rest (APISIX's key_encrypt_salt); nil stores them as given.
+	SSLKeys *KeyCipher
+}
+
+func (r *Registry) sslKeys() *KeyCipher {
+	if r == nil {
+		return nil
+	}
+	return r.SSLKeys
 }
 
 // NewRegistry returns a registry of fs.

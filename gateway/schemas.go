@@ -309,6 +309,8 @@ func SchemaOf(k Kind) *Schema {
 		return globalRuleSchema
 	case KindPluginConfig:
 		return pluginConfigSchema
+	case KindSSL:
+		return sslSchema
 	}
 	return nil
 }
@@ -364,6 +366,8 @@ func Check(k Kind, doc map[string]any, reg *Registry, refs RefChecker) error {
 			return err
 		}
 		return checkPlugins(doc, reg)
+	case KindSSL:
+		return checkSSL(doc, reg.sslKeys())
 	}
 	return invalidf("unknown resource kind %q", k)
 }

@@ -7,9 +7,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -32,6 +34,76 @@ type SSL struct {
 	Status        *int  `json:"status"`
 	ValidityStart int64 `json:"validity_start"`
 	ValidityEnd   int64 `json:"validity_end"`
+
+	entry *SSLEntry // loaded by Config.Apply
+}
+
+// putSSL decodes, loads and keeps an ssl resource: one whose pairs do not
+// parse, do not match or are not valid now is skipped.
+func (c *Config) putSSL(id string, doc map[string]any, reg *Registry) error {
+	s, err := Decode[SSL](doc)
+	if err != nil {
+		return err
+	}
+	s.ID = id
+	if s.entry, err = s.Load(reg.sslKeys(), time.Now()); err != nil {
+		return invalidf("%v", err)
+	}
+	c.SSLs[id] = s
+	return nil
+}
+
+// checkSSL is apisix.ssl.check_ssl_conf, stricter: the schema, then every
+// pair parsed, matching and valid now, and every SNI a host name; it
+// fills validity_start and validity_end in from the main certificate.
+func checkSSL(doc map[string]any, kc *KeyCipher) error {
+	if err := schemaCheck(sslSchema, doc); err != nil {
+		return err
+	}
+	s, err := Decode[SSL](doc)
+	if err != nil {
+		return invalidf("invalid configuration: %v", err)
+	}
+	e, err := s.Load(kc, time.Now())
+	if err != nil {
+		return invalidf("%v", err)
+	}
+	leaf := e.Certs[0].Leaf
+	doc["validity_start"] = json.Number(strconv.FormatInt(leaf.NotBefore.Unix(), 10))
+	doc["validity_end"] = json.Number(strconv.FormatInt(leaf.NotAfter.Unix(), 10))
+	return nil
+}
+
+// EncryptSSLKeys replaces the private keys of an ssl document by their
+// encryption with kc, as APISIX stores them (no-op for a nil kc).
+func EncryptSSLKeys(doc map[string]any, kc *KeyCipher) {
+	if k, ok := doc["key"].(string); ok {
+		doc["key"] = kc.Encrypt(k)
+	}
+	if ks, ok := doc["keys"].([]any); ok {
+		for i, k := range ks {
+			if s, ok := k.(string); ok {
+				ks[i] = kc.Encrypt(s)
+			}
+		}
+	}
+}
+
+// WithoutSSLKeys returns an ssl value without its private keys, as the
+// admin API shows it.
+func WithoutSSLKeys(value []byte) []byte {
+	v, err := DecodeJSON(value)
+	doc, ok := v.(map[string]any)
+	if err != nil || !ok {
+		return value
+	}
+	delete(doc, "key")
+	delete(doc, "keys")
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return value
+	}
+	return out
 }
 
 // AllSNIs returns the resource's snis, or its sni.

@@ -22,6 +22,7 @@ type Config struct {
 	Consumers     map[string]*Consumer
 	GlobalRules   map[string]*GlobalRule
 	PluginConfigs map[string]*PluginConfig
+	SSLs          map[string]*SSL
 	Revision      int64
 	// invalid: "kind/id" → why its stored value was not loaded.
 	invalid map[string]*SkipError
@@ -71,7 +72,7 @@ func NewConfig() *Config {
 	return &Config{
 		Routes: map[string]*Route{}, Upstreams: map[string]*Upstream{}, Services: map[string]*Service{},
 		Consumers: map[string]*Consumer{}, GlobalRules: map[string]*GlobalRule{}, PluginConfigs: map[string]*PluginConfig{},
-		invalid: map[string]*SkipError{}, revisions: map[string]int64{},
+		SSLs: map[string]*SSL{}, invalid: map[string]*SkipError{}, revisions: map[string]int64{},
 	}
 }
 
@@ -81,7 +82,7 @@ func (c *Config) Clone() *Config {
 	return &Config{
 		Routes: maps.Clone(c.Routes), Upstreams: maps.Clone(c.Upstreams), Services: maps.Clone(c.Services),
 		Consumers: maps.Clone(c.Consumers), GlobalRules: maps.Clone(c.GlobalRules), PluginConfigs: maps.Clone(c.PluginConfigs),
-		Revision: c.Revision, invalid: maps.Clone(c.invalid), revisions: maps.Clone(c.revisions),
+		SSLs: maps.Clone(c.SSLs), Revision: c.Revision, invalid: maps.Clone(c.invalid), revisions: maps.Clone(c.revisions),
 	}
 }
 
@@ -165,6 +166,8 @@ func (c *Config) put(e Entry, reg *Registry) (err error) {
 		return store(c.GlobalRules, e.ID, doc, func(g *GlobalRule) { g.ID = e.ID })
 	case KindPluginConfig:
 		return store(c.PluginConfigs, e.ID, doc, func(p *PluginConfig) { p.ID = e.ID })
+	case KindSSL:
+		return c.putSSL(e.ID, doc, reg)
 	}
 	return fmt.Errorf("unknown resource kind %q", e.Kind)
 }
@@ -197,6 +200,8 @@ func (c *Config) remove(k Kind, id string) {
 		delete(c.GlobalRules, id)
 	case KindPluginConfig:
 		delete(c.PluginConfigs, id)
+	case KindSSL:
+		delete(c.SSLs, id)
 	}
 }
 
@@ -275,6 +280,8 @@ type Compiled struct {
 	credentials map[string]map[string]*ConsumerEntry
 	// shared: the global rules and consumers served, as Sources.
 	shared []string
+	// SSLs are the enabled ssl resources, for the TLS listener.
+	SSLs []*SSLEntry
 }
 
 // LookupConsumer finds the consumer owning credential for an auth plugin.
@@ -291,6 +298,11 @@ func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
 	out := &Compiled{Revision: cfg.Revision, Upstreams: maps.Clone(cfg.Upstreams), credentials: map[string]map[string]*ConsumerEntry{}}
 	var errs []error
 	skip := func(key string, err error) { errs = append(errs, skipErr(key, err)) }
+	for _, id := range sortedKeys(cfg.SSLs) {
+		if s := cfg.SSLs[id]; s != nil && s.Enabled() && s.entry != nil {
+			out.SSLs = append(out.SSLs, s.entry)
+		}
+	}
 	for _, id := range sortedKeys(cfg.GlobalRules) {
 		ch, err := compileGlobalRule(reg, id, cfg.GlobalRules[id])
 		if err != nil {

@@ -116,7 +116,7 @@ fi
 taskset -c "$LOAD_CPU" nginx -p "$tmp" -c "$tmp/upstream.conf" & pids+=($!)
 taskset -c "$GW_CPU" nginx -p "$tmp" -c "$tmp/nginx.conf" & pids+=($!)
 GOMAXPROCS=1 taskset -c "$GW_CPU" "$tmp/linkgate" gateway --listen "127.0.0.1:$gw_port" \
-	--prometheus-listen "127.0.0.1:$prom_port" --admin-key "$KEY" \
+	--listen-tls "127.0.0.1:$(free_port)" --prometheus-listen "127.0.0.1:$prom_port" --admin-key "$KEY" \
 	--config-store "bolt:$tmp/gateway.db" --log-level warn 2>"$tmp/gateway.log" & pids+=($!)
 gw_pid=$!
 GOMAXPROCS=1 taskset -c "$GW_CPU" "$tmp/gatewayproto" -addr "127.0.0.1:$proto_port" \

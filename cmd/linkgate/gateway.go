@@ -15,6 +15,7 @@ import (
 	"github.com/linkgate/linkgate/gateway"
 	"github.com/linkgate/linkgate/gateway/admin"
 	"github.com/linkgate/linkgate/gateway/bolt"
+	"github.com/linkgate/linkgate/gateway/certs"
 	"github.com/linkgate/linkgate/gateway/control"
 	"github.com/linkgate/linkgate/gateway/etcd"
 	"github.com/linkgate/linkgate/gateway/plugin/basicauth"
@@ -37,14 +38,16 @@ import (
 	"github.com/linkgate/linkgate/gateway/plugin/responserewrite"
 	"github.com/linkgate/linkgate/gateway/plugin/trafficsplit"
 	"github.com/linkgate/linkgate/gateway/proxy"
+	"github.com/linkgate/linkgate/gateway/router"
 	"github.com/linkgate/linkgate/internal/cli"
 )
 
 type gatewayConfig struct {
-	listen, prometheusListen, controlListen, store, adminVersion, logLevel string
-	serverHeader                                                           string
-	adminKeys, viewerKeys, allowAdmin                                      string
-	maxBodySize, httpsPort, requestIDMachine                               int
+	listen, prometheusListen, controlListen, store, adminVersion, logLevel, router string
+	serverHeader, listenTLS, sslKeySalt                                            string
+	adminKeys, viewerKeys, allowAdmin                                              string
+	maxBodySize, httpsPort, requestIDMachine                                       int
+	showUpstreamStatus                                                             bool
 }
 
 // splitList splits a comma-separated flag value.
@@ -71,11 +74,15 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	fs.StringVar(&c.prometheusListen, "prometheus-listen", "127.0.0.1:9091", `address of the prometheus exporter ("" disables it)`)
 	fs.StringVar(&c.controlListen, "control-listen", "", `address of the control API (/v1/routes, /v1/config; APISIX uses 127.0.0.1:9090; "" disables it)`)
 	fs.StringVar(&c.store, "config-store", "bolt:data/gateway.db", "config store: bolt:PATH, or etcd://HOST:PORT[,HOST:PORT][?prefix=/apisix]")
+	fs.BoolVar(&c.showUpstreamStatus, "show-upstream-status", false, "send X-APISIX-Upstream-Status on every proxied response, not only after a 5xx (APISIX's show_upstream_status_in_response_header)")
+	fs.StringVar(&c.router, "router", "radixtree_uri", "route matching, as APISIX's apisix.router.http: radixtree_uri, radixtree_host_uri or radixtree_uri_with_parameter")
 	fs.StringVar(&c.adminVersion, "admin-api-version", "v2", "admin API envelopes: v2 (APISIX 2.14) or v3 (APISIX 3.x)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.serverHeader, "server-header", "linkgate", `Server header on proxied responses ("" keeps the upstream's)`)
-	fs.IntVar(&c.maxBodySize, "max-body-size", 32<<20, "largest request body proxied, in bytes")
-	fs.IntVar(&c.httpsPort, "https-port", 0, "port the redirect plugin's http_to_https sends clients to (0: 443)")
+	fs.IntVar(&c.maxBodySize, "max-body-size", 0, "largest request body proxied, in bytes (0: no limit, as APISIX's client_max_body_size; bodies stream)")
+	fs.StringVar(&c.listenTLS, "listen-tls", ":9443", `address of the TLS listener (HTTP/1.1 and HTTP/2, certificates from the ssl resources; "" disables it)`)
+	fs.StringVar(&c.sslKeySalt, "ssl-key-encrypt-salt", gateway.DefaultKeySalt, `16 bytes encrypting ssl private keys at rest, as APISIX's key_encrypt_salt (its default); "" stores them as given`)
+	fs.IntVar(&c.httpsPort, "https-port", 0, "port the redirect plugin's http_to_https sends clients to (0: the --listen-tls port, else 443)")
 	fs.IntVar(&c.requestIDMachine, "request-id-machine", 0, "this node's snowflake data machine id (0-4095) for request-id; distinct per node")
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {
 		return err
@@ -90,6 +97,10 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 			return cli.Usagef("--allow-admin %q: %v", s, err)
 		}
 		allow = append(allow, p)
+	}
+	routerMode, ok := router.ParseMode(c.router)
+	if !ok {
+		return cli.Usagef("--router must be radixtree_uri, radixtree_host_uri or radixtree_uri_with_parameter")
 	}
 	if c.adminVersion != "v2" && c.adminVersion != "v3" {
 		return cli.Usagef("--admin-api-version must be v2 or v3")
@@ -108,6 +119,20 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 
 	if c.requestIDMachine < 0 || c.requestIDMachine > 4095 {
 		return cli.Usagef("--request-id-machine must be 0-4095")
+	}
+	keys, err := gateway.NewKeyCipher(c.sslKeySalt)
+	if err != nil {
+		return cli.Usagef("--ssl-key-encrypt-salt: %v", err)
+	}
+	var tlsLn net.Listener
+	if c.listenTLS != "" {
+		if tlsLn, err = net.Listen("tcp", c.listenTLS); err != nil {
+			return fmt.Errorf("gateway: TLS listener: %w", err)
+		}
+		defer tlsLn.Close()
+		if c.httpsPort == 0 {
+			c.httpsPort = tlsLn.Addr().(*net.TCPAddr).Port
+		}
 	}
 	metrics := prometheus.New()
 	redisPool := redis.NewPool()
@@ -133,13 +158,15 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 		gzip.New(),
 		faultinjection.New(),
 	)
+	reg.SSLKeys = keys
 	if len(splitList(c.adminKeys)) == 0 {
 		logger.Warn("no --admin-key: the admin API refuses every call")
 	}
 	adminAPI := admin.NewHandler(logger, store, reg, admin.Options{
 		AdminKeys: splitList(c.adminKeys), ViewerKeys: splitList(c.viewerKeys), AllowAdmin: allow, V3: c.adminVersion == "v3", Prefix: prefix,
 	})
-	gw := proxy.New(proxy.Options{Logger: logger, Admin: adminAPI, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize})
+	gw := proxy.New(proxy.Options{Logger: logger, Admin: adminAPI, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize, Router: routerMode,
+		ShowUpstreamStatus: c.showUpstreamStatus, Certs: certs.NewManager(nil)})
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
@@ -189,8 +216,13 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	case <-ctx.Done():
 	}
 
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- gw.Serve(ln) }()
+	tlsAddr := ""
+	if tlsLn != nil {
+		go func() { errc <- gw.ServeTLS(tlsLn) }()
+		tlsAddr = tlsLn.Addr().String()
+	}
 	var servers []*http.Server
 	promAddr, ctlAddr := "", ""
 	if promLn != nil {
@@ -209,7 +241,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 		servers = append(servers, serveHTTP(ctlLn, control.NewHandler(reloader, store, prefix), errc))
 		ctlAddr = ctlLn.Addr().String()
 	}
-	logger.Info("gateway listening", "addr", ln.Addr().String(), "prometheus", promAddr, "control", ctlAddr, "store", c.store, "admin_api", c.adminVersion)
+	logger.Info("gateway listening", "addr", ln.Addr().String(), "prometheus", promAddr, "control", ctlAddr, "tls", tlsAddr, "store", c.store, "admin_api", c.adminVersion)
 	// Any answer of the data listener (the admin API's 401 included) shows it serves.
 	sd := notifyReady(logger, "gateway on "+ln.Addr().String()+", config store "+c.store, probeHTTP(ln.Addr(), "/apisix/admin/", 0))
 	defer sd.Stopping()

@@ -24,10 +24,11 @@ const seedKey = "edd1c9f034335f136f87ad84b625c8f1"
 
 type runningGateway struct {
 	url, promURL string
+	tlsAddr      string
 	stderr       *syncbuf.Buffer
 }
 
-var listening = regexp.MustCompile(`msg="gateway listening" addr=(\S+) prometheus=(\S+)`)
+var listening = regexp.MustCompile(`msg="gateway listening" addr=(\S+) prometheus=(\S+) .* tls=(\S+)`)
 
 // startGatewayCmd runs the real `linkgate gateway` in-process on random ports.
 func startGatewayCmd(t *testing.T, args ...string) *runningGateway {
@@ -35,7 +36,7 @@ func startGatewayCmd(t *testing.T, args ...string) *runningGateway {
 	ctx, cancel := context.WithCancel(context.Background())
 	stderr := &syncbuf.Buffer{}
 	done := make(chan error, 1)
-	args = append([]string{"gateway", "--listen", "127.0.0.1:0", "--prometheus-listen", "127.0.0.1:0", "--admin-key", seedKey}, args...)
+	args = append([]string{"gateway", "--listen", "127.0.0.1:0", "--prometheus-listen", "127.0.0.1:0", "--listen-tls", "127.0.0.1:0", "--admin-key", seedKey}, args...)
 	go func() {
 		done <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, stderr)
 	}()
@@ -53,7 +54,7 @@ func startGatewayCmd(t *testing.T, args ...string) *runningGateway {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if m := listening.FindStringSubmatch(stderr.String()); m != nil {
-			return &runningGateway{url: "http://" + m[1], promURL: "http://" + m[2], stderr: stderr}
+			return &runningGateway{url: "http://" + m[1], promURL: "http://" + m[2], tlsAddr: m[3], stderr: stderr}
 		}
 		select {
 		case err := <-done:

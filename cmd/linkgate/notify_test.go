@@ -90,7 +90,7 @@ func TestSystemdNotify(t *testing.T) {
 		probe string // a path that must answer the moment READY=1 arrives
 	}{
 		{"serve", []string{"serve", "--addr", "127.0.0.1:0", "--store", "pebble:" + filepath.Join(dir, "links")}, "/healthz"},
-		{"gateway", []string{"gateway", "--listen", "127.0.0.1:0", "--prometheus-listen", "", "--config-store", "bolt:" + filepath.Join(dir, "gateway.db")}, "/apisix/admin/routes"},
+		{"gateway", []string{"gateway", "--listen", "127.0.0.1:0", "--listen-tls", "127.0.0.1:0", "--prometheus-listen", "", "--config-store", "bolt:" + filepath.Join(dir, "gateway.db")}, "/apisix/admin/routes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sock := listenNotify(t)

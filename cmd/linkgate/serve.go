@@ -470,6 +470,8 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 	if err != nil {
 		return err
 	}
+	stopControl := startStoreControl(ctx, logger, raw)
+	defer stopControl()
 	app, err := newShortener(logger, c, raw, kind)
 	if err != nil {
 		return err

@@ -20,3 +20,5 @@ func openPebble(ctx context.Context, logger *slog.Logger, dir, old string) (shor
 }
 
 func registerStoreMetrics(shortener.Store, prometheus.Registerer) {}
+
+func startStoreControl(context.Context, *slog.Logger, shortener.Store) func() { return func() {} }

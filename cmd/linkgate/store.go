@@ -30,6 +30,16 @@ const storeHelp = `The link store. Subcommands:
                  the old files are kept. linkgate serve does this by itself
                  on its first start when --store pebble:DIR does not exist
                  and DIR.db does.
+  backup [--store pebble:DIR] BACKUP_DIR
+                 a consistent copy while linkgate serve serves the store
+                 (a pebble checkpoint, asked of the server on DIR.ctl)
+  restore [--store pebble:DIR] [--replace] BACKUP_DIR
+                 put a backup in place (the server stopped)
+  export [--store STORE] [--format jsonl|csv] [-o FILE]
+                 every link with its statistics (JSON Lines: all of it)
+  import [--store STORE] [--format F] [FILE]
+                 links from linkgate's export, YOURLS, Kutt, Shlink or
+                 Bitly; idempotent, problems reported per line
 
 Stores are named as --store names them: pebble:DIR, dynamodb:TABLE.`
 
@@ -45,6 +55,14 @@ func runStore(ctx context.Context, args []string, env cli.Env) error {
 	switch sub {
 	case "migrate":
 		return runStoreMigrate(ctx, rest, env)
+	case "backup":
+		return runStoreBackup(ctx, rest, env)
+	case "restore":
+		return runStoreRestore(ctx, rest, env)
+	case "export":
+		return runStoreExport(ctx, rest, env)
+	case "import":
+		return runStoreImport(ctx, rest, env)
 	case "":
 		fs.Usage()
 		return cli.Usagef("store: no subcommand given")

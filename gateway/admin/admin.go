@@ -196,6 +196,7 @@ var resources = func() map[string]resource {
 		// APISIX's global_rules.lua says "route id" too.
 		"global_rules": {gateway.KindGlobalRule, "route", false, true},
 		"consumers":    {gateway.KindConsumer, "consumer", true, false},
+		"ssl":          {gateway.KindSSL, "ssl", true, true},
 	} {
 		r := resource{kind: spec.kind, post: spec.post, patch: spec.patch, put: true, del: true}
 		r.missingID, r.wrongID, r.noNeed = idWords(spec.word)
@@ -345,8 +346,12 @@ func (a *api) key(kind gateway.Kind, id string) string {
 
 // node shows e; APISIX 2.14 strips the indexes from every envelope's
 // node except the entries of a list (strip_etcd_resp).
+// An ssl resource is shown without its private keys.
 func (a *api) node(e gateway.Entry, withIndex bool) node {
 	n := node{Key: a.key(e.Kind, e.ID), Value: e.Value}
+	if e.Kind == gateway.KindSSL {
+		n.Value = gateway.WithoutSSLKeys(e.Value)
+	}
 	if withIndex {
 		n.CreatedIndex, n.ModifiedIndex = e.CreatedIndex, e.ModifiedIndex
 	}
@@ -572,6 +577,9 @@ func (a *api) stampTimes(doc map[string]any, prev *gateway.Entry, patch bool, pa
 
 // write stores doc; prevRev > 0 makes it conditional (PATCH).
 func (a *api) write(w http.ResponseWriter, r *http.Request, kind gateway.Kind, id string, doc map[string]any, action string, prevRev int64) {
+	if kind == gateway.KindSSL {
+		gateway.EncryptSSLKeys(doc, a.reg.SSLKeys)
+	}
 	value, err := json.Marshal(doc)
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, err.Error())

@@ -21,7 +21,10 @@ type File struct {
 	Source string   `yaml:"source"`
 	Args   []string `yaml:"args"`
 	Skip   string   `yaml:"skip"`
-	Cases  []Case   `yaml:"cases"`
+	// Store is "etcd" for files whose cases write to the store directly
+	// (etcd steps), as APISIX's tests write to etcd; the default is bolt.
+	Store string `yaml:"store"`
+	Cases []Case `yaml:"cases"`
 	// Path is the case file, relative to testdata.
 	Path string `yaml:"-"`
 }
@@ -33,7 +36,11 @@ type Case struct {
 	Skip    string   `yaml:"skip"`
 	Differs string   `yaml:"differs"`
 	Args    []string `yaml:"args"`
-	Steps   []Step   `yaml:"steps"`
+	// Restart starts the case on a newly started gateway (same store), as
+	// Test::Nginx starts nginx afresh for every block: in-memory state
+	// such as limit-count's local counters begins at zero.
+	Restart bool   `yaml:"restart"`
+	Steps   []Step `yaml:"steps"`
 	// Review is tools/apisixt's note on a drafted case; a case file
 	// with one does not load: drafts are checked by hand.
 	Review string `yaml:"review"`
@@ -46,12 +53,29 @@ type Step struct {
 	Body    *string           `yaml:"body"`
 	Want    Want              `yaml:"want"`
 	Repeat  int               `yaml:"repeat"`
-	Sleep   float64           `yaml:"sleep"`
-	Review  string            `yaml:"review"`
+	// Range runs the step once for each i from Range[0] to Range[1], with
+	// ${i} in what it sends.
+	Range []int `yaml:"range"`
+	// Count sends the request Count times and checks how many answers
+	// had each body (want.counts): a balancer's distribution.
+	Count  int     `yaml:"count"`
+	Sleep  float64 `yaml:"sleep"`
+	Review string  `yaml:"review"`
+	// Etcd writes straight to the store, bypassing the admin API's checks
+	// (files with store: etcd): {put: /routes/1, value: '{...}'} or
+	// {delete: /routes/1}; keys are relative to the /apisix prefix.
+	Etcd *EtcdOp `yaml:"etcd"`
 	// Capture saves values of the JSON answer for later steps of the
 	// case, used there as ${name}: "node.key" or "node.key =~ REGEX"
 	// (the first group).
 	Capture map[string]string `yaml:"capture"`
+}
+
+// EtcdOp is a direct store write.
+type EtcdOp struct {
+	Put    string `yaml:"put"`
+	Value  string `yaml:"value"`
+	Delete string `yaml:"delete"`
 }
 
 // Want is what a step's answer must match; empty fields match anything.
@@ -73,6 +97,20 @@ type Want struct {
 	// NE maps dotted paths to JSON values the answer must not have there
 	// (an update_time that must have changed).
 	NE map[string]string `yaml:"ne"`
+	// Counts is, for a step with count, how many answers had each body;
+	// StatusCounts how many had each status.
+	Counts       map[string]int `yaml:"counts"`
+	StatusCounts map[string]int `yaml:"status_counts"`
+	// Spread bounds, for a step with count, how evenly the bodies came:
+	// Bodies is how many distinct bodies there must be, and (most - fewest)
+	// / the median count must be at most Spread (chash-balance.t's check).
+	Spread *Spread `yaml:"spread"`
+}
+
+// Spread is want.spread.
+type Spread struct {
+	Bodies int     `yaml:"bodies"`
+	Max    float64 `yaml:"max"`
 }
 
 // Status is an exact code or a class: 200, "2xx".
@@ -172,8 +210,11 @@ func LoadFile(path string) (*File, error) {
 			if s.Review != "" && !AllowDrafts {
 				return nil, fmt.Errorf("%s: %s step %d is a draft not checked by hand (review: %s)", path, name, j+1, s.Review)
 			}
-			if s.Req == "" && s.Sleep == 0 {
-				return nil, fmt.Errorf("%s: %s step %d: neither req nor sleep", path, name, j+1)
+			if s.Req == "" && s.Sleep == 0 && s.Etcd == nil {
+				return nil, fmt.Errorf("%s: %s step %d: neither req, sleep nor etcd", path, name, j+1)
+			}
+			if s.Etcd != nil && f.Store != "etcd" {
+				return nil, fmt.Errorf("%s: %s step %d: an etcd step in a file without store: etcd", path, name, j+1)
 			}
 			if s.Req != "" {
 				if _, _, ok := strings.Cut(s.Req, " "); !ok {

@@ -1,6 +1,7 @@
 package conformance_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,8 +10,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/linkgate/linkgate/gateway/conformance"
+	"github.com/linkgate/linkgate/internal/etcdtest"
 	"github.com/linkgate/linkgate/internal/testdep"
 )
 
@@ -46,7 +51,16 @@ func TestAPISIX(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer up.Close()
-	env := conformance.Env{Binary: binary(t), Upstream: up, Redis: os.Getenv("LINKGATE_TEST_REDIS_ADDR"), TempDir: t.TempDir()}
+	if !up.Fixed() {
+		t.Logf("the test upstream is not on 127.0.0.1:1980-1983 (busy): chash cases may pick other nodes than APISIX's")
+	}
+	etcd := &testEtcd{t: t}
+	defer func() {
+		if etcd.cli != nil {
+			etcd.cli.Close()
+		}
+	}()
+	env := conformance.Env{Binary: binary(t), Upstream: up, Redis: os.Getenv("LINKGATE_TEST_REDIS_ADDR"), TempDir: t.TempDir(), Etcd: etcd}
 	needsRedis := func(f *conformance.File) bool { return strings.Contains(f.Source, "redis") }
 
 	var mu sync.Mutex
@@ -112,4 +126,48 @@ func TestTable(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", line, got)
 		}
 	}
+}
+
+// testEtcd is an embedded etcd server for the files with store: etcd.
+type testEtcd struct {
+	sync.Mutex
+	once sync.Once
+	t    *testing.T
+	srv  *etcdtest.Server
+	cli  *clientv3.Client
+	err  error
+}
+
+func (e *testEtcd) start() error {
+	e.once.Do(func() {
+		e.srv = etcdtest.Start(e.t)
+		e.cli, e.err = clientv3.New(clientv3.Config{Endpoints: []string{e.srv.Endpoint()}, DialTimeout: 5 * time.Second})
+	})
+	return e.err
+}
+
+func (e *testEtcd) Endpoint() string { _ = e.start(); return e.srv.Endpoint() }
+
+func (e *testEtcd) Reset() error {
+	if err := e.start(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := e.cli.Delete(ctx, "/apisix/", clientv3.WithPrefix())
+	return err
+}
+
+func (e *testEtcd) Put(key, value string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := e.cli.Put(ctx, "/apisix"+key, value)
+	return err
+}
+
+func (e *testEtcd) Delete(key string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := e.cli.Delete(ctx, "/apisix"+key)
+	return err
 }

@@ -15,6 +15,8 @@
 //	source: t/admin/routes.t     # the APISIX file (at tag 2.14.1)
 //	args: [--admin-api-version, v3]  # optional: extra gateway flags for every case
 //	skip: needs a TLS listener   # optional: the whole file is skipped, for this reason
+//	store: etcd                  # optional: run on etcd (an embedded one), for files
+//	                             # whose cases write to the store behind the admin API
 //	cases:
 //	  - test: 1                  # the TEST number
 //	    name: set route(id: 1)   # its title
@@ -22,6 +24,9 @@
 //	    differs: ...             # run, and known to fail: a deliberate difference,
 //	                             # listed in docs/gateway.md with the case name
 //	    args: [--viewer-key, v]  # optional: the gateway restarts with these flags (same store)
+//	    restart: true            # optional: start the case on a newly started gateway (same
+//	                             # store), as Test::Nginx restarts nginx for every block:
+//	                             # local counters (limit-count) start at zero
 //	    steps:
 //	      - req: PUT /apisix/admin/routes/1
 //	        headers: {Host: foo.com}
@@ -36,16 +41,23 @@
 //	          headers: {X-APISIX-Upstream-Status: "502", X-Gone: null}
 //	          headers_like: {X-Request-Id: "^[0-9a-f-]+$"}
 //	        repeat: 3            # send the same request 3 times, each must match
+//	        range: [1, 106]      # or: once for each i in 1..106, ${i} in the request
+//	        count: 12            # or: send it 12 times (${n}: 1..12) and count the bodies,
+//	                             # want: {counts: {"1980": 6, "1981": 6}}
 //	        capture: {id: 'node.key =~ ^/apisix/routes/(.+)$'}  # saved as ${id} for later steps
 //	      - sleep: 1.1           # seconds; only where the case waits for time itself
+//	      - etcd: {put: /routes/1, value: '{"uri": "/hello"}'}  # store: etcd only: write
+//	                             # under the prefix, unchecked (delete: /routes/1 removes)
 //
 // More want fields: body_unlike (a regular expression the body must not
 // match), has (dotted paths that must be in the JSON answer), json_eq with
 // ignore (the whole JSON answer once the ignored paths are removed, as the
 // Lua of many cases re-encodes it), ne (path → a JSON value the answer
-// must no longer have there). ${name} in a request, body, header, json,
-// json_eq, ne or body is a captured value; ${repeat:a:1024} in a request
-// body is 1024 "a"s.
+// must no longer have there), and for a step with count: status_counts
+// (how many answers had each status) and spread: {bodies: 3, max: 0.2}
+// (that many distinct bodies, (most - fewest) / median at most max).
+// ${name} in a request, body, header, json, json_eq, ne or body is a
+// captured value; ${repeat:a:1024} in a request body is 1024 "a"s.
 //
 // A step's want fields are all optional; an omitted status means any. json
 // is APISIX's test_admin subset match (lib/test_admin.lua com_tab): every

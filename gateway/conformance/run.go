@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,20 @@ type Env struct {
 	Upstream *Upstream // the test upstream
 	Redis    string    // "127.0.0.1:PORT" of a redis-server, or ""
 	TempDir  string    // where gateways keep their stores
+	// Etcd is the store of files with store: etcd, used by one file at a
+	// time under the /apisix prefix.
+	Etcd Etcd
+}
+
+// Etcd is what the harness needs of an etcd server.
+type Etcd interface {
+	Endpoint() string
+	// Reset deletes everything under /apisix; Put and Delete write there.
+	Reset() error
+	Put(key, value string) error
+	Delete(key string) error
+	Lock()
+	Unlock()
 }
 
 // Result is the outcome of one case.
@@ -74,8 +89,8 @@ var listeningRE = regexp.MustCompile(`msg="gateway listening" addr=(\S+) prometh
 // startGateway runs the binary as a user would, on random loopback ports.
 func startGateway(env Env, store string, args []string) (*gatewayProc, error) {
 	all := append([]string{"gateway", "--listen", "127.0.0.1:0", "--prometheus-listen", "127.0.0.1:0",
-		"--control-listen", "127.0.0.1:0", "--admin-key", AdminKey, "--config-store", "bolt:" + store,
-		"--log-level", "info"}, args...)
+		"--control-listen", "127.0.0.1:0", "--admin-key", AdminKey, "--config-store", store,
+		"--log-level", "info", "--listen-tls", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(env.Binary, all...)
 	g := &gatewayProc{cmd: cmd, stderr: &lockedBuffer{}, args: args, done: make(chan error, 1)}
 	cmd.Stderr = g.stderr
@@ -124,7 +139,18 @@ func RunFile(env Env, f *File) []Result {
 	if err != nil {
 		return []Result{{Name: f.Source, Err: err}}
 	}
-	store := filepath.Join(dir, "gateway.db")
+	store := "bolt:" + filepath.Join(dir, "gateway.db")
+	if f.Store == "etcd" {
+		if env.Etcd == nil {
+			return []Result{{Name: f.Source, Err: errors.New("store: etcd, but no etcd server")}}
+		}
+		env.Etcd.Lock()
+		defer env.Etcd.Unlock()
+		if err := env.Etcd.Reset(); err != nil {
+			return []Result{{Name: f.Source, Err: err}}
+		}
+		store = "etcd://" + env.Etcd.Endpoint() + "?prefix=/apisix"
+	}
 	if env.Redis != "" {
 		_ = redisFlush(env.Redis)
 	}
@@ -141,7 +167,7 @@ func RunFile(env Env, f *File) []Result {
 			continue
 		}
 		args := slices.Concat(f.Args, c.Args)
-		if g == nil || !slices.Equal(g.args, args) {
+		if g == nil || !slices.Equal(g.args, args) || c.Restart {
 			if g != nil {
 				g.stop()
 			}
@@ -173,10 +199,34 @@ func RunFile(env Env, f *File) []Result {
 func runCase(env Env, g *gatewayProc, c Case) error {
 	m := newMapper(env, g)
 	vars := map[string]string{}
-	for i, s := range c.Steps {
+	var steps []Step
+	for _, s := range c.Steps {
+		if len(s.Range) != 2 {
+			steps = append(steps, s)
+			continue
+		}
+		for i := s.Range[0]; i <= s.Range[1]; i++ {
+			one := s
+			one.Range = nil
+			steps = append(steps, expandStep(one, map[string]string{"i": strconv.Itoa(i)}))
+		}
+	}
+	for i, s := range steps {
 		s = expandStep(s, vars)
 		if s.Sleep > 0 {
 			time.Sleep(time.Duration(s.Sleep * float64(time.Second)))
+			continue
+		}
+		if op := s.Etcd; op != nil {
+			var err error
+			if op.Delete != "" {
+				err = env.Etcd.Delete(op.Delete)
+			} else {
+				err = env.Etcd.Put(op.Put, m.body(op.Value))
+			}
+			if err != nil {
+				return fmt.Errorf("step %d: etcd: %w", i+1, err)
+			}
 			continue
 		}
 		method, target, _ := strings.Cut(s.Req, " ")
@@ -184,6 +234,12 @@ func runCase(env Env, g *gatewayProc, c Case) error {
 			if err := waitSync(g); err != nil {
 				return fmt.Errorf("step %d: %w", i+1, err)
 			}
+		}
+		if s.Count > 0 {
+			if err := countBodies(g, m, method, target, s); err != nil {
+				return fmt.Errorf("step %d (%s %s): %w", i+1, method, target, err)
+			}
+			continue
 		}
 		for n := range max(s.Repeat, 1) {
 			resp, err := send(g, m, method, target, s)
@@ -266,6 +322,46 @@ func expandStep(s Step, vars map[string]string) Step {
 	return s
 }
 
+// countBodies sends the request s.Count times; every answer must match
+// want (but its counts), and the bodies must come as want.counts says.
+func countBodies(g *gatewayProc, m *mapper, method, target string, s Step) error {
+	bodies, statuses := map[string]int{}, map[string]int{}
+	w := s.Want
+	w.Counts, w.StatusCounts, w.Spread = nil, nil, nil
+	for n := 1; n <= s.Count; n++ {
+		one := expandStep(s, map[string]string{"n": strconv.Itoa(n)})
+		resp, err := send(g, m, method, expandStep(Step{Req: target}, map[string]string{"n": strconv.Itoa(n)}).Req, one)
+		if err == nil {
+			err = w.check(resp)
+		}
+		if err != nil {
+			return err
+		}
+		bodies[string(resp.Body)]++
+		statuses[strconv.Itoa(resp.Status)]++
+	}
+	if s.Want.Counts != nil && fmt.Sprint(bodies) != fmt.Sprint(s.Want.Counts) {
+		return fmt.Errorf("bodies %v, want %v", bodies, s.Want.Counts)
+	}
+	if s.Want.StatusCounts != nil && fmt.Sprint(statuses) != fmt.Sprint(s.Want.StatusCounts) {
+		return fmt.Errorf("statuses %v, want %v", statuses, s.Want.StatusCounts)
+	}
+	if sp := s.Want.Spread; sp != nil {
+		counts := make([]int, 0, len(bodies))
+		for _, c := range bodies {
+			counts = append(counts, c)
+		}
+		sort.Ints(counts)
+		if len(counts) != sp.Bodies {
+			return fmt.Errorf("bodies %v, want %d distinct", bodies, sp.Bodies)
+		}
+		if d := float64(counts[len(counts)-1]-counts[0]) / float64(counts[len(counts)/2]); d > sp.Max {
+			return fmt.Errorf("bodies %v: spread %.2f, want at most %.2f", bodies, d, sp.Max)
+		}
+	}
+	return nil
+}
+
 // waitSync waits until the gateway has loaded every change in its store.
 func waitSync(g *gatewayProc) error {
 	deadline := time.Now().Add(5 * time.Second)
@@ -303,6 +399,9 @@ func newMapper(env Env, g *gatewayProc) *mapper {
 		_, p, _ := net.SplitHostPort(real)
 		port, _ := strconv.Atoi(p)
 		m.ports[logical] = port
+		if port == logical {
+			return // already where the cases say
+		}
 		m.backPorts[p] = strconv.Itoa(logical)
 		for _, host := range []string{"127.0.0.1", "localhost"} {
 			pairs = append(pairs, host+":"+strconv.Itoa(logical), host+":"+p)
@@ -310,6 +409,11 @@ func newMapper(env Env, g *gatewayProc) *mapper {
 	}
 	for logical, real := range env.Upstream.Addrs {
 		add(logical, real)
+	}
+	if a := env.Upstream.Addr6; a != "" && a != "[::1]:1980" {
+		_, p, _ := net.SplitHostPort(a)
+		pairs = append(pairs, "[::1]:1980", a)
+		m.backPorts[p] = "1980"
 	}
 	add(1984, g.addr)
 	if env.Redis != "" {
@@ -319,6 +423,9 @@ func newMapper(env Env, g *gatewayProc) *mapper {
 	var alts []string
 	for p := range m.backPorts {
 		alts = append(alts, p)
+	}
+	if len(alts) == 0 {
+		alts = append(alts, "$^") // nothing to map back
 	}
 	m.backRE = regexp.MustCompile(`\b(` + strings.Join(alts, "|") + `)\b`)
 	return m

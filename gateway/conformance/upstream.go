@@ -26,16 +26,25 @@ type Upstream struct {
 	servers []*httptest.Server
 	// Addrs maps a logical port (1980) to the real "127.0.0.1:PORT".
 	Addrs map[int]string
+	// Addr6 is the real "[::1]:PORT" of [::1]:1980 (listen_ipv6), or "".
+	Addr6 string
 }
 
 // Logical ports of the test upstream; 1983 is TLS.
 var upstreamPorts = []int{1980, 1981, 1982, 1983}
 
-// StartUpstream starts the test upstream on 127.0.0.1 random ports.
+// StartUpstream starts the test upstream on 127.0.0.1:1980–1983 when
+// those ports are free (always in make test's network namespace), else on
+// random ports. The real ports matter to consistent hashing: a node's
+// place on the chash ring comes from its address, so only on 1980–1983 do
+// keys pick the nodes APISIX's tests expect.
 func StartUpstream() (*Upstream, error) {
 	u := &Upstream{Addrs: map[int]string{}}
 	for _, port := range upstreamPorts {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			ln, err = net.Listen("tcp", "127.0.0.1:0")
+		}
 		if err != nil {
 			u.Close()
 			return nil, err
@@ -53,7 +62,29 @@ func StartUpstream() (*Upstream, error) {
 		u.servers = append(u.servers, s)
 		u.Addrs[port] = ln.Addr().String()
 	}
+	ln6, err := net.Listen("tcp", "[::1]:1980")
+	if err != nil {
+		ln6, err = net.Listen("tcp", "[::1]:0")
+	}
+	if ln := ln6; err == nil {
+		s := httptest.NewUnstartedServer(&upstreamHandler{port: 1980})
+		s.Listener.Close()
+		s.Listener = ln
+		s.Start()
+		u.servers = append(u.servers, s)
+		u.Addr6 = ln.Addr().String()
+	}
 	return u, nil
+}
+
+// Fixed reports whether the upstream is on its logical ports.
+func (u *Upstream) Fixed() bool {
+	for port, addr := range u.Addrs {
+		if addr != "127.0.0.1:"+strconv.Itoa(port) {
+			return false
+		}
+	}
+	return true
 }
 
 // Close stops every listener.
@@ -228,9 +259,12 @@ func init() {
 			_, _ = io.Copy(io.Discard, r.Body)
 		},
 		"server_error": func(h *upstreamHandler, w http.ResponseWriter, r *http.Request) {
+			// The Lua error lands in the test server's @50x.html location,
+			// APISIX's error_handling page.
 			w.Header().Set("Content-Type", "text/html")
 			w.WriteHeader(http.StatusInternalServerError)
-			io.WriteString(w, nginxPage(http.StatusInternalServerError))
+			io.WriteString(w, "<!DOCTYPE html>\n<html>\n<head><title>500 Internal Server Error</title></head>\n<body>\n"+
+				"<h1>An error occurred.</h1>\n<p>(the error page of APISIX's test server: https://apisix.apache.org/)</p>\n</body>\n</html>\n")
 		},
 		"plugin_proxy_rewrite_resp_header": func(h *upstreamHandler, w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)

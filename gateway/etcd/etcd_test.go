@@ -2,8 +2,10 @@ package etcd_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/storetest"
 	"github.com/linkgate/linkgate/internal/etcdtest"
 	"github.com/linkgate/linkgate/internal/eventually"
+	"github.com/linkgate/linkgate/internal/testcert"
 )
 
 func open(t *testing.T, endpoint, prefix string) *etcd.Store {
@@ -81,12 +84,19 @@ func TestAPISIXLayout(t *testing.T) {
 	srv := etcdtest.Start(t)
 	c := rawClient(t, srv.Endpoint())
 	ctx := t.Context()
+	// An ssl object as APISIX 2.14 writes it: the key encrypted with the
+	// default key_encrypt_salt.
+	ca := testcert.NewCA(t, "etcd test CA")
+	pair := ca.Issue(t, testcert.Options{DNS: []string{"test.com"}})
+	kc, _ := gateway.NewKeyCipher(gateway.DefaultKeySalt)
+	sslValue, _ := json.Marshal(map[string]any{"cert": pair.CertPEM, "key": kc.Encrypt(pair.KeyPEM), "sni": "test.com"})
 	for k, v := range map[string]string{
 		"/apisix/routes/":    "init_dir",
 		"/apisix/upstreams/": "init_dir",
 		"/apisix/ssl/":       "init_dir",
 		"/apisix/routes/1":   `{"uri":"/hello","upstream":{"type":"roundrobin","nodes":{"127.0.0.1:1980":1}}}`,
-		"/apisix/ssl/1":      `{"cert":"x"}`,
+		"/apisix/ssl/1":      string(sslValue),
+		"/apisix/ssl/2":      `{"cert":"x"}`,
 		"/apisix/plugins":    `[{"name":"limit-count"}]`,
 	} {
 		if _, err := c.Put(ctx, k, v); err != nil {
@@ -99,12 +109,22 @@ func TestAPISIXLayout(t *testing.T) {
 		t.Fatalf("List: %+v %v", list, err)
 	}
 	u := firstUpdate(t, s)
-	if len(u.Entries) != 1 || u.Entries[0].Kind != gateway.KindRoute {
+	if len(u.Entries) != 3 {
 		t.Fatalf("Watch reset: %+v", u.Entries)
 	}
 	cfg := gateway.NewConfig()
-	if errs := cfg.Apply(u, gateway.NewRegistry()); len(errs) > 0 {
-		t.Fatalf("APISIX-written route rejected: %v", errs)
+	reg := gateway.NewRegistry()
+	reg.SSLKeys = kc
+	errs := cfg.Apply(u, reg)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "ssl/2: invalid configuration") {
+		t.Fatalf("want only ssl/2 skipped: %v", errs)
+	}
+	if len(cfg.Routes) != 1 || len(cfg.SSLs) != 1 {
+		t.Errorf("loaded %d routes, %d ssl objects; want 1 and 1", len(cfg.Routes), len(cfg.SSLs))
+	}
+	compiled, _ := gateway.Compile(cfg, reg)
+	if len(compiled.SSLs) != 1 || compiled.SSLs[0].SNIs[0] != "test.com" {
+		t.Errorf("compiled ssl: %+v", compiled.SSLs)
 	}
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -39,7 +40,7 @@ func copyRequest(fc *fasthttp.RequestCtx) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	body := bytes.Clone(fc.PostBody())
+	body := adminBody(fc)
 	r := &http.Request{
 		Method:        string(fc.Method()),
 		URL:           u,
@@ -63,6 +64,25 @@ func copyRequest(fc *fasthttp.RequestCtx) (*http.Request, error) {
 		r.Header.Add(string(k), string(v))
 	}
 	return r, nil
+}
+
+// maxAdminBody bounds what is read of an admin request body: more than
+// the admin API accepts (it answers 413), less than a client could make
+// the gateway hold.
+const maxAdminBody = 4 << 20
+
+// adminBody copies at most maxAdminBody+1 bytes of the request body; a
+// longer body is not read further and the connection closes after the
+// answer.
+func adminBody(fc *fasthttp.RequestCtx) []byte {
+	if !fc.Request.IsBodyStream() {
+		return bytes.Clone(fc.PostBody())
+	}
+	body, _ := io.ReadAll(io.LimitReader(fc.RequestBodyStream(), maxAdminBody+1))
+	if len(body) > maxAdminBody {
+		fc.SetConnectionClose()
+	}
+	return body
 }
 
 type readCloser struct{ *bytes.Reader }

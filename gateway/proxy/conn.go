@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"runtime"
+	"sync/atomic"
 )
 
 // conn wraps every client and upstream connection of the data plane,
@@ -17,26 +18,26 @@ import (
 // first lets the other connections' goroutines run meanwhile, so the read
 // usually finds the data: fewer system calls per request on a busy core.
 //
-// A connection is used by one goroutine at a time (fasthttp's server
-// loop, or the request holding it from the upstream pool), except an
-// HTTP/2 connection, which reads and writes in two: shared is set before
-// it is served, and then it never yields.
+// wrote is atomic: a TLS connection may write (its close_notify) from a
+// goroutine closing it while the serving one reads. An HTTP/2
+// connection, which reads and writes in two goroutines all along, is
+// marked shared before it is served, and then never yields.
 type conn struct {
 	net.Conn
-	wrote  bool
+	wrote  atomic.Bool
 	shared bool
 }
 
 func (c *conn) Write(b []byte) (int, error) {
-	if !c.shared {
-		c.wrote = true
+	if !c.shared && !c.wrote.Load() {
+		c.wrote.Store(true)
 	}
 	return c.Conn.Write(b)
 }
 
 func (c *conn) Read(b []byte) (int, error) {
-	if c.wrote {
-		c.wrote = false
+	if c.wrote.Load() {
+		c.wrote.Store(false)
 		runtime.Gosched()
 	}
 	return c.Conn.Read(b)

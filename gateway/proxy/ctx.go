@@ -35,6 +35,8 @@ type reqCtx struct {
 	responding bool   // header filter phase: headers change the response in place
 	h2         bool   // received over HTTP/2
 	upRef      *gateway.UpstreamRef
+	reqLen     int64         // request size for the log phase
+	streamed   *upstreamBody // the response body streams: the request ends when it is sent
 	start      time.Time
 	respHdrs   []respHeader
 	values     []ctxValue
@@ -70,7 +72,8 @@ const maxPooledBuf = 1 << 20
 var _ gateway.Ctx = (*reqCtx)(nil)
 
 func (rc *reqCtx) reset() {
-	rc.fc, rc.snap, rc.route, rc.consumer, rc.upRef = nil, nil, nil, nil, nil
+	rc.fc, rc.snap, rc.route, rc.consumer, rc.upRef, rc.streamed = nil, nil, nil, nil, nil, nil
+	rc.reqLen = 0
 	rc.match = router.Match{}
 	rc.remoteAddr, rc.remotePort, rc.realAddr = netip.Addr{}, 0, false
 	rc.remoteStr = rc.remoteStr[:0]
@@ -206,9 +209,18 @@ func (rc *reqCtx) Var(name string) string {
 				return rc.appendVar(b)
 			}
 		}
-		return b2s(fc.Request.Header.PeekBytes(rc.scratch))
+		v := fc.Request.Header.PeekBytes(rc.scratch)
+		if v == nil && strings.IndexByte(name[5:], '_') >= 0 {
+			// nginx (underscores_in_headers on) also matches "custom_header"
+			v = fc.Request.Header.Peek(name[5:])
+		}
+		return b2s(v)
 	case strings.HasPrefix(name, "arg_"):
 		return b2s(fc.QueryArgs().Peek(name[4:]))
+	case strings.HasPrefix(name, "post_arg_"):
+		// nginx's get_post_args: urlencoded bodies only (fasthttp's
+		// PostArgs parses nothing else).
+		return b2s(fc.PostArgs().Peek(name[9:]))
 	case strings.HasPrefix(name, "cookie_"):
 		return b2s(fc.Request.Header.Cookie(name[7:]))
 	}

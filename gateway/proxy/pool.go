@@ -63,22 +63,32 @@ func newNodePool(k clientKey, dog *deadline.Watchdog) *nodePool {
 
 var errPoolClosed = errors.New("upstream connection pool closed")
 
+// exchange is what one proxied request may do beyond the buffered fast
+// path (stream.go).
+type exchange struct {
+	stream bool          // the response may stream to the client
+	rb     *reqBody      // the request body streams (nil: buffered)
+	sent   bool          // a connection took the request: a streamed body is spent
+	body   *upstreamBody // set when the response streams
+}
+
 // do sends req and reads the answer into resp.
-func (p *nodePool) do(req *fasthttp.Request, resp *fasthttp.Response) error {
+func (p *nodePool) do(req *fasthttp.Request, resp *fasthttp.Response, ex *exchange) error {
 	for {
 		uc, reused, err := p.get()
 		if err != nil {
 			return err
 		}
-		early, err := p.roundTrip(uc, req, resp)
+		ex.sent = true
+		early, err := p.roundTrip(uc, req, resp, ex)
 		if err == nil {
 			return nil
 		}
 		// The node may have closed an idle connection just as it was
 		// reused: try again on another one, without counting a retry.
 		// Bounded: every failed connection is closed, and a new one is
-		// not retried.
-		if !reused || !early || isTimeout(err) || !idempotent(&req.Header) {
+		// not retried. A streamed body cannot be sent twice.
+		if !reused || !early || isTimeout(err) || !idempotent(&req.Header) || ex.rb != nil {
 			return err
 		}
 	}
@@ -86,10 +96,16 @@ func (p *nodePool) do(req *fasthttp.Request, resp *fasthttp.Response) error {
 
 // roundTrip writes req and reads resp on uc, then returns uc to the pool
 // or closes it. early reports a failure before any response byte arrived.
-func (p *nodePool) roundTrip(uc *upConn, req *fasthttp.Request, resp *fasthttp.Response) (early bool, err error) {
+func (p *nodePool) roundTrip(uc *upConn, req *fasthttp.Request, resp *fasthttp.Response, ex *exchange) (early bool, err error) {
 	uc.dc.SetWriteTimeout(p.send)
+	if ex.rb != nil {
+		uc.dc.SetCallTimeouts(0, p.send) // each write of the upload, as proxy_send_timeout
+	}
 	if err = req.Write(uc.bw); err == nil {
 		err = uc.bw.Flush()
+	}
+	if ex.rb != nil {
+		uc.dc.SetCallTimeouts(0, 0)
 	}
 	if err != nil {
 		p.discard(uc)
@@ -99,17 +115,38 @@ func (p *nodePool) roundTrip(uc *upConn, req *fasthttp.Request, resp *fasthttp.R
 	resp.Reset()
 	resp.Header.SetNoDefaultContentType(true)
 	resp.Header.DisableNormalizing()
-	resp.SkipBody = req.Header.IsHead()
 	if _, err := uc.br.Peek(1); err != nil {
 		p.discard(uc)
 		return true, err
 	}
+	resp.SkipBody = true // the header first (1xx skipped), then the body as it is
 	if err := resp.ReadLimitBody(uc.br, maxResponseBytes); err != nil {
 		p.discard(uc)
 		return false, err
 	}
+	head := req.Header.IsHead()
+	resp.SkipBody = head
 	uc.served++
-	if resp.ConnectionClose() || req.Header.ConnectionClose() || (p.requests > 0 && uc.served >= p.requests) {
+	keep := !resp.ConnectionClose() && !req.Header.ConnectionClose() && (p.requests <= 0 || uc.served < p.requests)
+	if sc := resp.StatusCode(); !head && sc != fasthttp.StatusNoContent && sc != fasthttp.StatusNotModified {
+		cl := resp.Header.ContentLength()
+		if ex.stream && (cl < 0 || cl > bufferedBodyMax) {
+			ex.body = p.streamBody(uc, resp, keep)
+			resp.SetBodyStream(ex.body, max(cl, -1))
+			return false, nil
+		}
+		if err := resp.ReadBody(uc.br, maxResponseBytes); err != nil {
+			p.discard(uc)
+			return false, err
+		}
+		if cl == -1 {
+			if err := resp.Header.ReadTrailer(uc.br); err != nil {
+				p.discard(uc)
+				return false, err
+			}
+		}
+	}
+	if !keep {
 		p.discard(uc)
 		return false, nil
 	}

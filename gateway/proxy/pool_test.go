@@ -86,7 +86,7 @@ func doGet(t *testing.T, p *nodePool, method string) error {
 	req.SetRequestURI("/x")
 	req.Header.SetHost("node")
 	req.UseHostHeader = true
-	if err := p.do(req, resp); err != nil {
+	if err := p.do(req, resp, &exchange{}); err != nil {
 		return err
 	}
 	if resp.StatusCode() != 200 || string(resp.Body()) != "ok" {

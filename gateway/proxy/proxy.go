@@ -9,6 +9,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -34,7 +35,14 @@ type Options struct {
 	Admin http.Handler
 	// ServerHeader replaces the upstream's Server header ("" keeps it).
 	ServerHeader string
-	// MaxBodySize limits request bodies (bytes).
+	// Router is the route matching algorithm (apisix.router.http).
+	Router router.Mode
+	// ShowUpstreamStatus sends X-APISIX-Upstream-Status on every proxied
+	// response, not only after a 5xx (show_upstream_status_in_response_header).
+	ShowUpstreamStatus bool
+	// MaxBodySize limits request bodies (bytes; 0: no limit, as APISIX's
+	// client_max_body_size 0). Bodies stream, so it bounds what upstreams
+	// receive, not memory.
 	MaxBodySize int
 	// ReadTimeout bounds reading a client request (headers and body).
 	ReadTimeout time.Duration
@@ -115,9 +123,6 @@ func New(opts Options) *Gateway {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.MaxBodySize <= 0 {
-		opts.MaxBodySize = 32 << 20
-	}
 	if opts.ReadTimeout <= 0 {
 		opts.ReadTimeout = 60 * time.Second
 	}
@@ -141,15 +146,19 @@ func New(opts Options) *Gateway {
 }
 
 // Load builds a snapshot of c and swaps it in; requests in flight finish on
-// the old one. Active health checkers are started and stopped to match.
+// the old one, and open TLS connections keep their certificate. Active
+// health checkers are started and stopped to match.
 func (g *Gateway) Load(c *gateway.Compiled) {
+	if g.opts.Certs != nil {
+		g.opts.Certs.Load(c.SSLs) // the next handshakes use them
+	}
 	s := g.build(c)
 	g.snap.Store(s)
 	g.reconcileCheckers(s)
 }
 
 func (g *Gateway) build(c *gateway.Compiled) *snapshot {
-	s := &snapshot{compiled: c, router: router.Build(c.Routes), routes: make(map[*gateway.RouteEntry]*routeRT, len(c.Routes)),
+	s := &snapshot{compiled: c, router: router.BuildMode(c.Routes, g.opts.Router), routes: make(map[*gateway.RouteEntry]*routeRT, len(c.Routes)),
 		global: splitChain(c.Global)}
 	ups := map[string]*upstreamRT{}
 	for _, e := range c.Routes {
@@ -350,7 +359,7 @@ func (g *Gateway) newServer() *fasthttp.Server {
 		Handler:                      g.Handle,
 		Name:                         g.opts.ServerHeader,
 		NoDefaultServerHeader:        g.opts.ServerHeader == "",
-		MaxRequestBodySize:           g.opts.MaxBodySize,
+		StreamRequestBody:            true, // bodies are read as they are proxied (stream.go)
 		DisablePreParseMultipartForm: true,
 		NoDefaultContentType:         true,
 		CloseOnShutdown:              true,
@@ -447,24 +456,61 @@ func (g *Gateway) handle(fc *fasthttp.RequestCtx, h2 bool) {
 	}
 	// Timing costs clock reads; only the log phase needs it.
 	rc.timed = len(s.global.log) > 0 || (rc.route != nil && len(rc.route.log) > 0)
-	var reqLen int64
 	if rc.timed {
 		rc.start = time.Now()
-		reqLen = int64(len(fc.Request.Header.RawHeaders()) + len(fc.Request.Body()))
+		rc.reqLen = int64(len(fc.Request.Header.RawHeaders()))
+		if fc.Request.IsBodyStream() {
+			rc.reqLen += int64(max(fc.Request.Header.ContentLength(), 0))
+		} else {
+			rc.reqLen += int64(len(fc.Request.Body()))
+		}
 	}
 	g.serve(rc)
 	rc.applyRespHeaders()
 	g.filter(rc)
+	if b := rc.streamed; b != nil {
+		// The body goes to the client after this returns; the request
+		// ends when it has (or the client has gone).
+		b.done = func(b *upstreamBody) { g.finish(rc, b.n) }
+		return
+	}
+	g.finish(rc, 0)
+}
+
+// finish runs the log phase of a request whose answer is sent (streamed
+// bytes of its body) and releases its context.
+func (g *Gateway) finish(rc *reqCtx, streamed int64) {
 	if rc.timed {
-		rc.fillLog(rc.start, reqLen)
+		rc.fillLog(rc.start, rc.reqLen)
+		rc.log.BytesSent += streamed
 		logAll := func(l gateway.Logger) bool { l.Log(rc, &rc.log); return true }
-		run(s.global.log, nil, logAll)
+		run(rc.snap.global.log, nil, logAll)
 		if rc.route != nil {
 			run(rc.route.log, rc.consumer, logAll)
 		}
 	}
 	rc.reset()
 	g.ctxs.Put(rc)
+}
+
+// needsBody reports whether a plugin of the request needs the whole
+// response body (then it is buffered, never streamed).
+func (rc *reqCtx) needsBody() bool {
+	if s := rc.snap; len(s.global.bodies)+len(s.global.encoders) > 0 {
+		return true
+	}
+	if rt := rc.route; rt != nil && len(rt.bodies)+len(rt.encoders) > 0 {
+		return true
+	}
+	if c := rc.consumer; c != nil {
+		for _, in := range c.Chain {
+			switch in.Impl.(type) {
+			case gateway.BodyFilter, gateway.BodyEncoder:
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // filter runs the header filter phase, then the body filters and encoders
@@ -643,6 +689,10 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		req.SetRequestURIBytes(req.Header.RequestURI())
 	}
 	req.UseHostHeader = true
+	ex := exchange{stream: !rc.needsBody()}
+	if req.IsBodyStream() && !g.prepareBody(rc, &ex) {
+		return
+	}
 
 	var tried uint64
 	var deadline time.Time
@@ -655,8 +705,8 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 	// the last one is a 5xx.
 	rc.upStatus = rc.upStatus[:0]
 	for attempt := 0; attempt <= up.retries; attempt++ {
-		if attempt > 0 && !deadline.IsZero() && time.Now().After(deadline) {
-			break
+		if attempt > 0 && (ex.rb != nil && ex.sent || !deadline.IsZero() && time.Now().After(deadline)) {
+			break // a streamed body is spent once sent
 		}
 		i := up.pick(rc, tried)
 		if i < 0 {
@@ -680,7 +730,7 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		if rc.timed {
 			t0 = time.Now()
 		}
-		err := n.client.do(req, &fc.Response)
+		err := n.client.do(req, &fc.Response, &ex)
 		n.active.Add(-1)
 		if rc.timed {
 			rc.log.UpstreamTime += time.Since(t0)
@@ -688,7 +738,7 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		if err == nil {
 			status := fc.Response.StatusCode()
 			up.passive(n, outcomeHTTP, status)
-			if status >= 500 {
+			if status >= 500 || g.opts.ShowUpstreamStatus {
 				rc.upStatus = strconv.AppendInt(rc.upStatus, int64(status), 10)
 				fc.Response.Header.SetBytesV(headerUpstreamState, rc.upStatus)
 			}
@@ -699,6 +749,15 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 			if closeClient {
 				fc.SetConnectionClose()
 			}
+			if ex.body != nil {
+				rc.streamed = ex.body
+				g.streamTimeouts(rc)
+			}
+			return
+		}
+		if errors.Is(err, errBodyTooLarge) {
+			rc.reply(gateway.Reply{Status: http.StatusRequestEntityTooLarge})
+			fc.SetConnectionClose() // the rest of the body is not read
 			return
 		}
 		lastErr = err
@@ -714,8 +773,12 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		}
 	}
 	status := http.StatusBadGateway
-	if lastErr != nil && classify(lastErr) == outcomeTimeout {
+	var dnsErr *net.DNSError
+	switch {
+	case lastErr != nil && classify(lastErr) == outcomeTimeout:
 		status = http.StatusGatewayTimeout
+	case errors.As(lastErr, &dnsErr):
+		status = http.StatusServiceUnavailable // APISIX: failed to parse domain
 	}
 	if lastErr != nil && g.log.Enabled(context.Background(), slog.LevelWarn) {
 		g.log.Warn("upstream failed", "route", rc.route.e.ID, "upstream", up.key, "err", lastErr)

@@ -142,7 +142,8 @@ func (g *Gateway) handshake(dc *deadline.Conn, cfg *tls.Config) {
 		// net/http's HTTP/2 server applies its own timeouts (per stream,
 		// and IdleTimeout for the connection) through the connection's
 		// cheap deadlines, and reads and writes in two goroutines.
-		c.shared, c.wrote = true, false
+		c.shared = true
+		c.wrote.Store(false)
 		dc.SetDeadline(time.Time{})
 		q = g.h2q
 	} else {
@@ -184,17 +185,9 @@ func (g *Gateway) serveH2Request(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if r.ContentLength != 0 {
-		body, err := io.ReadAll(io.LimitReader(r.Body, int64(g.opts.MaxBodySize)+1))
-		if err != nil {
-			return // the stream was reset
-		}
-		if len(body) > g.opts.MaxBodySize {
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			w.WriteHeader(http.StatusRequestEntityTooLarge)
-			_, _ = w.Write(errorPage(http.StatusRequestEntityTooLarge))
-			return
-		}
-		req.SetBodyRaw(body)
+		// Read as HTTP/1.1 bodies are: whole when small, else streamed.
+		// (Not an io.Closer: net/http closes it after the handler.)
+		req.SetBodyStream(struct{ io.Reader }{r.Body}, int(r.ContentLength))
 	}
 	g.handle(fc, true)
 	resp := &fc.Response
@@ -212,6 +205,17 @@ func (g *Gateway) serveH2Request(w http.ResponseWriter, r *http.Request) {
 	if g.opts.ServerHeader != "" && h.Get("Server") == "" {
 		h.Set("Server", g.opts.ServerHeader)
 	}
+	if resp.IsBodyStream() {
+		// A streamed upstream body: each read is passed on and flushed at
+		// once (server-sent events); the request ends at CloseBodyStream.
+		defer resp.CloseBodyStream()
+		if cl := resp.Header.ContentLength(); cl >= 0 {
+			h.Set("Content-Length", strconv.Itoa(cl))
+		}
+		w.WriteHeader(resp.StatusCode())
+		copyFlushing(w, resp.BodyStream())
+		return
+	}
 	body := resp.Body()
 	if r.Method != http.MethodHead {
 		h.Set("Content-Length", strconv.Itoa(len(body)))
@@ -219,6 +223,26 @@ func (g *Gateway) serveH2Request(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(resp.StatusCode())
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)
+	}
+}
+
+// copyFlushing copies r to w, flushing after every read.
+func copyFlushing(w http.ResponseWriter, r io.Reader) {
+	f, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if f != nil {
+				f.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -17,7 +18,6 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/linkgate/linkgate/gateway"
 	"github.com/linkgate/linkgate/gateway/certs"
 	"github.com/linkgate/linkgate/gateway/plugin/prometheus"
 	"github.com/linkgate/linkgate/gateway/proxy"
@@ -37,13 +37,15 @@ func startTLSGateway(t *testing.T, opts proxy.Options) *tlsGateway {
 	t.Helper()
 	ca := testcert.NewCA(t, "proxy test CA")
 	m := certs.NewManager(nil)
-	pair := ca.Issue(t, testcert.Options{DNS: []string{"test.com", "*.test.com"}})
-	m.Load([]*gateway.SSLEntry{{ID: "1", SNIs: []string{"test.com", "*.test.com"}, Certs: []tls.Certificate{pair.TLS}}})
 	opts.Certs = m
 	if opts.ServerHeader == "" {
 		opts.ServerHeader = "linkgate"
 	}
 	w := startGatewayWith(t, opts)
+	// Through the configuration pipeline, as from a store.
+	pair := ca.Issue(t, testcert.Options{DNS: []string{"test.com", "*.test.com"}})
+	ssl, _ := json.Marshal(map[string]any{"cert": pair.CertPEM, "key": pair.KeyPEM, "snis": []string{"test.com", "*.test.com"}})
+	w.load(t, map[string]string{"ssl/1": string(ssl)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

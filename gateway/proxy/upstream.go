@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"encoding/binary"
 	"hash/crc32"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,64 +168,209 @@ func newUpstreamRT(p *pools, key string, u *gateway.Upstream, t *gateway.Timeout
 	rt.retryTimeout = seconds(u.RetryTimeout)
 	rt.current = make([]int, len(rt.nodes))
 	if u.Type == "chash" {
-		for i, n := range rt.nodes {
-			for v := 0; v < n.weight*40; v++ {
-				rt.ring = append(rt.ring, ringPoint{hash: crc32.ChecksumIEEE([]byte(n.addr + "#" + strconv.Itoa(v))), node: i})
-			}
-		}
-		slices.SortFunc(rt.ring, func(a, b ringPoint) int {
-			switch {
-			case a.hash < b.hash:
-				return -1
-			case a.hash > b.hash:
-				return 1
-			}
-			return 0
-		})
+		rt.ring = chashRing(rt.nodes)
 	}
 	rt.timeout = ck.connect + ck.send + ck.read
 	return rt
 }
 
-func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
-
-// usable reports whether node i may be picked: healthy, positive weight,
-// not yet tried in this request, and of the highest priority still available.
-func (rt *upstreamRT) usable(i int, tried uint64) bool {
-	n := rt.nodes[i]
-	if n.weight <= 0 || (i < 64 && tried&(1<<uint(i)) != 0) {
-		return false
+// anyVarSet reports whether some $name of tmpl is a variable with a value
+// (resolve_var's n_resolved > 0).
+func anyVarSet(rc *reqCtx, tmpl string) bool {
+	for i := 0; i < len(tmpl); i++ {
+		if tmpl[i] != '$' {
+			continue
+		}
+		j := i + 1
+		if j < len(tmpl) && tmpl[j] == '{' {
+			if end := strings.IndexByte(tmpl[j:], '}'); end > 0 {
+				if rc.Var(tmpl[j+1:j+end]) != "" {
+					return true
+				}
+				i = j + end
+			}
+			continue
+		}
+		for j < len(tmpl) && (tmpl[j] == '_' || 'a' <= tmpl[j] && tmpl[j] <= 'z' || 'A' <= tmpl[j] && tmpl[j] <= 'Z' || '0' <= tmpl[j] && tmpl[j] <= '9') {
+			j++
+		}
+		if j > i+1 && rc.Var(tmpl[i+1:j]) != "" {
+			return true
+		}
+		i = j - 1
 	}
-	return n.health.healthy()
+	return false
 }
 
-// pick chooses a node, or -1 when none is usable. rc supplies the hash key for chash.
+// chashRing is lua-resty-balancer's resty.chash ring, so a key picks the
+// node APISIX's chash balancer picks: 160 points per unit of weight for
+// the node id "host\x00port", point i's hash the CRC32 of the id followed
+// by point i-1's hash (little endian, 0 for the first), sorted by hash.
+func chashRing(nodes []*nodeRT) []ringPoint {
+	var ring []ringPoint
+	for i, n := range nodes {
+		host, port, _ := net.SplitHostPort(n.addr)
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+		base := crc32.ChecksumIEEE([]byte(host + "\x00" + port))
+		var prev [4]byte
+		for range n.weight * 160 {
+			h := crc32.Update(base, crc32.IEEETable, prev[:])
+			ring = append(ring, ringPoint{hash: h, node: i})
+			binary.LittleEndian.PutUint32(prev[:], h)
+		}
+	}
+	return chashSort(ring)
+}
+
+// chashSort orders the points as resty.chash's chash_point_sort does:
+// each point goes into a table of m > 1.6n slots at hash/(2^32/m), moving
+// neighbours to keep slots in order. Its order can differ from a plain
+// sort where slots overflow, and a key's node depends on it, so this is
+// the same placement, not sort.Slice. Slot occupancy uses node+1 as the
+// C code uses 1-based ids.
+func chashSort(arr []ringPoint) []ringPoint {
+	n := len(arr)
+	minSz := uint32(float64(n) * 1.6)
+	m := uint32(2)
+	for m <= minSz {
+		m *= 2
+	}
+	step := uint32((1 << 32) / uint64(m))
+	type slot struct {
+		hash uint32
+		id   int // node+1; 0 is empty
+	}
+	points := make([]slot, m)
+	for _, p := range arr {
+		id := p.node + 1
+		index := int(p.hash / step)
+		end := index
+		for ; end >= 0; end-- {
+			if points[end].id == 0 {
+				goto insert
+			}
+			if p.hash >= points[end].hash {
+				break
+			}
+		}
+		for start := end - 1; start >= 0; start-- {
+			if points[start].id == 0 {
+				copy(points[start:end], points[start+1:end+1]) // left shift before end
+				for end+1 < int(m) && points[end+1].id != 0 && points[end+1].hash < p.hash {
+					points[end] = points[end+1]
+					end++
+				}
+				goto insert
+			}
+		}
+		// full before index: append after it
+		for end = end + 1; end < int(m); end++ {
+			if points[end].id == 0 {
+				goto insert
+			}
+			if p.hash < points[end].hash {
+				break
+			}
+		}
+		{
+			start := end + 1
+			for ; start < int(m); start++ {
+				if points[start].id == 0 {
+					break
+				}
+			}
+			for j := start; j > end; j-- {
+				points[j] = points[j-1]
+			}
+		}
+	insert:
+		points[end] = slot{p.hash, id}
+	}
+	out := arr[:0]
+	for _, s := range points {
+		if s.id != 0 {
+			out = append(out, ringPoint{hash: s.hash, node: s.id - 1})
+		}
+	}
+	return out
+}
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// usable reports whether node i may be picked: not yet tried in this
+// request, and healthy unless no node is (then, as APISIX's
+// fetch_health_nodes, every node is used).
+func (rt *upstreamRT) usable(i int, tried uint64, allDown bool) bool {
+	if i < 64 && tried&(1<<uint(i)) != 0 {
+		return false
+	}
+	return allDown || rt.nodes[i].health.healthy()
+}
+
+// allDown reports whether no node is healthy.
+func (rt *upstreamRT) allDown() bool {
+	for _, n := range rt.nodes {
+		if n.health.healthy() {
+			return false
+		}
+	}
+	return true
+}
+
+// pick chooses a node, or -1 when none is usable. rc supplies the hash key
+// for chash. Among the usable nodes of the highest priority that has any,
+// nodes with a positive weight are balanced by it; a weight of 0 is only
+// picked when no usable node has more (resty.roundrobin's behaviour when
+// health checks leave only it).
 func (rt *upstreamRT) pick(rc *reqCtx, tried uint64) int {
+	allDown := rt.checks != nil && rt.allDown()
 	if len(rt.nodes) == 1 {
-		if rt.usable(0, tried) {
+		if rt.usable(0, tried, allDown) {
 			return 0
 		}
 		return -1
 	}
 	// Restrict to the highest priority group that has a usable node.
 	lo, hi := 0, 0
+	weighted := false
 	for lo < len(rt.nodes) {
 		hi = lo
 		for hi < len(rt.nodes) && rt.nodes[hi].priority == rt.nodes[lo].priority {
 			hi++
 		}
+		found := false
 		for i := lo; i < hi; i++ {
-			if rt.usable(i, tried) {
-				goto found
+			if rt.usable(i, tried, allDown) {
+				found = true
+				weighted = weighted || rt.nodes[i].weight > 0
 			}
+		}
+		if found {
+			break
 		}
 		lo = hi
 	}
-	return -1
-found:
+	if lo >= len(rt.nodes) {
+		return -1
+	}
+	if !weighted {
+		if rt.u.Type == "chash" {
+			return -1 // resty.chash puts no point of a weight-0 node on its ring
+		}
+		// Only weight-0 nodes are left: take them in turn.
+		start := int(rt.rotate.Add(1))
+		for k := 0; k < hi-lo; k++ {
+			if i := lo + (start+k)%(hi-lo); rt.eligible(i, tried, allDown, weighted) {
+				return i
+			}
+		}
+		return -1
+	}
 	switch rt.u.Type {
 	case "chash":
-		return rt.pickHash(rc, tried, lo, hi)
+		return rt.pickHash(rc, lo, hi, tried, allDown)
 	case "least_conn":
 		// Fewest requests in flight per weight; ties rotate, as nginx's
 		// least_conn falls back to round robin.
@@ -231,7 +378,7 @@ found:
 		start := int(rt.rotate.Add(1))
 		for k := 0; k < hi-lo; k++ {
 			i := lo + (start+k)%(hi-lo)
-			if !rt.usable(i, tried) {
+			if !rt.eligible(i, tried, allDown, weighted) {
 				continue
 			}
 			score := float64(rt.nodes[i].active.Load()+1) / float64(rt.nodes[i].weight)
@@ -245,7 +392,7 @@ found:
 	rt.mu.Lock()
 	total, best := 0, -1
 	for i := lo; i < hi; i++ {
-		if !rt.usable(i, tried) {
+		if !rt.eligible(i, tried, allDown, weighted) {
 			continue
 		}
 		w := rt.nodes[i].weight
@@ -262,7 +409,12 @@ found:
 	return best
 }
 
-func (rt *upstreamRT) pickHash(rc *reqCtx, tried uint64, lo, hi int) int {
+// eligible: usable, and of positive weight when some usable node has one.
+func (rt *upstreamRT) eligible(i int, tried uint64, allDown, weighted bool) bool {
+	return rt.usable(i, tried, allDown) && (!weighted || rt.nodes[i].weight > 0)
+}
+
+func (rt *upstreamRT) pickHash(rc *reqCtx, lo, hi int, tried uint64, allDown bool) int {
 	var key string
 	switch rt.u.HashOn {
 	case "header":
@@ -272,7 +424,9 @@ func (rt *upstreamRT) pickHash(rc *reqCtx, tried uint64, lo, hi int) int {
 	case "consumer":
 		key = rc.Var("consumer_name")
 	case "vars_combinations":
-		key = rc.expand(rt.u.Key)
+		if anyVarSet(rc, rt.u.Key) { // else APISIX hashes remote_addr
+			key = rc.expand(rt.u.Key)
+		}
 	default:
 		key = rc.Var(rt.u.Key)
 	}
@@ -291,7 +445,7 @@ func (rt *upstreamRT) pickHash(rc *reqCtx, tried uint64, lo, hi int) int {
 	})
 	for n := 0; n < len(rt.ring); n++ {
 		p := rt.ring[(i+n)%len(rt.ring)]
-		if p.node >= lo && p.node < hi && rt.usable(p.node, tried) {
+		if p.node >= lo && p.node < hi && rt.eligible(p.node, tried, allDown, true) {
 			return p.node
 		}
 	}

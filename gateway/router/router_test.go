@@ -248,3 +248,53 @@ func BenchmarkMatch(b *testing.B) {
 		})
 	}
 }
+
+func TestModes(t *testing.T) {
+	withHosts := func(e *gateway.RouteEntry, h ...string) *gateway.RouteEntry { e.Hosts = h; return e }
+	withPrio := func(e *gateway.RouteEntry, p int) *gateway.RouteEntry { e.Priority = p; return e }
+	routes := []*gateway.RouteEntry{
+		withPrio(entry("nohost-exact", "/hello"), 10),
+		withHosts(entry("host-prefix", "/*"), "foo.com"),
+		withHosts(entry("wild", "/hello"), "*.foo.com"),
+		withHosts(entry("wild-long", "/hello"), "*.a.foo.com"),
+		entry("param", "/name/:name/bar"),
+		entry("param-root", "/:name/foo"),
+		entry("star", "/files/*path"),
+	}
+	tests := []struct {
+		mode       router.Mode
+		host, path string
+		want       string
+	}{
+		// radixtree_uri: an exact path beats a prefix, the host only filters.
+		{router.ModeURI, "foo.com", "/hello", "nohost-exact"},
+		{router.ModeURI, "foo.com", "/name/json/bar", "host-prefix"}, // no parameters: "/name/:name/bar" is literal
+		// radixtree_host_uri: routes of the request's host first, exact hosts
+		// before wildcards, the longest wildcard first.
+		{router.ModeHostURI, "foo.com", "/hello", "host-prefix"},
+		{router.ModeHostURI, "FOO.com", "/x", "host-prefix"},
+		{router.ModeHostURI, "x.foo.com", "/hello", "wild"},
+		{router.ModeHostURI, "x.a.foo.com", "/hello", "wild-long"},
+		{router.ModeHostURI, "x.a.foo.com", "/other", ""},
+		{router.ModeHostURI, "bar.com", "/hello", "nohost-exact"},
+		// radixtree_uri_with_parameter
+		{router.ModeURIWithParams, "", "/name/json/bar", "param"},
+		{router.ModeURIWithParams, "", "/name//bar", ""},
+		{router.ModeURIWithParams, "", "/name/json/", ""},
+		{router.ModeURIWithParams, "", "/name/json/bar/x", ""},
+		{router.ModeURIWithParams, "", "/json/foo", "param-root"},
+		{router.ModeURIWithParams, "", "/json/bbb/foo", ""},
+		{router.ModeURIWithParams, "", "/files/a/b/c", "star"},
+	}
+	for _, tt := range tests {
+		r := router.BuildMode(routes, tt.mode)
+		got := r.Match("GET", tt.host, tt.path, netip.MustParseAddr("127.0.0.1"), vars{}).Route
+		id := ""
+		if got != nil {
+			id = got.ID
+		}
+		if id != tt.want {
+			t.Errorf("%s %s%s: %q, want %q", tt.mode, tt.host, tt.path, id, tt.want)
+		}
+	}
+}

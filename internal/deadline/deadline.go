@@ -227,15 +227,29 @@ type Conn struct {
 	w      *Watchdog
 	limits *Limits
 
-	rd, wd  atomic.Int64  // deadlines on the watchdog's clock; 0: none
-	busy    atomic.Uint32 // read|write: a call is in progress
-	expired atomic.Uint32 // read|write: the real deadline is in the past
-	mu      sync.Mutex    // orders expiring and reviving the real deadline
+	rd, wd atomic.Int64 // deadlines on the watchdog's clock; 0: none
+	// perRead, perWrite (ns), when set, give each Read or Write its own
+	// deadline from its start (SetCallTimeouts).
+	perRead, perWrite atomic.Int64
+	busy              atomic.Uint32 // read|write: a call is in progress
+	expired           atomic.Uint32 // read|write: the real deadline is in the past
+	mu                sync.Mutex    // orders expiring and reviving the real deadline
 
 	requests uint64 // requests handed to the handler
 	idleFrom uint64 // requests when the last idle wait began
 	armed    uint64 // requests when the write deadline was set
 	idle     bool   // waiting for the first byte of a request
+}
+
+// SetCallTimeouts bounds each Read and each Write from its start, instead
+// of a deadline over several calls: nginx's client_body_timeout,
+// send_timeout and proxy_read_timeout, for a body streamed through the
+// connection for longer than any whole-request limit. They replace the
+// limits' read and write phases until the next request is handled
+// (Handling) or they are set to zero.
+func (c *Conn) SetCallTimeouts(r, w time.Duration) {
+	c.perRead.Store(int64(max(r, 0)))
+	c.perWrite.Store(int64(max(w, 0)))
 }
 
 // Handling tells c's Conn (c itself, or the Conn under a *tls.Conn or any
@@ -246,6 +260,10 @@ func Handling(c net.Conn) {
 		switch x := c.(type) {
 		case *Conn:
 			x.requests++
+			if x.perRead.Load() != 0 || x.perWrite.Load() != 0 {
+				x.perRead.Store(0)
+				x.perWrite.Store(0)
+			}
 			return
 		case interface{ NetConn() net.Conn }:
 			c = x.NetConn()
@@ -289,11 +307,14 @@ func (c *Conn) Read(p []byte) (int, error) {
 		c.idleFrom, c.idle = c.requests, true
 		c.rd.Store(c.w.after(l.Idle))
 	}
+	if d := c.perRead.Load(); d > 0 {
+		c.rd.Store(c.w.after(time.Duration(d)))
+	}
 	c.before(read, &c.rd)
 	c.busy.Or(read)
 	n, err := c.Conn.Read(p)
 	c.busy.And(^uint32(read))
-	if c.idle && n > 0 {
+	if c.idle && n > 0 && c.perRead.Load() == 0 {
 		// A request begins: it has Read to arrive whole.
 		c.idle = false
 		c.rd.Store(c.w.after(c.limits.Read))
@@ -306,6 +327,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 		// The first write of an answer.
 		c.armed = c.requests
 		c.wd.Store(c.w.after(l.Write))
+	}
+	if d := c.perWrite.Load(); d > 0 {
+		c.wd.Store(c.w.after(time.Duration(d)))
 	}
 	c.before(write, &c.wd)
 	c.busy.Or(write)

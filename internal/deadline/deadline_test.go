@@ -338,3 +338,37 @@ func TestWatchdogGoroutine(t *testing.T) {
 		return !w.running
 	})
 }
+
+// TestCallTimeouts: with call timeouts, each Read and Write has its own
+// deadline from its start, so a long stream of calls outlives the limits
+// as long as each call is quick, and a stalled call still times out;
+// the next request handled goes back to the limits.
+func TestCallTimeouts(t *testing.T) {
+	limits := &Limits{Read: 100 * time.Millisecond, Write: 100 * time.Millisecond, Idle: 100 * time.Millisecond}
+	clk, w, c, far := setup(t, limits)
+	c.SetCallTimeouts(50*time.Millisecond, 50*time.Millisecond)
+	buf := make([]byte, 1)
+	for range 10 { // 10 × 40 ms: far past Read, each call within 50 ms
+		go far.Write([]byte("x"))
+		if _, err := c.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		clk.advance(40 * time.Millisecond)
+		w.check()
+	}
+	done := blocked(t, c, read, readErr(c))
+	clk.advance(49 * time.Millisecond)
+	w.check()
+	expectBlocked(t, c, done, "within the call timeout")
+	clk.advance(2 * time.Millisecond)
+	w.check()
+	expectTimeout(t, done, "a stalled read")
+
+	_, w, c, _ = setup(t, limits)
+	c.SetCallTimeouts(0, time.Hour)
+	Handling(c)
+	if c.perRead.Load() != 0 || c.perWrite.Load() != 0 {
+		t.Error("call timeouts kept after the next request")
+	}
+	_ = w
+}

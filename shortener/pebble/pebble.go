@@ -95,6 +95,10 @@ type Options struct {
 	// Logger receives pebble's own messages (recovery, background
 	// errors); nil discards them.
 	Logger *slog.Logger
+	// NoIndex leaves out the read index (index.go): reads go to pebble,
+	// and memory stays at pebble's cache and memtables whatever the number
+	// of links.
+	NoIndex bool
 
 	// createSync is how creates commit; nil: pebble.Sync. Only the
 	// crash test's must-fail twin changes it (export_test.go).
@@ -117,6 +121,9 @@ type Store struct {
 	// other, so visits are merged only into links that exist.
 	visitsMu  sync.RWMutex
 	keys      sync.Pool // *[]byte, key buffers for reads
+	ix        *index    // the read index; nil without one
+	ixOn      atomic.Bool
+	logger    *slog.Logger
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -161,12 +168,93 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open pebble store %s: %w", dir, err)
 	}
 	s.db = db
+	s.logger = opts.Logger
 	if err := s.checkFormat(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open pebble store %s: %w", dir, err)
 	}
+	if !opts.NoIndex && indexSupported {
+		arenaDir := ""
+		if fs == vfs.Default {
+			arenaDir = dir
+		}
+		if err := s.buildIndex(arenaDir); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("open pebble store %s: %w", dir, err)
+		}
+	}
 	return s, nil
 }
+
+// buildIndex reads every link into a new read index.
+func (s *Store) buildIndex(arenaDir string) error {
+	ix, err := newIndex(arenaDir, 0)
+	if err != nil {
+		return err
+	}
+	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: appendKey(nil, kindLink, ""), UpperBound: []byte{kindLink, 1}})
+	if err != nil {
+		ix.close()
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err == nil {
+			err = ix.put(it.Key()[2:], v)
+		}
+		if err != nil {
+			it.Close()
+			ix.close()
+			return fmt.Errorf("read index: %w", err)
+		}
+	}
+	if err := it.Close(); err != nil {
+		ix.close()
+		return err
+	}
+	s.ix = ix
+	s.ixOn.Store(true)
+	return nil
+}
+
+// indexed records a committed change in the read index: val is the link's
+// new value, nil when it was deleted. If the index cannot take it (its
+// file cannot grow), the index is switched off and reads go to pebble.
+func (s *Store) indexed(id string, val []byte) {
+	if !s.ixOn.Load() {
+		return
+	}
+	if val == nil {
+		s.ix.delete([]byte(id))
+		return
+	}
+	if err := s.ix.put([]byte(id), val); err != nil {
+		s.ixOn.Store(false)
+		if s.logger != nil {
+			s.logger.Error("read index switched off; reads go to pebble", "error", err)
+		}
+	}
+}
+
+// value returns the stored value of the link id, from the read index or
+// from pebble; release must be called once v is no longer used.
+func (s *Store) value(kb *[]byte, id []byte) (v []byte, release func(), found bool, err error) {
+	if s.ixOn.Load() {
+		if s.closed.Load() {
+			return nil, nil, false, errClosed
+		}
+		v = s.ix.get(id)
+		return v, noRelease, v != nil, nil
+	}
+	*kb = appendKey((*kb)[:0], kindLink, id)
+	v, closer, found, err := s.get(*kb)
+	if !found || err != nil {
+		return nil, nil, found, err
+	}
+	return v, func() { closer.Close() }, true, nil
+}
+
+func noRelease() {}
 
 // checkFormat writes the format version into a new store and refuses a
 // store of another version.
@@ -212,10 +300,9 @@ var errClosed = errors.New("store closed")
 func (s *Store) exists(id string) (bool, error) {
 	kb := s.keys.Get().(*[]byte)
 	defer s.keys.Put(kb)
-	*kb = appendKey((*kb)[:0], kindLink, id)
-	_, closer, found, err := s.get(*kb)
+	_, release, found, err := s.value(kb, []byte(id))
 	if found {
-		closer.Close()
+		release()
 	}
 	return found, err
 }
@@ -236,12 +323,14 @@ func (s *Store) Create(ctx context.Context, l shortener.Link) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	key := appendKey(make([]byte, 0, 2+len(l.ID)), kindLink, l.ID)
-	if err := b.Set(key, appendLink(nil, &l), nil); err != nil {
+	val := appendLink(nil, &l)
+	if err := b.Set(key, val, nil); err != nil {
 		return unavailable(fmt.Sprintf("create link %q", l.ID), err)
 	}
 	if err := b.Commit(s.createSync); err != nil {
 		return unavailable(fmt.Sprintf("create link %q", l.ID), err)
 	}
+	s.indexed(l.ID, val)
 	return nil
 }
 
@@ -251,8 +340,7 @@ func (s *Store) Create(ctx context.Context, l shortener.Link) error {
 func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
 	kb := s.keys.Get().(*[]byte)
 	defer s.keys.Put(kb)
-	*kb = appendKey((*kb)[:0], kindLink, id)
-	v, closer, found, err := s.get(*kb)
+	v, release, found, err := s.value(kb, []byte(id))
 	if err != nil {
 		return shortener.Link{}, unavailable(fmt.Sprintf("get link %q", id), err)
 	}
@@ -260,7 +348,7 @@ func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
 		return shortener.Link{}, shortener.ErrNotFound
 	}
 	l, err := decodeLink(id, v)
-	closer.Close()
+	release()
 	if err != nil {
 		return shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
 	}
@@ -279,8 +367,7 @@ func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
 func (s *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortener.Link, error) {
 	kb := s.keys.Get().(*[]byte)
 	defer s.keys.Put(kb)
-	*kb = appendKey((*kb)[:0], kindLink, id)
-	v, closer, found, err := s.get(*kb)
+	v, release, found, err := s.value(kb, id)
 	if err != nil {
 		return dst, shortener.Link{}, unavailable("get link", err)
 	}
@@ -291,7 +378,7 @@ func (s *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortene
 	if err == nil {
 		dst = append(dst, url...)
 	}
-	closer.Close()
+	release()
 	if err != nil {
 		return dst, shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
 	}
@@ -331,6 +418,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err := b.Commit(pebbledb.Sync); err != nil {
 		return unavailable(fmt.Sprintf("delete link %q", id), err)
 	}
+	s.indexed(id, nil)
 	return nil
 }
 
@@ -401,6 +489,9 @@ func (s *Store) Close() error {
 		var errs []error
 		if s.db != nil {
 			errs = append(errs, s.db.Close())
+		}
+		if s.ix != nil {
+			s.ix.close()
 		}
 		s.cache.Unref()
 		errs = append(errs, s.lock.Close())

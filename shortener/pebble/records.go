@@ -38,6 +38,7 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 	results := make([]shortener.ImportResult, len(recs))
 	first := make(map[string]int, len(recs)) // id → index of the record stored for it
 	var key []byte
+	var vals [][]byte // the values stored, for the read index
 	for i := range recs {
 		l := &recs[i].Link
 		if j, ok := first[l.ID]; ok {
@@ -60,6 +61,7 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 		}
 		first[l.ID] = i
 		val := appendLink(nil, l)
+		vals = append(vals, val)
 		if err := b.Set(key, val, nil); err != nil {
 			return nil, unavailable("import", err)
 		}
@@ -74,6 +76,13 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 	}
 	if err := b.Commit(pebbledb.Sync); err != nil {
 		return nil, unavailable("import", err)
+	}
+	j := 0
+	for i, r := range results {
+		if r == shortener.Imported {
+			s.indexed(recs[i].Link.ID, vals[j])
+			j++
+		}
 	}
 	return results, nil
 }
@@ -144,6 +153,20 @@ func (s *Store) ExportRecords(ctx context.Context, fn func(shortener.LinkRecord)
 	}
 	if err := it.Error(); err != nil {
 		return unavailable("export", err)
+	}
+	return nil
+}
+
+// Backup writes a consistent copy of the store into dir (which must not
+// exist) while it serves: a pebble checkpoint, hard links to the immutable
+// tables where the file system allows, copies of the rest. dir opens as a
+// store of its own.
+func (s *Store) Backup(dir string) error {
+	if s.closed.Load() {
+		return unavailable("backup", errClosed)
+	}
+	if err := s.db.Checkpoint(dir, pebbledb.WithFlushedWAL()); err != nil {
+		return fmt.Errorf("backup to %s: %w", dir, err)
 	}
 	return nil
 }

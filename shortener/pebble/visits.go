@@ -163,12 +163,11 @@ func (m *statsMerger) String() string { return fmt.Sprintf("stats(%d bytes)", le
 func (s *Store) createdAt(id string) (created int64, found bool, err error) {
 	kb := s.keys.Get().(*[]byte)
 	defer s.keys.Put(kb)
-	*kb = appendKey((*kb)[:0], kindLink, id)
-	v, closer, found, err := s.get(*kb)
+	v, release, found, err := s.value(kb, []byte(id))
 	if !found || err != nil {
 		return 0, found, err
 	}
-	defer closer.Close()
+	defer release()
 	l, _, err := decodeMeta(v)
 	if err != nil {
 		return 0, true, err

@@ -123,23 +123,26 @@ func trimBlankTail(v string) string {
 
 // step is a drafted step.
 type step struct {
-	req        string
-	headers    [][2]string
-	body       *string
-	status     string
-	respBody   *string
-	bodyLike   string
-	json       string
-	respHdrs   [][2]string
-	hdrsLike   [][2]string
-	repeat     int
-	sleep      string
-	reviewNote string
-	jsonEq     *string
-	ignore     []string
-	has        []string
-	capture    [][2]string
-	ne         [][2]string
+	req         string
+	headers     [][2]string
+	body        *string
+	status      string
+	respBody    *string
+	bodyLike    string
+	json        string
+	respHdrs    [][2]string
+	hdrsLike    [][2]string
+	repeat      int
+	sleep       string
+	reviewNote  string
+	jsonEq      *string
+	ignore      []string
+	has         []string
+	capture     [][2]string
+	ne          [][2]string
+	count       int
+	counts      [][2]string
+	countStatus bool
 }
 
 type draftCase struct {
@@ -192,6 +195,10 @@ func draftBlock(b block) draftCase {
 		req = "GET /t"
 	}
 	if lua := b.secs["config"]; lua != "" && strings.HasPrefix(strings.TrimSpace(req), "GET /t") {
+		if steps, ok := draftCounting(b, lua); ok {
+			c.steps = steps
+			return c
+		}
 		c.steps, c.review = draftLua(b, lua, c.review)
 		return c
 	}
@@ -343,10 +350,67 @@ func sameStep(a, b step) bool {
 }
 
 var (
-	codeLineRE = regexp.MustCompile(`(?m)code: (\d{3})(?: message: (.*))?$`)
-	luaCallRE  = regexp.MustCompile(`(?:^|[^\w.:])t\(\s*`)
-	methodRE   = regexp.MustCompile(`^ngx\.HTTP_([A-Z]+)$`)
+	codeLineRE   = regexp.MustCompile(`(?m)code: (\d{3})(?: message: (.*))?$`)
+	countURIRE   = regexp.MustCompile(`local uri = "http://127\.0\.0\.1:" \.\. ngx\.var\.server_port\s*\.\. "([^"]+)"`)
+	countLoopRE  = regexp.MustCompile(`for i = 1, (\d+) do`)
+	countKeyRE   = regexp.MustCompile(`ports_count\[(res\.body|status|res\.status)\]`)
+	countSleepRE = regexp.MustCompile(`ngx\.sleep\(([\d.]+)\)`)
+	countEntryRE = regexp.MustCompile(`\{"count":(\d+),"port":"([^"]*)"\}`)
+	countHdrRE   = regexp.MustCompile(`headers = \{([^}]*)\}`)
+	reqHdrRE     = regexp.MustCompile(`request_headers\["([^"]+)"\] = "([^"]*)"`)
+	luaCallRE    = regexp.MustCompile(`(?:^|[^\w.:])t\(\s*`)
+	methodRE     = regexp.MustCompile(`^ngx\.HTTP_([A-Z]+)$`)
 )
+
+// draftCounting drafts APISIX's balancer idiom: optionally one request and
+// a sleep, then N requests to a path, counting bodies (or statuses), the
+// counts printed as [{"count":c,"port":"p"}…].
+func draftCounting(b block, lua string) ([]step, bool) {
+	uri := countURIRE.FindStringSubmatch(lua)
+	loop := countLoopRE.FindStringSubmatch(lua)
+	key := countKeyRE.FindStringSubmatch(lua)
+	rb := b.secs["response_body"]
+	if uri == nil || loop == nil || key == nil || strings.Contains(lua, "t('/apisix/admin") || !strings.HasPrefix(rb, "[") {
+		return nil, false
+	}
+	var steps []step
+	loopAt := strings.Index(lua, loop[0])
+	var headers [][2]string
+	if m := countHdrRE.FindStringSubmatch(lua[loopAt:]); m != nil {
+		for _, kvs := range strings.Split(m[1], ",") {
+			k, v, ok := strings.Cut(kvs, "=")
+			if !ok {
+				return nil, false
+			}
+			k = strings.Trim(strings.TrimSpace(k), `["]`)
+			v, ok = luaString(strings.TrimSpace(v))
+			if !ok {
+				return nil, false
+			}
+			headers = append(headers, [2]string{k, v})
+		}
+	}
+	before := lua[:loopAt]
+	for _, m := range reqHdrRE.FindAllStringSubmatch(before, -1) {
+		headers = append(headers, [2]string{m[1], m[2]})
+	}
+	if strings.Contains(before, "request_uri(uri") {
+		steps = append(steps, step{req: "GET " + uri[1], headers: headers})
+	}
+	if m := countSleepRE.FindAllStringSubmatch(before, -1); m != nil {
+		steps = append(steps, step{sleep: m[len(m)-1][1]})
+	}
+	var counts [][2]string
+	for _, m := range countEntryRE.FindAllStringSubmatch(rb, -1) {
+		counts = append(counts, [2]string{m[2], m[1]})
+	}
+	if len(counts) == 0 {
+		return nil, false
+	}
+	n, _ := strconv.Atoi(loop[1])
+	st := step{req: "GET " + uri[1], headers: headers, count: n, counts: counts, countStatus: key[1] != "res.body"}
+	return append(steps, st), true
+}
 
 // draftLua drafts the lib/test_admin calls of a "location /t" block.
 func draftLua(b block, lua string, review []string) ([]step, []string) {
@@ -805,6 +869,9 @@ func renderStep(s step) *yaml.Node {
 	if s.repeat > 1 {
 		kv(n, "repeat", &yaml.Node{Kind: yaml.ScalarNode, Value: strconv.Itoa(s.repeat)})
 	}
+	if s.count > 0 {
+		kv(n, "count", &yaml.Node{Kind: yaml.ScalarNode, Value: strconv.Itoa(s.count)})
+	}
 	w := &yaml.Node{Kind: yaml.MappingNode}
 	if s.status != "" {
 		kv(w, "status", &yaml.Node{Kind: yaml.ScalarNode, Value: s.status})
@@ -836,6 +903,17 @@ func renderStep(s step) *yaml.Node {
 	}
 	if s.jsonEq != nil {
 		kv(w, "json_eq", literal(*s.jsonEq))
+	}
+	if len(s.counts) > 0 {
+		h := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+		for _, p := range s.counts {
+			h.Content = append(h.Content, str(p[0]), &yaml.Node{Kind: yaml.ScalarNode, Value: p[1]})
+		}
+		key := "counts"
+		if s.countStatus {
+			key = "status_counts"
+		}
+		kv(w, key, h)
 	}
 	if len(s.ne) > 0 {
 		h := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}

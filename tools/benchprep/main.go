@@ -31,7 +31,7 @@ func main() {
 	start := time.Now()
 	tmp := *db + ".tmp"
 	os.RemoveAll(tmp)
-	s, err := pebble.Open(tmp, pebble.Options{})
+	s, err := pebble.Open(tmp, pebble.Options{NoIndex: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func imageConfig(s stamp, arch string) v1.Config {
 		Cmd:          []string{"serve"},
 		Env:          []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		WorkingDir:   "/",
-		ExposedPorts: map[string]struct{}{"8080/tcp": {}, "9080/tcp": {}},
+		ExposedPorts: map[string]struct{}{"8080/tcp": {}, "9080/tcp": {}, "9443/tcp": {}},
 		Volumes:      map[string]struct{}{"/data": {}},
 		Labels:       imageLabels(s),
 	}

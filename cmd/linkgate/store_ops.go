@@ -1,0 +1,307 @@
+//go:build !nopebble
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/linkgate/linkgate/internal/cli"
+	"github.com/linkgate/linkgate/shortener"
+	"github.com/linkgate/linkgate/shortener/pebble"
+)
+
+// A serving pebble store answers backups on a control socket beside its
+// directory (DIR.ctl, mode 0600): `linkgate store backup` asks the server
+// that holds the store for a checkpoint, since no other process may open
+// it.
+
+// controlPath is the control socket of the pebble store in dir.
+func controlPath(dir string) string { return filepath.Clean(dir) + ".ctl" }
+
+// serveControl answers backup requests for s until ctx ends.
+func serveControl(ctx context.Context, logger *slog.Logger, s *pebble.Store) (func(), error) {
+	path := controlPath(s.Dir())
+	os.Remove(path) // a socket a killed server left behind; the store lock says we own it
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /backup", func(w http.ResponseWriter, r *http.Request) {
+		dir := r.FormValue("dir")
+		if !filepath.IsAbs(dir) {
+			http.Error(w, "backup directory must be absolute", http.StatusBadRequest)
+			return
+		}
+		start := time.Now()
+		if err := s.Backup(dir); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		logger.Info("store backed up", "to", dir, "duration", time.Since(start))
+		fmt.Fprintf(w, "backup of %s written to %s in %v\n", s.Dir(), dir, time.Since(start).Round(time.Millisecond))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return func() { srv.Close(); os.Remove(path) }, nil
+}
+
+// askBackup asks the server holding the store in dir for a backup into
+// to; ok=false when no server answers on the control socket.
+func askBackup(ctx context.Context, dir, to string, out io.Writer) (ok bool, err error) {
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", controlPath(dir))
+	}}}
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://store/backup", strings.NewReader("dir="+urlQueryEscape(to)))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := c.Do(req)
+	if err != nil {
+		return false, nil // nobody serves it
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode != 200 {
+		return true, fmt.Errorf("backup by the serving process: %s", strings.TrimSpace(string(b)))
+	}
+	out.Write(b)
+	return true, nil
+}
+
+func urlQueryEscape(s string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_./", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+func runStoreBackup(ctx context.Context, args []string, env cli.Env) error {
+	fs := cli.NewFlagSet("store backup", "linkgate store backup [--store pebble:DIR] BACKUP_DIR",
+		`Write a consistent copy of the embedded store into BACKUP_DIR (which must
+not exist), while linkgate serve keeps serving it (it answers on the
+store's control socket, DIR.ctl), or directly when nothing serves it. The
+copy is a pebble checkpoint: it opens as a store (restore it with
+'linkgate store restore', or serve it with --store pebble:BACKUP_DIR).`, env.Stderr)
+	store := fs.String("store", "pebble:data/links", "the `STORE` to back up: pebble:DIR")
+	if err := cli.Parse(fs, args, env.Getenv); err != nil {
+		return err
+	}
+	dir, ok := strings.CutPrefix(*store, "pebble:")
+	if !ok || dir == "" || fs.NArg() != 1 {
+		return cli.Usagef("store backup: want [--store pebble:DIR] BACKUP_DIR")
+	}
+	to, err := filepath.Abs(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(to); err == nil {
+		return fmt.Errorf("store backup: %s exists", to)
+	}
+	if asked, err := askBackup(ctx, dir, to, env.Stdout); asked {
+		return err
+	}
+	s, err := pebble.Open(dir, pebble.Options{NoIndex: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := s.Backup(to); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "backup of %s written to %s\n", dir, to)
+	return nil
+}
+
+func runStoreRestore(ctx context.Context, args []string, env cli.Env) error {
+	fs := cli.NewFlagSet("store restore", "linkgate store restore [--store pebble:DIR] [--replace] BACKUP_DIR",
+		`Put a backup (from 'linkgate store backup') in place as the store. The
+server must be stopped. The backup is copied (it stays as it is), checked
+by opening the copy, and renamed into place; with --replace an existing
+store is moved aside to DIR.before-restore-TIME first.`, env.Stderr)
+	store := fs.String("store", "pebble:data/links", "the `STORE` to restore: pebble:DIR")
+	replace := fs.Bool("replace", false, "move an existing store aside instead of refusing")
+	if err := cli.Parse(fs, args, env.Getenv); err != nil {
+		return err
+	}
+	dir, ok := strings.CutPrefix(*store, "pebble:")
+	if !ok || dir == "" || fs.NArg() != 1 {
+		return cli.Usagef("store restore: want [--store pebble:DIR] [--replace] BACKUP_DIR")
+	}
+	from := fs.Arg(0)
+	_, err := os.Stat(dir)
+	exists := err == nil
+	if exists && !*replace {
+		return fmt.Errorf("store restore: %s exists (stop the server; --replace moves it aside)", dir)
+	}
+	tmp := filepath.Clean(dir) + ".restoring"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	if err := os.CopyFS(tmp, os.DirFS(from)); err != nil {
+		return fmt.Errorf("store restore: copy %s: %w", from, err)
+	}
+	s, err := pebble.Open(tmp, pebble.Options{NoIndex: true})
+	if err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("store restore: %s is not a usable backup: %w", from, err)
+	}
+	n := 0
+	err = s.ExportRecords(ctx, func(shortener.LinkRecord) error { n++; return nil })
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("store restore: %s: %w", from, err)
+	}
+	if exists {
+		aside := fmt.Sprintf("%s.before-restore-%s", filepath.Clean(dir), time.Now().UTC().Format("20060102T150405Z"))
+		// The server must be stopped: its lock file says whether it is.
+		if l, err := pebble.Open(dir, pebble.Options{NoIndex: true}); err != nil {
+			os.RemoveAll(tmp)
+			return fmt.Errorf("store restore: %w", err)
+		} else {
+			l.Close()
+		}
+		if err := os.Rename(dir, aside); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "the store that was there is in %s\n", aside)
+	}
+	if err := renameDurably(tmp, dir); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "restored %s into %s: %d links\n", from, dir, n)
+	return nil
+}
+
+// Export and import formats. JSON Lines carries every field and the
+// statistics; CSV carries the link's fields and the totals.
+var csvHeader = []string{"id", "url", "created_at", "expires_at", "max_visits", "visits", "total", "bots"}
+
+// recordJSON is one line of the JSON Lines format.
+type recordJSON struct {
+	ID        string                `json:"id"`
+	URL       string                `json:"url"`
+	CreatedAt *time.Time            `json:"created_at,omitempty"`
+	ExpiresAt *time.Time            `json:"expires_at,omitempty"`
+	MaxVisits int64                 `json:"max_visits,omitempty"`
+	Visits    int64                 `json:"visits,omitempty"` // counted before statistics were kept
+	Stats     *shortener.VisitStats `json:"stats,omitempty"`
+}
+
+func toJSON(r shortener.LinkRecord) recordJSON {
+	j := recordJSON{ID: r.Link.ID, URL: r.Link.URL, MaxVisits: r.Link.MaxVisits, Visits: r.Link.Visits}
+	if !r.Link.CreatedAt.IsZero() {
+		j.CreatedAt = &r.Link.CreatedAt
+	}
+	if !r.Link.ExpiresAt.IsZero() {
+		j.ExpiresAt = &r.Link.ExpiresAt
+	}
+	if r.Stats.Total != 0 || r.Stats.Bots != 0 || len(r.Stats.Days) > 0 {
+		j.Stats = &r.Stats
+	}
+	return j
+}
+
+func (j recordJSON) record() shortener.LinkRecord {
+	r := shortener.LinkRecord{Link: shortener.Link{ID: j.ID, URL: j.URL, MaxVisits: j.MaxVisits, Visits: j.Visits}}
+	if j.CreatedAt != nil {
+		r.Link.CreatedAt = j.CreatedAt.UTC().Truncate(time.Second)
+	}
+	if j.ExpiresAt != nil {
+		r.Link.ExpiresAt = j.ExpiresAt.UTC().Truncate(time.Second)
+	}
+	if j.Stats != nil {
+		r.Stats = *j.Stats
+	}
+	return r
+}
+
+func runStoreExport(ctx context.Context, args []string, env cli.Env) error {
+	fs := cli.NewFlagSet("store export", "linkgate store export [--store STORE] [--format jsonl|csv] [-o FILE]",
+		`Write every link with its visit statistics: JSON Lines (every field and
+the statistics, what 'linkgate store import' reads back) or CSV (the link's
+fields and visit totals). A pebble store served by a running server is
+locked: export a backup of it (linkgate store backup, then --store
+pebble:BACKUP_DIR).`, env.Stderr)
+	store := fs.String("store", "pebble:data/links", "the `STORE`: pebble:DIR or dynamodb:TABLE")
+	format := fs.String("format", "jsonl", "jsonl or csv")
+	out := fs.String("o", "-", "output `file` (- for stdout)")
+	if err := cli.Parse(fs, args, env.Getenv); err != nil {
+		return err
+	}
+	if *format != "jsonl" && *format != "csv" || fs.NArg() > 0 {
+		return cli.Usagef("store export: --format jsonl or csv, no arguments")
+	}
+	s, err := openRecordStore(ctx, *store)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	w := env.Stdout
+	if *out != "-" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	n := 0
+	var cw *csv.Writer
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	if *format == "csv" {
+		cw = csv.NewWriter(bw)
+		cw.Write(csvHeader)
+	}
+	err = s.(shortener.RecordStore).ExportRecords(ctx, func(r shortener.LinkRecord) error {
+		n++
+		if cw != nil {
+			return cw.Write([]string{r.Link.ID, r.Link.URL, csvTime(r.Link.CreatedAt), csvTime(r.Link.ExpiresAt),
+				strconv.FormatInt(r.Link.MaxVisits, 10), strconv.FormatInt(r.Link.Visits, 10),
+				strconv.FormatInt(r.Stats.Total, 10), strconv.FormatInt(r.Stats.Bots, 10)})
+		}
+		return enc.Encode(toJSON(r))
+	})
+	if cw != nil {
+		cw.Flush()
+		err = errors.Join(err, cw.Error())
+	}
+	if err = errors.Join(err, bw.Flush()); err != nil {
+		return fmt.Errorf("store export: %w", err)
+	}
+	fmt.Fprintf(env.Stderr, "exported %d links\n", n)
+	return nil
+}
+
+func csvTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linkgate/linkgate/internal/syncbuf"
+	"github.com/linkgate/linkgate/shortener"
+	"github.com/linkgate/linkgate/shortener/bolt/bolttest"
+)
+
+// runCmd runs linkgate with args and stdin, and returns stdout, stderr
+// and the error.
+func runCmd(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut syncbuf.Buffer
+	err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(stdin), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// Each importer reads a sample in its project's format: the valid lines
+// are imported with their URL, time and visit count, the others reported
+// by line, and a second run changes nothing.
+func TestStoreImportFormats(t *testing.T) {
+	ts := func(s string) time.Time { t, _ := time.Parse(time.RFC3339, s); return t.UTC() }
+	tests := []struct {
+		format, file string
+		counts       string                    // the summary of the first run
+		bad          []string                  // per-line reports it must contain
+		want         map[string]shortener.Link // some of the links
+	}{
+		{"yourls", "yourls.csv", "2 imported, 0 already there, 0 conflicting, 2 bad lines",
+			[]string{"line 4: id \"bad key\"", "line 5: nourl: URL"},
+			map[string]shortener.Link{"ozh": {URL: "https://ozh.org/", CreatedAt: ts("2009-06-14T16:39:19Z"), Visits: 42}}},
+		{"yourls-sql", "yourls.sql", "3 imported, 0 already there, 0 conflicting, 1 bad lines",
+			[]string{"line 20: id \"b@d\""},
+			map[string]shortener.Link{"yourls": {URL: "https://yourls.org/?a=1&b='2'", CreatedAt: ts("2009-06-14T16:39:20Z"), Visits: 7},
+				"with-nl": {URL: "https://example.com/x", CreatedAt: ts("2021-03-04T05:06:07Z")}}},
+		{"kutt", "kutt.json", "2 imported, 0 already there, 0 conflicting, 1 bad lines",
+			[]string{"line 3: time \"not a date\""},
+			map[string]shortener.Link{"gh": {URL: "https://github.com/thedevs-network/kutt", CreatedAt: ts("2024-01-15T09:30:00Z"), Visits: 12},
+				"soon": {URL: "https://example.com/soon", CreatedAt: ts("2024-02-01T00:00:00Z"), ExpiresAt: ts("2030-02-01T00:00:00Z")}}},
+		{"shlink", "shlink.csv", "2 imported, 0 already there, 0 conflicting, 1 bad lines",
+			[]string{"line 4: id \"\""},
+			map[string]shortener.Link{"abc123": {URL: "https://shlink.io/documentation/", CreatedAt: ts("2023-05-02T08:11:12Z"), Visits: 31}}},
+		{"bitly", "bitly.csv", "2 imported, 0 already there, 0 conflicting, 0 bad lines", nil,
+			map[string]shortener.Link{"3xYzAbC": {URL: "https://www.example.com/landing?x=1", CreatedAt: ts("2022-11-05T14:22:01Z"), Visits: 128}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.format, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "links")
+			file := filepath.Join("testdata", "import", tt.file)
+			out, errOut, err := runCmd(t, "", "store", "import", "--store", "pebble:"+dir, "--format", tt.format, file)
+			if !strings.Contains(out, tt.counts) {
+				t.Fatalf("summary %q, want %q (err %v)\n%s", out, tt.counts, err, errOut)
+			}
+			if (err != nil) != (len(tt.bad) > 0) {
+				t.Errorf("error %v with %d bad lines", err, len(tt.bad))
+			}
+			for _, b := range tt.bad {
+				if !strings.Contains(errOut, b) {
+					t.Errorf("stderr lacks %q:\n%s", b, errOut)
+				}
+			}
+			got := map[string]shortener.Link{}
+			for _, r := range exportAll(t, dir) {
+				got[r.Link.ID] = r.Link
+			}
+			for id, w := range tt.want {
+				w.ID = id
+				if g := got[id]; g.URL != w.URL || !g.CreatedAt.Equal(w.CreatedAt) || !g.ExpiresAt.Equal(w.ExpiresAt) || g.Visits != w.Visits {
+					t.Errorf("%s: got %+v, want %+v", id, g, w)
+				}
+			}
+			out, _, _ = runCmd(t, "", "store", "import", "--store", "pebble:"+dir, "--format", tt.format, file)
+			if !strings.Contains(out, "0 imported, "+strings.Fields(tt.counts)[0]+" already there") {
+				t.Errorf("second run: %q", out)
+			}
+		})
+	}
+}
+
+// Export and import in JSON Lines carry every field and the statistics;
+// a conflicting line is reported and changes nothing; CSV export has the
+// totals.
+func TestStoreExportImportRoundTrip(t *testing.T) {
+	old, want := bolttest.Fixture(t)
+	src := filepath.Join(t.TempDir(), "src")
+	if _, _, err := runCmd(t, "", "store", "migrate", "--from", "bolt:"+old, "--to", "pebble:"+src); err != nil {
+		t.Fatal(err)
+	}
+	jsonl, _, err := runCmd(t, "", "store", "export", "--store", "pebble:"+src)
+	if err != nil || strings.Count(jsonl, "\n") != len(want) {
+		t.Fatalf("export: %v, %d lines", err, strings.Count(jsonl, "\n"))
+	}
+	dst := filepath.Join(t.TempDir(), "dst")
+	if out, errOut, err := runCmd(t, jsonl, "store", "import", "--store", "pebble:"+dst); err != nil {
+		t.Fatalf("import: %v %s %s", err, out, errOut)
+	}
+	wantRecords(t, exportAll(t, dst), want)
+	changed := strings.Replace(jsonl, "https://fixture.example/late/3", "https://other.example/", 1) + "not json\n"
+	out, errOut, err := runCmd(t, changed, "store", "import", "--store", "pebble:"+dst)
+	if err == nil || !strings.Contains(out, "0 imported, 47 already there, 1 conflicting, 1 bad lines") ||
+		!strings.Contains(errOut, "conflict: late03") || !strings.Contains(errOut, "line 49:") {
+		t.Errorf("import with a conflict: %v\n%s\n%s", err, out, errOut)
+	}
+	wantRecords(t, exportAll(t, dst), want)
+	csvOut, _, err := runCmd(t, "", "store", "export", "--store", "pebble:"+src, "--format", "csv")
+	if err != nil || !strings.HasPrefix(csvOut, "id,url,created_at,expires_at,max_visits,visits,total,bots\n") || !strings.Contains(csvOut, "\nfix000,") {
+		t.Errorf("CSV export: %v\n%.300s", err, csvOut)
+	}
+}
+
+// A backup taken while the server serves the store (through its control
+// socket) is consistent and restores into a store that serves it.
+func TestStoreBackupWhileServingAndRestore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "links")
+	s := startServe(t, nil, "--store", "pebble:"+dir)
+	id := shorten(t, s.URL, "https://backup.example/")
+	backup := filepath.Join(t.TempDir(), "backup")
+	out, errOut, err := runCmd(t, "", "store", "backup", "--store", "pebble:"+dir, backup)
+	if err != nil || !strings.Contains(out, "written to "+backup) {
+		t.Fatalf("backup while serving: %v\n%s%s", err, out, errOut)
+	}
+	if _, _, err := runCmd(t, "", "store", "restore", "--store", "pebble:"+dir, backup); err == nil {
+		t.Error("restore over a served store succeeded")
+	}
+	s.stop(t)
+	if out, errOut, err := runCmd(t, "", "store", "restore", "--store", "pebble:"+dir, "--replace", backup); err != nil ||
+		!strings.Contains(out, "restored") || !strings.Contains(out, "1 links") {
+		t.Fatalf("restore: %v\n%s%s", err, out, errOut)
+	}
+	if m, _ := filepath.Glob(dir + ".before-restore-*"); len(m) != 1 {
+		t.Errorf("the replaced store was not kept aside: %v", m)
+	}
+	if _, err := os.Stat(filepath.Join(backup, "OPTIONS-000003")); err != nil {
+		if m, _ := filepath.Glob(filepath.Join(backup, "OPTIONS-*")); len(m) == 0 {
+			t.Error("the backup was changed by the restore")
+		}
+	}
+	s = startServe(t, nil, "--store", "pebble:"+dir)
+	if status, _, _ := call(t, "GET", s.URL+"/getFullURL/"+id, ""); status != 200 {
+		t.Errorf("restored link: %d", status)
+	}
+}
+
+// FuzzReadImport: no input makes an importer panic or hand out a record
+// that is not a valid link.
+func FuzzReadImport(f *testing.F) {
+	for i, name := range []string{"yourls.csv", "yourls.sql", "kutt.json", "shlink.csv", "bitly.csv"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "import", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint8(i), b)
+	}
+	f.Add(uint8(5), []byte(`{"id":"a","url":"https://a.example/","stats":{"Total":3}}`+"\n"))
+	formats := []string{"yourls", "yourls-sql", "kutt", "shlink", "bitly", "jsonl", "csv"}
+	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
+		readImport(formats[int(which)%len(formats)], strings.NewReader(string(b)), func(l importLine) error {
+			if l.Err == nil && checkLink(&l.Rec.Link) != nil {
+				t.Fatalf("line %d: invalid record %+v without an error", l.Line, l.Rec)
+			}
+			return nil
+		})
+	})
+}

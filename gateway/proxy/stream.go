@@ -1,0 +1,181 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/internal/deadline"
+)
+
+// Streaming. A request or response body up to bufferedBodyMax with a
+// known length is read whole, as before: one write upstream, retries on
+// another node possible, and body filters (response-rewrite's body, gzip)
+// see it all. Larger bodies, and bodies of unknown length (chunked, or
+// until the upstream closes), stream through with bounded memory: the
+// upstream's answer is passed on as it arrives, read by read (server-sent
+// events reach the client as the upstream sends them), and an upload goes
+// upstream as the client sends it. A route whose plugins need the whole
+// response body (a gateway.BodyFilter or BodyEncoder) still has it
+// buffered, up to maxResponseBytes.
+//
+// While a body streams, each read and write of it gets its own timeout
+// (nginx's client_body_timeout, send_timeout and proxy_read_timeout)
+// instead of one over the whole request.
+const bufferedBodyMax = 64 << 10
+
+// prepareBody decides how a request body that fasthttp (or the HTTP/2
+// server) left as a stream goes upstream: read whole when its length is
+// known and small, else streamed, within MaxBodySize. false: answered 413.
+func (g *Gateway) prepareBody(rc *reqCtx, ex *exchange) bool {
+	req := &rc.fc.Request
+	cl := req.Header.ContentLength()
+	limit := int64(g.opts.MaxBodySize)
+	if limit > 0 && int64(cl) > limit {
+		rc.reply(gateway.Reply{Status: http.StatusRequestEntityTooLarge})
+		rc.fc.SetConnectionClose()
+		return false
+	}
+	if cl >= 0 && cl <= bufferedBodyMax {
+		req.Body() // reads the stream whole: the buffered path, retries allowed
+		return true
+	}
+	ex.rb = &reqBody{r: req.BodyStream(), limit: limit}
+	req.SetBodyStream(ex.rb, cl)
+	g.streamTimeouts(rc)
+	return true
+}
+
+// streamTimeouts gives each read and write of the client connection its
+// own timeout while a body streams through it (HTTP/1.1; HTTP/2 streams
+// have net/http's).
+func (g *Gateway) streamTimeouts(rc *reqCtx) {
+	if rc.h2 {
+		return
+	}
+	if dc := deadline.Unwrap(rc.fc.Conn()); dc != nil {
+		dc.SetCallTimeouts(g.opts.ReadTimeout, g.opts.WriteTimeout)
+	}
+}
+
+// errBodyTooLarge ends a streamed upload past MaxBodySize.
+var errBodyTooLarge = errors.New("request body larger than the limit")
+
+// reqBody is a streamed request body on its way upstream: it counts what
+// was read (a retry is only possible before anything was), and stops at
+// the size limit.
+type reqBody struct {
+	r     io.Reader
+	n     int64
+	limit int64 // 0: none
+}
+
+func (b *reqBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	if b.limit > 0 && b.n > b.limit {
+		return n, errBodyTooLarge
+	}
+	return n, err
+}
+
+// upstreamBody is an upstream response body streamed to the client. It
+// owns the upstream connection until the body ends: Close gives it back
+// to its pool when the body was read to its end on a reusable connection,
+// and closes it otherwise (a client gone mid-body). done runs once, at
+// Close: the request's log phase and release.
+type upstreamBody struct {
+	p      *nodePool
+	uc     *upConn
+	r      io.Reader
+	keep   bool // the connection may serve another request once the body ends
+	eof    bool
+	n      int64
+	done   func(b *upstreamBody)
+	closed bool
+}
+
+// streamBody sets up the stream of a response whose header was read from
+// uc: Content-Length bytes, chunks, or everything until the upstream
+// closes.
+func (p *nodePool) streamBody(uc *upConn, resp *fasthttp.Response, keep bool) *upstreamBody {
+	b := &upstreamBody{p: p, uc: uc, keep: keep}
+	switch cl := resp.Header.ContentLength(); {
+	case cl >= 0:
+		b.r = io.LimitReader(uc.br, int64(cl))
+	case cl == -1:
+		b.r = &chunkedBody{br: uc.br, r: httputil.NewChunkedReader(uc.br)}
+	default: // -2: the body ends when the upstream closes the connection
+		b.r, b.keep = uc.br, false
+	}
+	return b
+}
+
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	if b.uc == nil {
+		return 0, io.ErrClosedPipe
+	}
+	if b.eof {
+		return 0, io.EOF
+	}
+	b.uc.dc.SetReadTimeout(b.p.read) // between two reads, as proxy_read_timeout
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	if err == io.EOF {
+		b.eof = true
+	}
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("upstream body: %w", err)
+	}
+	return n, err
+}
+
+// Close releases the upstream connection and runs done.
+func (b *upstreamBody) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	if uc := b.uc; uc != nil {
+		b.uc = nil
+		if b.eof && b.keep {
+			b.p.put(uc, time.Now())
+		} else {
+			b.p.discard(uc)
+		}
+	}
+	if b.done != nil {
+		b.done(b)
+	}
+	return nil
+}
+
+// chunkedBody decodes a chunked body and, at its end, reads the trailer
+// section (dropped) so that the connection is at the next response.
+type chunkedBody struct {
+	br *bufio.Reader
+	r  io.Reader
+}
+
+func (c *chunkedBody) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err == io.EOF {
+		for {
+			line, rerr := c.br.ReadSlice('\n')
+			if rerr != nil {
+				return n, fmt.Errorf("chunked trailer: %w", rerr)
+			}
+			if len(line) <= 2 && (len(line) == 1 || line[0] == '\r') {
+				break
+			}
+		}
+	}
+	return n, err
+}

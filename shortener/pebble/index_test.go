@@ -1,0 +1,98 @@
+//go:build linux
+
+package pebble
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+// The read index against a map: random puts, replacements and deletes,
+// through table growth, tombstones and arena compactions (small chunks),
+// with concurrent readers that never see a torn or foreign value.
+func TestIndexModel(t *testing.T) {
+	old := chunkShift
+	chunkShift = 12 // 4 KiB chunks: many chunks, compactions early
+	defer func() { chunkShift = old }()
+	for _, dir := range []string{"", t.TempDir()} {
+		ix, err := newIndex(dir, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := map[string]string{}
+		rng := rand.New(rand.NewPCG(1, uint64(len(dir))))
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for r := range 2 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					id := fmt.Sprintf("id%05d", (i*7+r)%3000)
+					if v := ix.get([]byte(id)); v != nil && string(v[:len(id)]) != id {
+						t.Errorf("get(%s) = %q: another id's value", id, v)
+						return
+					}
+				}
+			})
+		}
+		for i := range 60000 {
+			id := fmt.Sprintf("id%05d", rng.IntN(3000))
+			switch rng.IntN(4) {
+			case 0:
+				ix.delete([]byte(id))
+				delete(model, id)
+			default:
+				v := fmt.Sprintf("%s=%d%s", id, i, string(make([]byte, rng.IntN(200))))
+				if err := ix.put([]byte(id), []byte(v)); err != nil {
+					t.Fatal(err)
+				}
+				model[id] = v
+			}
+		}
+		close(stop)
+		wg.Wait()
+		for i := range 3000 {
+			id := fmt.Sprintf("id%05d", i)
+			got := ix.get([]byte(id))
+			want, ok := model[id]
+			if ok != (got != nil) || ok && string(got) != want {
+				t.Fatalf("get(%s) = %q, want %q (present %v)", id, got, want, ok)
+			}
+		}
+		if ix.n != len(model) {
+			t.Errorf("%d live entries counted, model has %d", ix.n, len(model))
+		}
+		if len(ix.retired) == 0 {
+			t.Error("no compaction ran")
+		}
+		ix.close()
+	}
+}
+
+// BenchmarkIndexGet: a lookup among a million ids, in random order.
+func BenchmarkIndexGet(b *testing.B) {
+	ix, err := newIndex("", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ix.close()
+	ids := make([][]byte, 1_000_000)
+	for i := range ids {
+		ids[i] = fmt.Appendf(nil, "%010d", rand.Int64N(1e10))
+		ix.put(ids[i], []byte("https://www.example.com/articles/2026/0000000/a-typical-path?utm_source=x"))
+	}
+	perm := rand.Perm(len(ids))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if ix.get(ids[perm[i%len(perm)]]) == nil {
+			b.Fatal("missing")
+		}
+	}
+}
