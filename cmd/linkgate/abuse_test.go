@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -85,8 +87,18 @@ func TestKeysCommandAndCreateAccess(t *testing.T) {
 	if err := run(t.Context(), []string{"keys", "--store", "pebble:" + dir, "list"}, env, strings.NewReader(""), &out, &errOut); err != nil || !strings.Contains(out.String(), " ci ") || strings.Contains(out.String(), "lgk_") {
 		t.Fatalf("keys list: %v %q", err, out.String())
 	}
-	if err := run(t.Context(), []string{"keys", "--store", "pebble:" + dir, "create", "--name", "x", "--scopes", "links:everything"}, env, strings.NewReader(""), &out, &errOut); err == nil {
+	if err := run(t.Context(), []string{"keys", "create", "--store", "pebble:" + dir, "--name", "x", "--scopes", "links:everything"}, env, strings.NewReader(""), &out, &errOut); err == nil {
 		t.Error("a key with an unknown scope was created")
+	}
+	// --help of a subcommand prints its usage and opens no store.
+	untouched := filepath.Join(t.TempDir(), "untouched")
+	for _, sub := range []string{"list", "revoke", "create"} {
+		if err := run(t.Context(), []string{"keys", sub, "--store", "pebble:" + untouched, "--help"}, env, strings.NewReader(""), &out, &errOut); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("keys %s --help: %v", sub, err)
+		}
+	}
+	if _, err := os.Stat(untouched); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("keys … --help opened the store: %v", err)
 	}
 	s := startServe(t, nil, "--store", "pebble:"+dir, "--create-access", "key")
 	body := `{"url":"https://example.com/k"}`

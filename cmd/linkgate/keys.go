@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -41,6 +42,13 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 	if len(rest) > 0 {
 		rest = rest[1:]
 	}
+	// Each subcommand parses its own flags (--help among them) before the
+	// store is opened; --store may come before or after the subcommand.
+	subFlags := func(synopsis string) *flag.FlagSet {
+		sfs := cli.NewFlagSet("keys "+sub, synopsis, keysHelp, env.Stderr)
+		sfs.StringVar(store, "store", *store, "the link store: pebble:DIR or dynamodb:TABLE")
+		return sfs
+	}
 	open := func() (shortener.KeyStore, func() error, error) {
 		s, err := openRecordStore(ctx, *store)
 		if err != nil {
@@ -55,7 +63,7 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 	}
 	switch sub {
 	case "create":
-		cfs := cli.NewFlagSet("keys create", "linkgate keys create --name NAME --scopes SCOPE,…", keysHelp, env.Stderr)
+		cfs := subFlags("linkgate keys create --name NAME --scopes SCOPE,…")
 		name := cfs.String("name", "", "a `label` for people (\"ci\", \"marketing site\")")
 		var scopes cli.ListFlag
 		cfs.Var(&scopes, "scopes", "comma-separated `scopes`")
@@ -82,6 +90,13 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 		fmt.Fprintln(env.Stderr, "The token above is shown only now: keep it.")
 		return nil
 	case "list":
+		lfs := subFlags("linkgate keys list")
+		if err := cli.Parse(lfs, rest, env.Getenv); err != nil {
+			return err
+		}
+		if lfs.NArg() != 0 {
+			return cli.Usagef("keys list: unexpected arguments %q", lfs.Args())
+		}
 		ks, closeStore, err := open()
 		if err != nil {
 			return err
@@ -102,18 +117,23 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 		}
 		return w.Flush()
 	case "revoke":
-		if len(rest) != 1 {
+		rfs := subFlags("linkgate keys revoke ID")
+		if err := cli.Parse(rfs, rest, env.Getenv); err != nil {
+			return err
+		}
+		if rfs.NArg() != 1 {
 			return cli.Usagef("keys revoke: want the key's ID")
 		}
+		id := rfs.Arg(0)
 		ks, closeStore, err := open()
 		if err != nil {
 			return err
 		}
 		defer closeStore()
-		if err := ks.DeleteKey(ctx, rest[0]); err != nil {
-			return fmt.Errorf("keys revoke %s: %w", rest[0], err)
+		if err := ks.DeleteKey(ctx, id); err != nil {
+			return fmt.Errorf("keys revoke %s: %w", id, err)
 		}
-		fmt.Fprintf(env.Stdout, "key %s revoked\n", rest[0])
+		fmt.Fprintf(env.Stdout, "key %s revoked\n", id)
 		return nil
 	case "":
 		fs.Usage()
