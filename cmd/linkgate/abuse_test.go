@@ -124,3 +124,24 @@ func TestLoopbackAddr(t *testing.T) {
 		}
 	}
 }
+
+// --domain: requests must name a configured domain; links to any of them
+// are refused as self-references.
+func TestServeDomains(t *testing.T) {
+	s := startServe(t, nil, "--domain", "sho.rt", "--domain", "http://go.example.com:8080")
+	status, _, body := call(t, "POST", s.URL+"/api/v1/links", `{"url":"https://example.com/d"}`, "Host", "go.example.com:8080")
+	if status != 201 || !strings.Contains(body, `"short_url":"http://go.example.com:8080/`) {
+		t.Errorf("create on a domain: %d %s", status, body)
+	}
+	if status, _, body := call(t, "POST", s.URL+"/shortenURL", `{"OriginalURL":"https://example.com/d"}`, "Host", "evil.example"); status != 421 {
+		t.Errorf("create with an unknown Host: %d %s", status, body)
+	}
+	for _, target := range []string{"https://sho.rt/x", "https://GO.example.com/y", "http://sho.rt./z"} {
+		if status, _, body := call(t, "POST", s.URL+"/api/v1/links", `{"url":"`+target+`"}`, "Host", "sho.rt"); status != 400 || !strings.Contains(body, "self_reference") {
+			t.Errorf("link to %s: %d %s", target, status, body)
+		}
+	}
+	if status, _, _ := call(t, "GET", s.URL+"/healthz", ""); status != 200 {
+		t.Errorf("healthz with the listener's address as Host: %d", status)
+	}
+}

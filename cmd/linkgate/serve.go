@@ -123,6 +123,7 @@ func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat strin
 	fs.DurationVar(&c.cacheTTL, "cache-ttl", time.Minute, "how long a link is served from the read cache (the staleness bound across instances)")
 	fs.DurationVar(&c.cacheNegTTL, "cache-negative-ttl", time.Second, "how long the read cache remembers an unknown id (0: not at all; at most --cache-ttl)")
 	fs.StringVar(&c.api.PublicURL, "public-url", "", "base `URL` of returned short links, e.g. https://sho.rt (default: http://<request Host>)")
+	fs.Var(domainsFlag{&c.api.Domains}, "domain", "a short-link `domain` this server answers for: sho.rt (https) or http(s)://host[:port]; repeat it or give a comma-separated list. Set, any other Host gets 421 (probes excepted) and links start with the domain asked for; instead of --public-url")
 	fs.IntVar(&c.api.RedirectStatus, "redirect-status", 302, "redirect status: 301, 302, 307 or 308")
 	fs.StringVar(&c.api.AdminKey, "admin-key", "", "`key` for the admin routes (list, delete); empty: they answer 403")
 	fs.IntVar(&c.maxURLLength, "max-url-length", shortener.DefaultMaxURLLength, "longest target URL accepted, in `bytes`")
@@ -375,6 +376,13 @@ func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Sto
 		u, _ := url.Parse(c.api.PublicURL) // validated
 		policy.SelfHosts = []string{u.Hostname()}
 	}
+	for _, d := range c.api.Domains {
+		if !strings.Contains(d, "://") {
+			d = "https://" + d
+		}
+		u, _ := url.Parse(d) // validated
+		policy.SelfHosts = append(policy.SelfHosts, u.Hostname())
+	}
 	proxies, err := trustedProxies(c.trustedProxies, c.awsIPRanges)
 	if err != nil {
 		return nil, err
@@ -519,5 +527,24 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 		logger.Warn("serve", "error", err)
 	}
 	logger.Info("stopped")
+	return nil
+}
+
+// domainsFlag is --domain: repeated, or a comma-separated list, appended.
+type domainsFlag struct{ d *[]string }
+
+func (f domainsFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return strings.Join(*f.d, ",")
+}
+
+func (f domainsFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*f.d = append(*f.d, s)
+		}
+	}
 	return nil
 }
