@@ -761,8 +761,9 @@ func (w *worker) closeConn(c *conn) {
 }
 
 // finish records what the end of the run cut off: requests in flight and,
-// on a constant-rate schedule, requests planned but not yet sent because
-// their connection was busy. Then it closes the connections.
+// on a constant-rate schedule, requests planned but not yet sent, because
+// their connection was busy or because the generator was late (then its
+// lag is recorded too). Then it closes the connections.
 func (w *worker) finish() {
 	end := w.end
 	for _, c := range w.conns {
@@ -770,6 +771,10 @@ func (w *worker) finish() {
 		if inFlight && c.planned >= w.warm {
 			w.rec.latencies(end-c.planned, end-c.sent, end-w.warm)
 			w.rec.inFlight++
+		}
+		free := c.state == csIdle || c.state == csClosed
+		if due := max(c.planned, c.ready); w.rate > 0 && free && c.planned >= w.warm && due < end {
+			w.rec.lateAtEnd(due, end)
 		}
 		if w.rate > 0 {
 			seq := c.seq

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"runtime"
 	"strings"
@@ -13,23 +14,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/linkgate/linkgate/bench"
 	"github.com/linkgate/linkgate/internal/testdep"
 )
-
-func skipTiming(t *testing.T) {
-	t.Helper()
-	if testdep.Race {
-		t.Skip("timing measurement: runs in the test command's no-race pass")
-	}
-}
 
 func TestClosedLoop(t *testing.T) {
 	t.Parallel()
 	var served atomic.Int64
 	u := serve(t, func(w http.ResponseWriter, r *http.Request) { served.Add(1); w.Write([]byte("ok")) })
-	res := run(t, config(u, 2, 4, 300*time.Millisecond, 0))
-	if res.Requests < 100 || res.Errors.Total() != 0 {
+	c := config(u, 2, 4, time.Minute, 0)
+	c.Requests = 200 // the run ends on a count, not on the clock
+	res := run(t, c)
+	if res.Requests != 200 || res.Errors.Total() != 0 {
 		t.Fatalf("requests %d errors %+v", res.Requests, res.Errors)
 	}
 	// Every counted response was really served (the target may have served
@@ -56,10 +54,13 @@ func TestRequestsStopsTheRun(t *testing.T) {
 	}
 }
 
-// A target answering after a fixed delay: corrected and uncorrected p50
-// both show the delay, and agree.
+// A target answering after a fixed delay: both latencies show at least
+// the delay, the corrected one never less than the uncorrected, and every
+// request planned in the window is in the histograms exactly once, however
+// late the machine ran it. (How closely they agree is a timing figure:
+// BenchmarkPacing.)
 func TestFixedDelay(t *testing.T) {
-	skipTiming(t)
+	t.Parallel()
 	const delay = 20 * time.Millisecond
 	u := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(delay)
@@ -68,16 +69,82 @@ func TestFixedDelay(t *testing.T) {
 	res := run(t, config(u, 1, 20, time.Second, 200))
 	c50, u50 := ms(res.Latency.ValueAtPercentile(50)), ms(res.Uncorrected.ValueAtPercentile(50))
 	t.Logf("corrected p50 %v, uncorrected p50 %v", c50, u50)
-	for _, v := range []time.Duration{c50, u50} {
-		if v < delay || v > delay+5*time.Millisecond {
-			t.Errorf("p50 %v, want the delay %v (+ at most 5 ms)", v, delay)
-		}
+	if u50 < delay || c50 < u50 {
+		t.Errorf("p50 corrected %v, uncorrected %v: want the delay %v ≤ uncorrected ≤ corrected", c50, u50, delay)
 	}
-	if d := c50 - u50; d < 0 || d > time.Millisecond {
-		t.Errorf("corrected p50 %v and uncorrected %v differ by %v", c50, u50, d)
+	if n := res.Latency.TotalCount(); n != 200 || n != res.Uncorrected.TotalCount()+res.UnsentAtEnd {
+		t.Errorf("%d corrected latencies, %d uncorrected, %d unsent; want the 200 planned", n, res.Uncorrected.TotalCount(), res.UnsentAtEnd)
 	}
 	if res.Errors.Total() != 0 {
 		t.Errorf("errors %+v", res.Errors)
+	}
+}
+
+// stallingRequester stops the generator's thread once, for stall, when it
+// builds request number at, and notes when.
+type stallingRequester struct {
+	req   []byte
+	n, at int
+	stall time.Duration
+	began time.Time
+}
+
+func (s *stallingRequester) Request(dst []byte) ([]byte, error) {
+	if s.n++; s.n == s.at {
+		s.began = time.Now()
+		time.Sleep(s.stall)
+	}
+	return append(dst, s.req...), nil
+}
+
+// A generator that stops just before the end of the run sends nothing
+// late: what it did not send is its lag all the same.
+//
+// Not timed: the stall is the test's own, and the bound is reckoned from
+// when it began, however late the machine got there. Eight connections
+// (HTTP/2: streams) each send every 20 ms; the thread stops in the middle
+// of the run's last 400 ms, and every connection that was idle then (the
+// ones not in flight at the end: nothing runs after the stall) had its
+// next request due within 20 ms of the stall's start, so one of them
+// waited from then to the end of the run.
+func TestLateAtTheEndIsSendLag(t *testing.T) {
+	t.Parallel()
+	h2c := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	h2c.Config.Protocols = new(http.Protocols)
+	h2c.Config.Protocols.SetUnencryptedHTTP2(true)
+	h2c.Start()
+	t.Cleanup(h2c.Close)
+	h2u, _ := url.Parse(h2c.URL + "/")
+	for _, tt := range []struct {
+		name string
+		c    bench.Config
+	}{
+		{"http1", config(rawTarget(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), 1, 8, time.Second, 400)},
+		{"h2c", h2config(h2u, 1, 8, time.Second, 400)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := tt.c
+			get := bench.AppendRequest(nil, "GET", "/", bench.Fields{{Name: "Host", Value: c.URL.Host}}, nil)
+			// Request 300 is due 750 ms into the schedule, 250 ms before
+			// the end; building it takes 400 ms.
+			sr := &stallingRequester{req: get, at: 300, stall: 400 * time.Millisecond}
+			c.NewRequester = func(int) (bench.Requester, error) { return sr, nil }
+			before := time.Now()
+			res := run(t, c)
+			// The run ends 1.05 s after it starts (the connections open
+			// 50 ms before the schedule), which is after before.
+			want := before.Add(1050*time.Millisecond).Sub(sr.began) - 20*time.Millisecond
+			lag := ms(res.SendLag.Max())
+			t.Logf("stall began %v after the start, send lag max %v, %d in flight at the end", sr.began.Sub(before), lag, res.InFlightAtEnd)
+			if sr.began.IsZero() || res.InFlightAtEnd == 8 {
+				t.Logf("no connection was idle at the stall: nothing to check")
+				return
+			}
+			if lag < want {
+				t.Errorf("send lag max %v, want at least the %v from the stall to the end", lag, want)
+			}
+		})
 	}
 }
 
@@ -85,7 +152,7 @@ func TestFixedDelay(t *testing.T) {
 // latency shows the stall to every request planned during it; the
 // uncorrected median stays small, as a closed-loop tool would report.
 func TestCoordinatedOmission(t *testing.T) {
-	skipTiming(t)
+	t.Parallel()
 	start := time.Now()
 	var mu sync.RWMutex
 	stop := make(chan struct{})
@@ -109,34 +176,23 @@ func TestCoordinatedOmission(t *testing.T) {
 		mu.RUnlock()
 	})
 	res := run(t, config(u, 1, 10, 2500*time.Millisecond, 100))
-	c99, u50 := ms(res.Latency.ValueAtPercentile(99)), ms(res.Uncorrected.ValueAtPercentile(50))
-	t.Logf("corrected p99 %v, uncorrected p50 %v, uncorrected p99 %v", c99, u50, ms(res.Uncorrected.ValueAtPercentile(99)))
-	if c99 < 400*time.Millisecond {
-		t.Errorf("corrected p99 %v, want ≥ 400ms", c99)
-	}
-	if u50 > 10*time.Millisecond {
-		t.Errorf("uncorrected p50 %v, want small", u50)
-	}
-}
-
-// Sub-millisecond pacing: at 5k req/s against a fast target, the corrected
-// median is within 0.1 ms of the uncorrected one (wrk2's 1 ms timer adds
-// about 0.8 ms here). The machine is shared, so the best of three runs counts.
-func TestPacingAt5k(t *testing.T) {
-	skipTiming(t)
-	u := rawTarget(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-	best := time.Hour
-	for range 3 {
-		res := run(t, config(u, 2, 50, time.Second, 5000))
-		c50, u50 := ms(res.Latency.ValueAtPercentile(50)), ms(res.Uncorrected.ValueAtPercentile(50))
-		lag := ms(res.SendLag.ValueAtPercentile(99))
-		t.Logf("corrected p50 %v, uncorrected p50 %v, send lag p99 %v, achieved %.0f", c50, u50, lag, res.Achieved())
-		best = min(best, c50-u50)
-		if best <= 100*time.Microsecond {
-			return
+	t.Logf("corrected p99 %v, uncorrected p50 %v, uncorrected p99 %v", ms(res.Latency.ValueAtPercentile(99)),
+		ms(res.Uncorrected.ValueAtPercentile(50)), ms(res.Uncorrected.ValueAtPercentile(99)))
+	// The stall holds one request per connection; those planned during
+	// it wait in the generator. Counted, not timed: the uncorrected
+	// latency has at most one value per connection per stall that long,
+	// the corrected one every request planned in its first 100 ms too.
+	long := func(h *hdrhistogram.Histogram) (n int64) {
+		for _, b := range h.Distribution() {
+			if ms(b.From) >= 400*time.Millisecond {
+				n += b.Count
+			}
 		}
+		return n
 	}
-	t.Errorf("corrected p50 exceeds uncorrected by %v in the best run, want ≤ 100µs", best)
+	if c, u := long(res.Latency), long(res.Uncorrected); c < 10 || u > 2*10 {
+		t.Errorf("latencies ≥ 400 ms: %d corrected, %d uncorrected; want ≥ 10 and at most one per connection per stall", c, u)
+	}
 }
 
 // A timeout is recorded with the latency it reached, never dropped; so is a
@@ -195,9 +251,10 @@ func TestUnsentAtEndRecorded(t *testing.T) {
 		}
 	})
 	res := run(t, config(u, 1, 1, 500*time.Millisecond, 100))
-	// 50 planned; 1 sent and stuck, 49 unsent.
-	if res.InFlightAtEnd != 1 || res.UnsentAtEnd < 45 || res.UnsentAtEnd > 50 {
-		t.Errorf("in flight %d, unsent %d; want 1 and about 49", res.InFlightAtEnd, res.UnsentAtEnd)
+	// 50 planned: the first sent and stuck (unless the machine was so slow
+	// that it was not sent at all), the rest unsent.
+	if res.InFlightAtEnd > 1 || res.InFlightAtEnd+res.UnsentAtEnd != 50 {
+		t.Errorf("in flight %d, unsent %d; want 1 and 49", res.InFlightAtEnd, res.UnsentAtEnd)
 	}
 	if n := res.Latency.TotalCount(); n != res.InFlightAtEnd+res.UnsentAtEnd {
 		t.Errorf("histogram %d values", n)
@@ -260,7 +317,7 @@ func TestErrorsByKind(t *testing.T) {
 
 // The warm-up is excluded from every figure: requests, bytes, latency.
 func TestWarmupExcluded(t *testing.T) {
-	skipTiming(t)
+	t.Parallel()
 	var n atomic.Int64
 	u := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
@@ -271,11 +328,18 @@ func TestWarmupExcluded(t *testing.T) {
 	var calibrated atomic.Int64
 	c.OnCalibrated = func(int, time.Duration) { calibrated.Add(1) }
 	res := run(t, c)
-	if total := n.Load(); total < 350 || res.Requests > 210 || res.Requests < 190 {
-		t.Errorf("server saw %d requests, result counts %d; want about 400 and 200", total, res.Requests)
+	// 200 requests are planned in the warm-up and 200 in the window. The
+	// histogram holds the window's, each once however late it ran. The
+	// count is of responses completed in the window: every one of the
+	// window's that completed, and those of the warm-up that came late,
+	// but none that completed in the warm-up (of which the calibration
+	// says there was at least one).
+	if got := res.Latency.TotalCount(); got != 200 {
+		t.Errorf("histogram holds %d values, want the 200 planned in the window", got)
 	}
-	if got := res.Latency.TotalCount(); got < 190 || got > 210 {
-		t.Errorf("histogram holds %d values, want about 200", got)
+	if total := n.Load(); res.Requests < 200-res.InFlightAtEnd-res.UnsentAtEnd || res.Requests >= total {
+		t.Errorf("server saw %d requests, result counts %d (%d in flight and %d unsent at the end)",
+			total, res.Requests, res.InFlightAtEnd, res.UnsentAtEnd)
 	}
 	if calibrated.Load() != 1 || res.Calibration[0] <= 0 {
 		t.Errorf("calibration callbacks %d, means %v", calibrated.Load(), res.Calibration)
@@ -296,18 +360,37 @@ func TestCancelReturnsPartialResult(t *testing.T) {
 	}
 }
 
+// The live view comes once a second of the measured window, when every
+// thread has closed it: the test waits for that event (and ends the run
+// on it), not for a time.
 func TestProgress(t *testing.T) {
 	t.Parallel()
 	u := serve(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
-	c := config(u, 1, 2, 1200*time.Millisecond, 500)
-	var mu sync.Mutex
-	var got []bench.Progress
-	c.Progress = func(p bench.Progress) { mu.Lock(); got = append(got, p); mu.Unlock() }
-	run(t, c)
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) < 1 || got[len(got)-1].Requests == 0 || got[len(got)-1].P99 <= 0 {
-		t.Errorf("progress updates %+v", got)
+	c := config(u, 2, 2, time.Minute, 500)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	got := make(chan bench.Progress, 1)
+	c.Progress = func(p bench.Progress) {
+		if p.P99 <= 0 {
+			return // a second no thread had closed yet
+		}
+		select {
+		case got <- p:
+			cancel()
+		default:
+		}
+	}
+	if _, err := bench.Run(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	var p bench.Progress
+	select {
+	case p = <-got:
+	default:
+		t.Fatal("a minute without a live view of a closed second")
+	}
+	if p.Requests == 0 || p.Elapsed < time.Second || p.Warmup || p.Total != time.Minute {
+		t.Errorf("progress %+v", p)
 	}
 }
 
@@ -383,4 +466,22 @@ func BenchmarkClosedLoop(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	run(b, c)
+}
+
+// BenchmarkPacing measures the pacing error at 5k req/s against a fast
+// target: corrected p50 − uncorrected p50 (wrk2's 1 ms timer adds about
+// 0.8 ms; the goal is ≤ 0.1 ms), and the generator's send lag p99. It is
+// a timing figure, so a benchmark: one run of a second per iteration.
+//
+//	go test -run '^$' -bench Pacing -benchtime 3x ./bench/
+func BenchmarkPacing(b *testing.B) {
+	u := rawTarget(b, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	var diff, lag time.Duration
+	for b.Loop() {
+		res := run(b, config(u, 2, 50, time.Second, 5000))
+		diff += ms(res.Latency.ValueAtPercentile(50)) - ms(res.Uncorrected.ValueAtPercentile(50))
+		lag += ms(res.SendLag.ValueAtPercentile(99))
+	}
+	b.ReportMetric(float64(diff.Microseconds())/float64(b.N), "pacing-error-µs")
+	b.ReportMetric(float64(lag.Microseconds())/float64(b.N), "send-lag-p99-µs")
 }

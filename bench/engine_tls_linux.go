@@ -184,6 +184,15 @@ func (w *worker) readTLS(c *conn, now time.Duration, data []byte) {
 			if c.tc != tc {
 				return // the response closed the connection
 			}
+			if now >= w.end {
+				// A response completed at or past the end of the run (one
+				// thread's request quota is met in this very batch) and is
+				// left in flight, as finish() records it. Reading on would
+				// find what follows it — a close_notify after a Connection:
+				// close response — and count the end of a stream whose
+				// response did arrive as a read error.
+				return
+			}
 		}
 		if err != nil {
 			if errors.Is(err, errWouldBlock) {

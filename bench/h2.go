@@ -119,7 +119,8 @@ type h2Slot struct {
 	seq     int64         // schedule index of the current (or next) request
 	planned time.Duration // when the current request should have been sent
 	sent    time.Duration
-	stream  uint32 // 0: idle
+	ready   time.Duration // when the slot became free for it (its connection up, the last response in)
+	stream  uint32        // 0: idle
 }
 
 // h2Conn is one connection's goroutine state.
@@ -313,6 +314,11 @@ func (hc *h2Conn) session() error {
 	if err := bw.Flush(); err != nil {
 		return err
 	}
+	// Time spent connecting is the target's (it is in the corrected
+	// latency), not the generator's send lag.
+	for i, now := 0, e.now(); i < len(hc.slots); i++ {
+		hc.slots[i].ready = max(hc.slots[i].ready, now)
+	}
 	events := make(chan h2Event, 4*len(hc.slots)+16)
 	go hc.read(nc, events)
 	defer func() {
@@ -353,7 +359,7 @@ func (hc *h2Conn) session() error {
 			}
 		}
 		if e.open {
-			if start := s.planned; now >= start && s.planned >= e.warm {
+			if start := max(s.planned, s.ready); now >= start && s.planned >= e.warm {
 				_ = hc.rec.lag.RecordValue(micros(now - start))
 			}
 		} else {
@@ -392,6 +398,7 @@ func (hc *h2Conn) session() error {
 		s := &hc.slots[i]
 		s.stream = 0
 		s.seq++
+		s.ready = now
 		if e.open {
 			s.planned = e.plan(s.g, s.seq)
 		} else {
@@ -417,6 +424,10 @@ func (hc *h2Conn) session() error {
 			if err := send(i, now); err != nil {
 				return 0, err
 			}
+			// Building a request can take long (a script; a machine that
+			// stops the thread): what is due next, how late it goes out
+			// and whether the run is over are reckoned afresh.
+			now = e.now()
 		}
 		return due, bw.Flush()
 	}
@@ -664,6 +675,9 @@ func (hc *h2Conn) finish() {
 		if inFlight && s.planned >= e.warm {
 			hc.rec.latencies(end-s.planned, end-s.sent, end-e.warm)
 			hc.rec.inFlight++
+		}
+		if due := max(s.planned, s.ready); e.open && !inFlight && s.planned >= e.warm && due < end {
+			hc.rec.lateAtEnd(due, end)
 		}
 		if e.open {
 			seq := s.seq

@@ -83,11 +83,15 @@ func TestHTTP2CleartextConstantRate(t *testing.T) {
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL + "/")
 	res := run(t, h2config(u, 2, 2, 2*time.Second, 200))
-	if res.Errors.Total() != 0 || res.Requests < 360 || res.Requests > 420 {
-		t.Errorf("h2c at 200 req/s for 2 s: %d requests, errors %+v", res.Requests, res.Errors)
+	// Every request planned in the window is recorded once, however late
+	// the machine ran it; a response completes in the window for each but
+	// those the end cut off.
+	if n := res.Latency.TotalCount(); res.Errors.Total() != 0 || n != 400 || res.Requests+res.InFlightAtEnd+res.UnsentAtEnd != 400 {
+		t.Errorf("h2c at 200 req/s for 2 s: %d latencies, %d requests, %d in flight and %d unsent at the end, errors %+v",
+			n, res.Requests, res.InFlightAtEnd, res.UnsentAtEnd, res.Errors)
 	}
-	if res.Latency.TotalCount() < res.Requests || res.Rate != 200 {
-		t.Errorf("latency count %d for %d requests, rate %v", res.Latency.TotalCount(), res.Requests, res.Rate)
+	if res.Rate != 200 {
+		t.Errorf("rate %v", res.Rate)
 	}
 	u.RawQuery = "fail=1"
 	res = run(t, h2config(u, 1, 2, time.Second, 0))

@@ -21,9 +21,13 @@ func monitor(c *Config, recs []*recorder, base time.Time, warm time.Duration) (s
 		defer t.Stop()
 		reported := make([]bool, len(recs))
 		merged := newHistogram()
-		// Report just after each second of the measured window (and once a
-		// second of the warm-up), when the workers have closed that second.
-		next := warm%time.Second + time.Second + 30*time.Millisecond
+		// Report each second of the measured window once every worker has
+		// closed it (an event, not a time: a worker a loaded machine
+		// holds up closes it late), or half a second later without the
+		// ones that have not (an HTTP/2 connection that cannot connect
+		// closes none), and once a second of the warm-up.
+		next := warm%time.Second + time.Second
+		reportedSecs := int64(0)
 		for {
 			select {
 			case <-quit:
@@ -39,11 +43,23 @@ func monitor(c *Config, recs []*recorder, base time.Time, warm time.Duration) (s
 					}
 				}
 			}
-			if c.Progress == nil || now < next {
+			if c.Progress == nil {
 				continue
 			}
-			for next <= now {
+			if now < warm {
+				if now < next {
+					continue
+				}
 				next += time.Second
+			} else {
+				closed := recs[0].closedSecs.Load()
+				for _, r := range recs[1:] {
+					closed = min(closed, r.closedSecs.Load())
+				}
+				if late := warm + time.Duration(reportedSecs+1)*time.Second + 500*time.Millisecond; closed <= reportedSecs && now < late {
+					continue
+				}
+				reportedSecs = max(closed, int64((now-warm)/time.Second))
 			}
 			p := Progress{Elapsed: max(now-warm, 0), Total: c.Duration, Warmup: now < warm}
 			merged.Reset()

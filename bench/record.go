@@ -34,7 +34,8 @@ type recorder struct {
 	// Shared with the progress reader.
 	liveRequests atomic.Int64
 	liveErrors   atomic.Int64
-	live         bool // a progress reader wants lastSec
+	closedSecs   atomic.Int64 // seconds of the measured window closed (lastSec is the last of them)
+	live         bool         // a progress reader wants lastSec
 	snapMu       sync.Mutex
 	lastSec      *hdrhistogram.Histogram // the last finished second, for the live line
 }
@@ -70,6 +71,14 @@ func micros(d time.Duration) int64 {
 		return histMax
 	}
 	return us
+}
+
+// lateAtEnd records the send lag of a request that was due at due on a
+// free connection and not sent when the run ended at end: the lag a send
+// at the end would have had. A generator that falls behind just before the
+// end cannot hide it by never sending.
+func (r *recorder) lateAtEnd(due, end time.Duration) {
+	_ = r.lag.RecordValue(micros(end - due))
 }
 
 // latencies records one request's corrected and uncorrected latency, at
@@ -114,6 +123,7 @@ func (r *recorder) nextSecond(s int) {
 	}
 	r.sec.Reset()
 	r.secIdx, r.secReqs, r.secErrs = s, r.requests, errs
+	r.closedSecs.Store(int64(s))
 }
 
 func (r *recorder) errorCount() int64 {

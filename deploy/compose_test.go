@@ -316,10 +316,10 @@ func TestComposeDynamoDBOnLoopback(t *testing.T) {
 	if serve == nil {
 		t.Fatal("no serve service")
 	}
+	// As the compose healthcheck does: traffic once /readyz reaches the table.
+	eventually(t, serve.url+"/readyz", http.StatusOK)
 	id := shorten(t, serve.url, "https://aws.amazon.com/ec2/graviton/")
-	resp := do(t, "GET", serve.url+"/"+id, "", http.StatusFound)
-	_ = resp
-	get(t, serve.url+"/readyz", http.StatusOK)
+	do(t, "GET", serve.url+"/"+id, "", http.StatusFound)
 	serve.stop(t)
 }
 

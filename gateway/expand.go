@@ -7,9 +7,18 @@ import "strings"
 // (?<!\\)\$\{?(\w+)\}?: a "$" after a backslash is left as it is, and the
 // braces are each optional.
 func ExpandVars(tmpl string, get Vars) string {
+	s, _ := ExpandVarsN(tmpl, get)
+	return s
+}
+
+// ExpandVarsN is ExpandVars that also counts the variables that had a
+// value (resolve_var's n_resolved): a rate-limit key whose variables are
+// all empty falls back to the client address.
+func ExpandVarsN(tmpl string, get Vars) (string, int) {
 	if strings.IndexByte(tmpl, '$') < 0 {
-		return tmpl
+		return tmpl, 0
 	}
+	n := 0
 	var b strings.Builder
 	for i := 0; i < len(tmpl); i++ {
 		c := tmpl[i]
@@ -29,13 +38,16 @@ func ExpandVars(tmpl string, get Vars) string {
 			b.WriteByte(c)
 			continue
 		}
-		b.WriteString(get.Var(tmpl[j:k]))
+		if v := get.Var(tmpl[j:k]); v != "" {
+			b.WriteString(v)
+			n++
+		}
 		if k < len(tmpl) && tmpl[k] == '}' {
 			k++
 		}
 		i = k - 1
 	}
-	return b.String()
+	return b.String(), n
 }
 
 func isWordByte(c byte) bool {

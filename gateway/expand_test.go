@@ -31,6 +31,15 @@ func TestExpandVars(t *testing.T) {
 	}
 }
 
+func TestExpandVarsN(t *testing.T) {
+	vars := mapVars{"http_a": "1"}
+	for tmpl, want := range map[string]int{"$http_a $http_b": 1, "$http_b $http_c": 0, "plain": 0, "${http_a}${http_a}": 2} {
+		if _, n := ExpandVarsN(tmpl, vars); n != want {
+			t.Errorf("ExpandVarsN(%q): %d resolved, want %d", tmpl, n, want)
+		}
+	}
+}
+
 func FuzzExpandVars(f *testing.F) {
 	for _, s := range []string{"$host", "${uri}x", "\\$a", "${", "$$"} {
 		f.Add(s)

@@ -19,7 +19,8 @@ type Ctx interface {
 	// Var returns an APISIX variable: remote_addr, remote_port,
 	// realip_remote_addr, server_addr, server_port, uri, request_uri,
 	// query_string (args), is_args, host, scheme, request_method,
-	// server_protocol, status, http_<header>, arg_<name>, cookie_<name>,
+	// server_protocol, status, balancer_ip, balancer_port, upstream_addr,
+	// http_<header>, arg_<name>, cookie_<name>,
 	// consumer_name, route_id, route_name, service_id; "" when unset.
 	Var(name string) string
 	// SetUpstreamURI replaces the path (and query) sent upstream.
@@ -63,6 +64,10 @@ type Ctx interface {
 	// counted connection, response-rewrite's vars match).
 	SetValue(key any, v int64)
 	Value(key any) (int64, bool)
+	// SetText and Text keep a string the same way (cors's Origin as the
+	// client sent it); s must stay valid for the request (see Buffer).
+	SetText(key any, s string)
+	Text(key any) (string, bool)
 	// Consumer is the consumer an auth plugin identified, or nil.
 	Consumer() *ConsumerEntry
 	// SetConsumer records the consumer an auth plugin identified.

@@ -15,7 +15,10 @@
 #
 # Scenario 1: the seed's route with no plugins. Scenario 2: limit-count
 # (count 2000000000000, time_window 60, rejected_code 503, key remote_addr)
-# + prometheus. Targets are measured round-robin (nginx, proto, s1, s2) ROUNDS times
+# + prometheus. Scenario 3: an API as APISIX users run one — key-auth (a
+# consumer's key in the apikey header), limit-req (rate and burst
+# 2000000000000, key remote_addr), cors, request-id, prometheus.
+# Targets are measured round-robin (nginx, proto, s1, s2, s3) ROUNDS times
 # so machine noise hits all alike; the table gives medians and ranges, and
 # the ratio to nginx is the median of per-round ratios.
 #
@@ -141,12 +144,16 @@ if [ "$UPSTREAM_PORT" != 1980 ]; then
 	route_plain=${route_plain//1980/$UPSTREAM_PORT}
 	route_plugins=${route_plugins//1980/$UPSTREAM_PORT}
 fi
-put_route() { # PORT BODY
+route_s3='{"uri":"/hello","plugins":{"key-auth":{},"limit-req":{"rate":2000000000000,"burst":2000000000000,"rejected_code":503,"key":"remote_addr"},"cors":{},"request-id":{},"prometheus":{}},"upstream":{"type":"roundrobin","nodes":{"127.0.0.1:'"$UPSTREAM_PORT"'":1}}}'
+consumer_s3='{"username":"bench","plugins":{"key-auth":{"key":"bench-key"}}}'
+put_route() { # PORT BODY [HEADER]: the request proxied with HEADER must answer
 	curl -sf "http://127.0.0.1:$1/apisix/admin/routes/1" -H "X-API-KEY: $KEY" -X PUT -d "$2" >/dev/null ||
 		die "admin PUT failed"
 	sleep 0.2
-	[ "$(curl -s "http://127.0.0.1:$1/hello")" = 1234567890 ] || die "gateway on :$1 does not proxy /hello"
+	[ "$(curl -s ${3:+-H "$3"} "http://127.0.0.1:$1/hello")" = 1234567890 ] || die "gateway on :$1 does not proxy /hello"
 }
+curl -sf "http://127.0.0.1:$gw_port/apisix/admin/consumers" -H "X-API-KEY: $KEY" -X PUT -d "$consumer_s3" >/dev/null ||
+	die "admin PUT of the scenario 3 consumer failed"
 wait_tcp 127.0.0.1 "$proto_port" 10 || { cat "$tmp/proto.log"; die "gatewayproto did not start"; }
 [ "$(curl -s "http://127.0.0.1:$ng_port/hello")" = 1234567890 ] || die "nginx baseline does not proxy /hello"
 [ "$(curl -s "http://127.0.0.1:$proto_port/hello")" = 1234567890 ] || die "gatewayproto does not proxy /hello"
@@ -155,7 +162,7 @@ ng_worker=$(pgrep -P "$(cat "$tmp/nginx.pid")" | head -1)
 
 # Every target is warmed up for 1 s before each measured run; s1/o1 and
 # s2/o2 share a gateway whose route the -before hook switches first.
-export KEY route_plain route_plugins
+export KEY route_plain route_plugins route_s3
 export -f put_route die
 res=$tmp/results.jsonl
 targets=(
@@ -166,6 +173,8 @@ targets=(
 [ -n "${OLD_REF:-}" ] && targets+=(-target "o1 http://127.0.0.1:$old_port/hello pid=$old_pid rewarm=1s" -before "o1=put_route $old_port \"\$route_plain\"")
 targets+=(-target "s2 http://127.0.0.1:$gw_port/hello pid=$gw_pid rewarm=1s" -before "s2=put_route $gw_port \"\$route_plugins\"")
 [ -n "${OLD_REF:-}" ] && targets+=(-target "o2 http://127.0.0.1:$old_port/hello pid=$old_pid rewarm=1s" -before "o2=put_route $old_port \"\$route_plugins\"")
+printf 'wrk.headers["apikey"] = "bench-key"\n' >"$tmp/s3.lua"
+targets+=(-target "s3 http://127.0.0.1:$gw_port/hello pid=$gw_pid rewarm=1s lua=$tmp/s3.lua" -before "s3=put_route $gw_port \"\$route_s3\" apikey:bench-key")
 
 step "measure: $ROUNDS rounds of wrk -t2 -c$CONNS -d$DURATION per target (holding /tmp/linkgate-bench.lock)"
 exec 9>/tmp/linkgate-bench.lock
@@ -186,7 +195,10 @@ step "result (linkgate $(git describe --always --dirty 2>/dev/null || echo dev),
 {{template "row" (list "s1" "1: no plugins" "≥ 1.0×") -}}
 {{if has "o1"}}{{template "row" (list "o1" "1: no plugins, OLD_REF" "")}}{{end -}}
 {{template "row" (list "s2" "2: limit-count + prometheus" "≥ 0.9×") -}}
-{{if has "o2"}}{{template "row" (list "o2" "2: limit-count + prometheus, OLD_REF" "")}}{{end}}
+{{if has "o2"}}{{template "row" (list "o2" "2: limit-count + prometheus, OLD_REF" "")}}{{end -}}
+{{template "row" (list "s3" "3: key-auth + limit-req + cors + request-id + prometheus" "")}}
+Scenario 3 per core × scenario 1: {{mr "%.2f" (per "s1" "s3" "cpu")}} (CPU per request of 1 over that of 3, per round).
+
 {{len (vals "nginx" "rps")}} rounds; ratios are medians (ranges) of per-round ratios. 'QPS per core' divides a second by the
 CPU time the process under test (gateway, or the nginx worker) spent per request: it is what one fully
 used core would serve, and it varies far less than QPS when the machine is busy.

@@ -49,17 +49,7 @@ func WriteTableRow(w io.Writer, st Step, label string) error {
 	for _, p := range bench.ReportPercentiles {
 		fmt.Fprintf(&b, " %9s", bench.FormatTimeUS(float64(st.Result.Latency.ValueAtPercentile(p))))
 	}
-	verdict := "yes"
-	if !st.Pass {
-		verdict = "no: " + strings.Join(st.Reasons, "; ")
-		if st.Stall != "" {
-			verdict += "; " + st.Stall
-		}
-		if st.Retried {
-			verdict += " (run again)"
-		}
-	}
-	fmt.Fprintf(&b, " | %9.1f | %7d | %s\n", st.Result.Achieved(), st.Result.Errors.Total(), verdict)
+	fmt.Fprintf(&b, " | %9.1f | %7d | %s\n", st.Result.Achieved(), st.Result.Errors.Total(), st.Verdict())
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -91,10 +81,13 @@ type TargetReport struct {
 	Flaky    bool    `json:"flaky,omitempty"`
 	// FlakySteps passed when run again after a failure; Stalls failed
 	// with a short stall in their per-second series.
-	FlakySteps int          `json:"flaky_steps"`
-	Stalls     int          `json:"stalls"`
-	Summary    string       `json:"summary"`
-	Steps      []StepReport `json:"steps"`
+	FlakySteps int `json:"flaky_steps"`
+	Stalls     int `json:"stalls"`
+	// GeneratorLimited: the generator was late in the failure above the
+	// capacity that counted.
+	GeneratorLimited bool         `json:"generator_limited,omitempty"`
+	Summary          string       `json:"summary"`
+	Steps            []StepReport `json:"steps"`
 }
 
 // StepReport is one step in JSON.
@@ -117,7 +110,7 @@ func NewReport(o *Options, outs ...*Outcome) Report {
 	for _, out := range outs {
 		t := TargetReport{URL: out.Target, Capacity: out.Capacity, Upper: out.Upper, Trials: out.Trials,
 			Passes: out.Passes, AboveMax: out.AboveMax, BelowMin: out.BelowMin, Flaky: out.Flaky,
-			FlakySteps: out.FlakySteps, Stalls: out.Stalls, Summary: out.Summary()}
+			FlakySteps: out.FlakySteps, Stalls: out.Stalls, GeneratorLimited: out.GeneratorLimited, Summary: out.Summary()}
 		for _, st := range out.Steps {
 			reasons := st.Reasons
 			if reasons == nil {

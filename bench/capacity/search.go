@@ -30,8 +30,8 @@ type Options struct {
 	// Retries is how many times a failing step is run again before its
 	// failure counts: one stall of a shared machine must not move the
 	// bracket. A step that fails at or below the best rate that passed
-	// gets one retry more, as do steps the generator itself was the limit
-	// of; 0 retries nothing.
+	// gets one retry more, as do failures the generator's own lateness may
+	// explain (Evaluate); 0 retries nothing.
 	Retries int
 }
 
@@ -82,26 +82,69 @@ type Step struct {
 }
 
 // Evaluate decides whether a step's result passes: every SLO percentile of
-// the corrected latency within target, achieved ≥ 99% of the rate, errors
-// within budget, and the generator not the limit.
+// the corrected latency within target, achieved ≥ 99% of the rate and
+// errors within budget.
+//
+// The generator's own lateness cannot make a step pass: a request it sends
+// late is measured from its planned time all the same (the lag is in the
+// corrected latency), and one it sends too late for the window lowers the
+// achieved rate. So a step that passes while the generator's send lag p99
+// was above bench.MaxSendLagP99 passes (the table says so). A step that
+// fails while it was, by no more than that lateness explains — latencies
+// over their SLO by at most the largest send lag, an achieved rate short by
+// at most the requests planned in that much time — fails as
+// "generator-limited" too: the target may not be the cause, and the search
+// runs it again.
 func Evaluate(o *Options, rate float64, r *bench.Result) (pass bool, reasons []string) {
+	late, lag := r.SendLagExceeded()
+	maxLag := time.Duration(r.SendLag.Max()) * time.Microsecond
+	explained := late // by the generator's lateness, every failure so far
 	for _, slo := range o.SLOs {
 		got := time.Duration(r.Latency.ValueAtPercentile(slo.Percentile)) * time.Microsecond
 		if got > slo.Max {
 			reasons = append(reasons, fmt.Sprintf("p%g %s > %s", slo.Percentile, got, slo.Max))
+			explained = explained && got-maxLag <= slo.Max
 		}
 	}
 	if a := r.Achieved(); a < bench.MinAchievedRatio*rate {
 		reasons = append(reasons, fmt.Sprintf("achieved %.1f < 99%% of %g", a, rate))
+		lost := 0.0 // requests per second of the window the lateness can have pushed past its end
+		if r.Elapsed > 0 {
+			lost = rate * maxLag.Seconds() / r.Elapsed.Seconds()
+		}
+		explained = explained && a+lost >= bench.MinAchievedRatio*rate
 	}
 	attempts := r.Requests + r.Errors.Socket()
 	if e := r.Errors.Total(); e > 0 && (attempts == 0 || float64(e)/float64(attempts) > o.ErrorBudget) {
 		reasons = append(reasons, fmt.Sprintf("errors %d over budget %g%%", e, o.ErrorBudget*100))
+		explained = false
 	}
-	if late, lag := r.SendLagExceeded(); late {
-		reasons = append(reasons, fmt.Sprintf("generator-limited (send lag p99 %s)", lag))
+	if len(reasons) > 0 && explained {
+		reasons = append(reasons, fmt.Sprintf("%s (send lag p99 %s, max %s)", generatorLimited, lag, maxLag))
 	}
 	return len(reasons) == 0, reasons
+}
+
+// generatorLimited marks the reason that says the generator was late too.
+const generatorLimited = "generator-limited"
+
+// Verdict is the step's verdict as the tables print it: "yes", or "no:"
+// and why, with a stall seen and whether the step was run again.
+func (st *Step) Verdict() string {
+	if st.Pass {
+		if late, lag := st.Result.SendLagExceeded(); late {
+			return fmt.Sprintf("yes, with the generator's send lag p99 %s in the latency", lag)
+		}
+		return "yes"
+	}
+	v := "no: " + strings.Join(st.Reasons, "; ")
+	if st.Stall != "" {
+		v += "; " + st.Stall
+	}
+	if st.Retried {
+		v += " (run again)"
+	}
+	return v
 }
 
 // Outcome is what a search found.
@@ -122,7 +165,11 @@ type Outcome struct {
 	// Stalls, failures a short stall explains.
 	FlakySteps int
 	Stalls     int
-	Steps      []Step
+	// GeneratorLimited says the generator was late in the failure at Upper
+	// that counted: the knee may be the generator's, and Capacity a lower
+	// bound of the target's.
+	GeneratorLimited bool
+	Steps            []Step
 }
 
 // Summary is the one-line verdict.
@@ -139,6 +186,10 @@ func (o *Outcome) Summary() string {
 		100*(o.Upper-o.Capacity)/(o.Upper+o.Capacity))
 	if o.Flaky {
 		s += "; the edge was unstable: trials near it disagreed"
+	}
+	if o.GeneratorLimited {
+		s += "; the generator was late in the failure above it (send lag p99 over " + bench.MaxSendLagP99.String() +
+			"): a lower bound, the generator may be the limit"
 	}
 	if o.FlakySteps > 0 || o.Stalls > 0 {
 		s += fmt.Sprintf("; %d flaky step(s) passed when run again, %d failure(s) came with a short stall", o.FlakySteps, o.Stalls)
@@ -175,15 +226,15 @@ func stallOf(rate float64, r *bench.Result) string {
 	return fmt.Sprintf("a stall: second(s) %v completed under half the rate", low)
 }
 
-// generatorOnly reports whether the generator's own limit is all a step
-// failed on: the step says nothing about the target.
-func generatorOnly(reasons []string) bool {
+// generatorLate reports whether the generator was late in a failed step:
+// the failure may be the generator's rather than the target's.
+func generatorLate(reasons []string) bool {
 	for _, r := range reasons {
-		if !strings.HasPrefix(r, "generator-limited") {
-			return false
+		if strings.HasPrefix(r, generatorLimited) {
+			return true
 		}
 	}
-	return len(reasons) > 0
+	return false
 }
 
 func rateString(r float64) string { return fmt.Sprintf("%g req/s", r) }
@@ -290,7 +341,7 @@ func (s *searcher) record(st Step) {
 
 // step runs the trial at rate, and runs it again while it fails and
 // retries are left (Options.Retries; one more below the best pass so far
-// and when only the generator failed). Retried failures are observed and
+// and when the generator was late). Retried failures are observed and
 // kept in the outcome, marked Retried.
 func (s *searcher) step(ctx context.Context, target string, rate float64, trial Trial, observe func(Step)) (Step, error) {
 	for attempt := 0; ; attempt++ {
@@ -312,7 +363,7 @@ func (s *searcher) step(ctx context.Context, target string, rate float64, trial 
 			s.out.FlakySteps++
 		}
 		retries := s.o.Retries
-		if retries > 0 && (s.lo > 0 && rate <= s.lo || generatorOnly(reasons)) {
+		if retries > 0 && (s.lo > 0 && rate <= s.lo || generatorLate(reasons)) {
 			retries++
 		}
 		if pass || attempt >= retries {
@@ -354,6 +405,11 @@ func (s *searcher) finish() {
 	s.phase = phDone
 	s.out.Capacity, s.out.Upper = s.lo, s.hi
 	s.out.Trials, s.out.Passes = s.capTrial, s.capPass
+	for _, st := range s.out.Steps {
+		if st.Rate == s.hi && !st.Pass && !st.Retried && generatorLate(st.Reasons) {
+			s.out.GeneratorLimited = true
+		}
+	}
 }
 
 // roundRate keeps step rates readable: whole numbers from 10 req/s up.

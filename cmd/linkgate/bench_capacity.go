@@ -19,9 +19,11 @@ const capacityDescription = `Find the highest constant request rate the target s
 Steps grow from --min (doubling) until one fails, then bisect; the final rate
 is tried --repeat times and must pass every time. A step passes when every
 --slo percentile of the corrected latency is within target, at least 99% of
-the rate is achieved, errors stay within --error-budget and the generator's
-own send lag p99 stays under 1 ms. Prints a table of every step and the
-capacity with the bracket it lies in, and writes an HTML report with a chart.`
+the rate is achieved and errors stay within --error-budget. The generator's
+own lateness is in the corrected latency, so it cannot make a step pass; a
+failure it may explain (send lag p99 over 1 ms) is marked generator-limited
+and run again. Prints a table of every step and the capacity with the
+bracket it lies in, and writes an HTML report with a chart.`
 
 // capacityOptions is the parsed command line of bench capacity.
 type capacityOptions struct {

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/linkgate/linkgate/internal/cli"
-	"github.com/linkgate/linkgate/internal/testdep"
 )
 
 func TestBenchUsageErrors(t *testing.T) {
@@ -267,14 +266,14 @@ func TestBenchMerge(t *testing.T) {
 }
 
 func TestBenchStages(t *testing.T) {
-	if testdep.Race {
-		t.Skip("timing test")
-	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
 	defer srv.Close()
 	jsonPath := filepath.Join(t.TempDir(), "r.json")
 	// A jump to 300 req/s held for a second, then down to 100 over the next:
-	// 300 + 200 requests, 300 in the first second and 200 in the second.
+	// 300 + 200 requests planned, request k when the integral reaches k+1
+	// (the pacer's tests check when), so the 500th at the very end, out of
+	// the window: 499. Counted, not timed: each is recorded once however
+	// late the machine ran it.
 	out, errOut, code := runCLI(t, nil, "bench", "-t1", "-c16", "--stages", "0s:300,1s:300,1s:100", "--json", jsonPath, srv.URL+"/")
 	if code != 0 || !strings.Contains(out, "Running 2s test") {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
@@ -282,6 +281,7 @@ func TestBenchStages(t *testing.T) {
 	var s struct {
 		Mode     string
 		Requests int64
+		Latency  struct{ Count int64 }
 		Series   []struct{ Requests int64 }
 		Stages   []struct {
 			Target float64 `json:"target_rate"`
@@ -291,9 +291,8 @@ func TestBenchStages(t *testing.T) {
 	if err := json.Unmarshal(data, &s); err != nil || s.Mode != "stages" || len(s.Stages) != 3 || len(s.Series) != 2 {
 		t.Fatalf("json %+v (%v)", s, err)
 	}
-	if s.Requests < 490 || s.Requests > 500 || s.Series[0].Requests < 285 || s.Series[0].Requests > 305 ||
-		s.Series[1].Requests < 190 || s.Series[1].Requests > 210 {
-		t.Errorf("%d requests, per second %+v; want 500: 300 then 200", s.Requests, s.Series)
+	if s.Latency.Count != 499 || s.Requests > 499 || s.Series[0].Requests+s.Series[1].Requests != s.Requests {
+		t.Errorf("%d latencies, %d requests, per second %+v; want the 499 planned", s.Latency.Count, s.Requests, s.Series)
 	}
 }
 

@@ -137,27 +137,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	metrics := prometheus.New()
 	redisPool := redis.NewPool()
 	defer redisPool.Close()
-	jwt := jwtauth.New()
-	reg := gateway.NewRegistry(
-		limitcount.New(logger, redisPool),
-		limitreq.New(logger, redisPool),
-		limitconn.New(logger, redisPool),
-		metrics,
-		keyauth.New(),
-		basicauth.New(),
-		jwt,
-		publicapi.New(jwt),
-		proxyrewrite.New(),
-		cors.New(),
-		iprestriction.New(),
-		realip.New(),
-		requestid.New(uint16(c.requestIDMachine)),
-		responserewrite.New(),
-		redirect.New(c.httpsPort),
-		trafficsplit.New(),
-		gzip.New(),
-		faultinjection.New(),
-	)
+	reg := newRegistry(logger, c, metrics, redisPool)
 	reg.SSLKeys = keys
 	if len(splitList(c.adminKeys)) == 0 {
 		logger.Warn("no --admin-key: the admin API refuses every call")
@@ -262,6 +242,31 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	cancel()
 	wg.Wait()
 	return err
+}
+
+// newRegistry returns the gateway's plugins, configured by c's flags.
+func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Factory, redisPool *redis.Pool) *gateway.Registry {
+	jwt := jwtauth.New()
+	return gateway.NewRegistry(
+		limitcount.New(logger, redisPool),
+		limitreq.New(logger, redisPool),
+		limitconn.New(logger, redisPool),
+		metrics,
+		keyauth.New(),
+		basicauth.New(),
+		jwt,
+		publicapi.New(jwt),
+		proxyrewrite.New(),
+		cors.New(),
+		iprestriction.New(),
+		realip.New(),
+		requestid.New(uint16(c.requestIDMachine)),
+		responserewrite.New(),
+		redirect.New(c.httpsPort),
+		trafficsplit.New(),
+		gzip.New(),
+		faultinjection.New(),
+	)
 }
 
 // serveHTTP serves h on ln until Shutdown, reporting a failure on errc.

@@ -20,7 +20,11 @@ import (
 type File struct {
 	Source string   `yaml:"source"`
 	Args   []string `yaml:"args"`
-	Skip   string   `yaml:"skip"`
+	// PortServers are extra upstream servers for this file's cases, each
+	// answering its own port number (the fake servers a .t file's
+	// http_config adds, e.g. on 1970-1974).
+	PortServers []int  `yaml:"port_servers"`
+	Skip        string `yaml:"skip"`
 	// Store is "etcd" for files whose cases write to the store directly
 	// (etcd steps), as APISIX's tests write to etcd; the default is bolt.
 	Store string `yaml:"store"`
@@ -53,6 +57,21 @@ type Step struct {
 	Body    *string           `yaml:"body"`
 	Want    Want              `yaml:"want"`
 	Repeat  int               `yaml:"repeat"`
+	// Concurrent sends the request that many times at once (Test::Nginx's
+	// ngx.location.capture_multi); Statuses is then what they answer, in
+	// any order, and Unique names a header every answer must carry, each
+	// with a value of its own (request-id's ids).
+	Concurrent int    `yaml:"concurrent"`
+	Statuses   []int  `yaml:"statuses"`
+	Unique     string `yaml:"unique"`
+	// Bodies sends the request once per item, one after another, and
+	// compares the answers' bodies (spaces trimmed) with them, in order,
+	// or as sorted lists with Sorted: the Lua loops that collect
+	// t() bodies and print them joined (table.sort, table.concat).
+	Bodies []string `yaml:"bodies"`
+	Sorted bool     `yaml:"sorted"`
+	// Timeout is the client's, in seconds (Test::Nginx's --- timeout; 10).
+	Timeout float64 `yaml:"timeout"`
 	// Range runs the step once for each i from Range[0] to Range[1], with
 	// ${i} in what it sends.
 	Range []int `yaml:"range"`
@@ -80,6 +99,9 @@ type EtcdOp struct {
 
 // Want is what a step's answer must match; empty fields match anything.
 type Want struct {
+	// NoAnswer: the client's timeout passes with no answer (a request
+	// held back, as limit-req's delay; Test::Nginx's --- abort).
+	NoAnswer    bool               `yaml:"no_answer"`
 	Status      Status             `yaml:"status"`
 	Body        *string            `yaml:"body"`
 	BodyLike    string             `yaml:"body_like"`
@@ -209,6 +231,9 @@ func LoadFile(path string) (*File, error) {
 		for j, s := range c.Steps {
 			if s.Review != "" && !AllowDrafts {
 				return nil, fmt.Errorf("%s: %s step %d is a draft not checked by hand (review: %s)", path, name, j+1, s.Review)
+			}
+			if s.Concurrent > 0 && len(s.Statuses) != s.Concurrent {
+				return nil, fmt.Errorf("%s: %s step %d: concurrent %d wants %d statuses", path, name, j+1, s.Concurrent, s.Concurrent)
 			}
 			if s.Req == "" && s.Sleep == 0 && s.Etcd == nil {
 				return nil, fmt.Errorf("%s: %s step %d: neither req, sleep nor etcd", path, name, j+1)
@@ -387,17 +412,21 @@ func remove(v any, path string) {
 // capture reads spec ("path" or "path =~ regex") from a JSON answer.
 func capture(r *Response, spec string) (string, error) {
 	path, re, hasRE := strings.Cut(spec, " =~ ")
-	got, err := decodeJSON(r.Body)
-	if err != nil {
-		return "", err
-	}
-	v, ok := lookup(got, strings.TrimSpace(path))
-	if !ok {
-		return "", fmt.Errorf("capture %s: missing in %s", path, clip(r.Body))
-	}
-	s, ok := v.(string)
-	if !ok {
-		s = show(v)
+	var s string
+	if strings.TrimSpace(path) == "body" {
+		s = string(r.Body) // the whole answer (jwt-auth's signed token)
+	} else {
+		got, err := decodeJSON(r.Body)
+		if err != nil {
+			return "", err
+		}
+		v, ok := lookup(got, strings.TrimSpace(path))
+		if !ok {
+			return "", fmt.Errorf("capture %s: missing in %s", path, clip(r.Body))
+		}
+		if s, ok = v.(string); !ok {
+			s = show(v)
+		}
 	}
 	if hasRE {
 		m := regexp.MustCompile(strings.TrimSpace(re)).FindStringSubmatch(s)

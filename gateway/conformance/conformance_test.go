@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,8 +61,13 @@ func TestAPISIX(t *testing.T) {
 			etcd.cli.Close()
 		}
 	}()
-	env := conformance.Env{Binary: binary(t), Upstream: up, Redis: os.Getenv("LINKGATE_TEST_REDIS_ADDR"), TempDir: t.TempDir(), Etcd: etcd}
+	env := conformance.Env{Binary: binary(t), Upstream: up, TempDir: t.TempDir(), Etcd: etcd}
+	// The redis files run one at a time on a redis-server of their own: each
+	// starts on an empty database (FLUSHALL), which must not touch the
+	// test command's redis that other packages use at the same time.
 	needsRedis := func(f *conformance.File) bool { return strings.Contains(f.Source, "redis") }
+	redis := &testRedis{t: t}
+	defer redis.stop()
 
 	var mu sync.Mutex
 	sums := make([]conformance.FileSummary, len(files))
@@ -70,8 +76,11 @@ func TestAPISIX(t *testing.T) {
 		for i, f := range files {
 			t.Run(strings.TrimSuffix(f.Path, ".yaml"), func(t *testing.T) {
 				t.Parallel()
+				env := env
 				if needsRedis(f) {
-					testdep.Env(t, testdep.RedisAddr)
+					env.Redis = redis.addr(t)
+					redis.Lock()
+					defer redis.Unlock()
 				}
 				sem <- struct{}{}
 				results := conformance.RunFile(env, f)
@@ -170,4 +179,52 @@ func (e *testEtcd) Delete(key string) error {
 	defer cancel()
 	_, err := e.cli.Delete(ctx, "/apisix"+key)
 	return err
+}
+
+// testRedis is a redis-server of the conformance suite's own, on loopback,
+// started for the first file that needs it.
+type testRedis struct {
+	sync.Mutex // held by the file using it
+	once       sync.Once
+	t          *testing.T
+	cmd        *exec.Cmd
+	address    string
+	err        error
+}
+
+func (r *testRedis) addr(t *testing.T) string {
+	bin := testdep.Binary(t, testdep.RedisServer, "redis-server")
+	r.once.Do(func() {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			r.err = err
+			return
+		}
+		r.address = ln.Addr().String()
+		_, port, _ := net.SplitHostPort(r.address)
+		ln.Close()
+		r.cmd = exec.Command(bin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no")
+		if r.err = r.cmd.Start(); r.err != nil {
+			return
+		}
+		for range 100 {
+			c, err := net.Dial("tcp", r.address)
+			if r.err = err; err == nil {
+				c.Close()
+				return
+			}
+			time.Sleep(50 * time.Millisecond) // polling a process we started for its port
+		}
+	})
+	if r.err != nil {
+		t.Fatalf("redis-server: %v", r.err)
+	}
+	return r.address
+}
+
+func (r *testRedis) stop() {
+	if r.cmd != nil && r.cmd.Process != nil {
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+	}
 }

@@ -15,6 +15,7 @@
 //	source: t/admin/routes.t     # the APISIX file (at tag 2.14.1)
 //	args: [--admin-api-version, v3]  # optional: extra gateway flags for every case
 //	skip: needs a TLS listener   # optional: the whole file is skipped, for this reason
+//	port_servers: [1970, 1971]   # optional: servers answering their port number (a file's http_config ones)
 //	store: etcd                  # optional: run on etcd (an embedded one), for files
 //	                             # whose cases write to the store behind the admin API
 //	cases:
@@ -28,7 +29,7 @@
 //	                             # store), as Test::Nginx restarts nginx for every block:
 //	                             # local counters (limit-count) start at zero
 //	    steps:
-//	      - req: PUT /apisix/admin/routes/1
+//	      - req: PUT /apisix/admin/routes/1   # "GET /hello HTTP/1.0" sends HTTP/1.0
 //	        headers: {Host: foo.com}
 //	        body: |
 //	          {"uri": "/hello", "upstream": {"type": "roundrobin",
@@ -44,7 +45,15 @@
 //	        range: [1, 106]      # or: once for each i in 1..106, ${i} in the request
 //	        count: 12            # or: send it 12 times (${n}: 1..12) and count the bodies,
 //	                             # want: {counts: {"1980": 6, "1981": 6}}
+//	        concurrent: 10       # or: send it 10 times at once (capture_multi),
+//	        statuses: [200, 200, 503, …]  # and these statuses come back, in any order
+//	        unique: X-Request-Id # (optional) each answer has this header, with its own value
+//	        bodies: [1980, 1981] # or: send it once per item; the bodies, trimmed, in order
+//	        sorted: true         #   (or sorted, as Lua loops that table.sort what t() answered)
+//	        timeout: 0.5         # the client's timeout, in seconds (10 by default);
+//	                             # want: {no_answer: true} passes when it expires unanswered
 //	        capture: {id: 'node.key =~ ^/apisix/routes/(.+)$'}  # saved as ${id} for later steps
+//	        # (capture: {sign: body} saves the whole answer)
 //	      - sleep: 1.1           # seconds; only where the case waits for time itself
 //	      - etcd: {put: /routes/1, value: '{"uri": "/hello"}'}  # store: etcd only: write
 //	                             # under the prefix, unchecked (delete: /routes/1 removes)

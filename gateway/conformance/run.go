@@ -151,6 +151,14 @@ func RunFile(env Env, f *File) []Result {
 		}
 		store = "etcd://" + env.Etcd.Endpoint() + "?prefix=/apisix"
 	}
+	if len(f.PortServers) > 0 {
+		addrs, stop, err := env.Upstream.StartPortServers(f.PortServers)
+		if err != nil {
+			return []Result{{Name: f.Source, Err: err}}
+		}
+		defer stop()
+		env.Upstream = &Upstream{Addrs: addrs}
+	}
 	if env.Redis != "" {
 		_ = redisFlush(env.Redis)
 	}
@@ -241,9 +249,27 @@ func runCase(env Env, g *gatewayProc, c Case) error {
 			}
 			continue
 		}
+		if len(s.Bodies) > 0 {
+			if err := sendBodies(g, m, method, target, s); err != nil {
+				return fmt.Errorf("step %d (%s %s) ×%d: %w", i+1, method, target, len(s.Bodies), err)
+			}
+			continue
+		}
+		if s.Concurrent > 0 {
+			if err := sendConcurrent(g, m, method, target, s); err != nil {
+				return fmt.Errorf("step %d (%s %s) ×%d at once: %w", i+1, method, target, s.Concurrent, err)
+			}
+			continue
+		}
 		for n := range max(s.Repeat, 1) {
 			resp, err := send(g, m, method, target, s)
-			if err == nil {
+			var ne net.Error
+			switch {
+			case s.Want.NoAnswer && err == nil:
+				err = fmt.Errorf("answered %d within the client's %gs timeout, want no answer", resp.Status, s.Timeout)
+			case s.Want.NoAnswer && errors.As(err, &ne) && ne.Timeout():
+				continue
+			case err == nil:
 				err = s.Want.check(resp)
 			}
 			if err == nil {
@@ -260,6 +286,74 @@ func runCase(env Env, g *gatewayProc, c Case) error {
 				return fmt.Errorf("step %d (%s %s): %w", i+1, method, target, err)
 			}
 		}
+	}
+	return nil
+}
+
+// sendBodies sends the request len(s.Bodies) times and compares the bodies.
+func sendBodies(g *gatewayProc, m *mapper, method, target string, s Step) error {
+	var got []string
+	for range s.Bodies {
+		resp, err := send(g, m, method, target, s)
+		if err != nil {
+			return err
+		}
+		if err := s.Want.check(resp); err != nil {
+			return err
+		}
+		got = append(got, strings.TrimSpace(string(resp.Body)))
+	}
+	want := slices.Clone(s.Bodies)
+	if s.Sorted {
+		slices.Sort(got)
+		slices.Sort(want)
+	}
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("bodies %q, want %q", got, want)
+	}
+	return nil
+}
+
+// sendConcurrent sends s.Concurrent copies of the request at once and
+// compares their statuses, sorted, with s.Statuses sorted.
+func sendConcurrent(g *gatewayProc, m *mapper, method, target string, s Step) error {
+	got := make([]int, s.Concurrent)
+	values := make([]string, s.Concurrent)
+	errs := make([]error, s.Concurrent)
+	var wg sync.WaitGroup
+	for i := range s.Concurrent {
+		wg.Go(func() {
+			resp, err := send(g, m, method, target, s)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			got[i] = resp.Status
+			if s.Unique != "" {
+				if v := resp.Headers[canonical(s.Unique)]; len(v) > 0 {
+					values[i] = v[0]
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if s.Unique != "" {
+		seen := map[string]bool{}
+		for _, v := range values {
+			if v == "" || seen[v] {
+				return fmt.Errorf("%s %q missing or repeated among %d answers", s.Unique, v, s.Concurrent)
+			}
+			seen[v] = true
+		}
+	}
+	want := slices.Clone(s.Statuses)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("statuses %v, want %v", got, want)
 	}
 	return nil
 }
@@ -519,8 +613,14 @@ func send(g *gatewayProc, m *mapper, method, target string, s Step) (*Response, 
 			set("Content-Length", strconv.Itoa(len(body)))
 		}
 	}
+	// "GET /path HTTP/1.0" sends that protocol version (Test::Nginx's
+	// request line); HTTP/1.1 otherwise.
+	proto := "HTTP/1.1"
+	if t, p, ok := strings.Cut(target, " "); ok {
+		target, proto = t, p
+	}
 	var req strings.Builder
-	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\n", method, target)
+	fmt.Fprintf(&req, "%s %s %s\r\n", method, target, proto)
 	for _, k := range order {
 		if hdr[k] == "" && k != "Host" {
 			continue // an empty value removes a default header
@@ -530,7 +630,11 @@ func send(g *gatewayProc, m *mapper, method, target string, s Step) (*Response, 
 	req.WriteString("\r\n")
 	req.WriteString(body)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	timeout := 10 * time.Second
+	if s.Timeout > 0 {
+		timeout = time.Duration(s.Timeout * float64(time.Second))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)

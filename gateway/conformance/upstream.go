@@ -140,7 +140,31 @@ func (h *upstreamHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header()[http.CanonicalHeaderKey(name)] = vs
 		}
 	}
+	// A Content-Length asked for with resp-Content-Length is what the body
+	// is cut to (net/http would refuse the whole write and drop the
+	// connection; response-rewrite.t TEST 7 replaces that body anyway).
+	if n, err := strconv.Atoi(w.Header().Get("Content-Length")); err == nil {
+		w = &cutWriter{ResponseWriter: w, left: n}
+	}
 	fn(h, w, r)
+}
+
+// cutWriter writes at most left bytes of the body.
+type cutWriter struct {
+	http.ResponseWriter
+	left int
+}
+
+func (c *cutWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) > c.left {
+		p = p[:c.left]
+	}
+	c.left -= len(p)
+	if _, err := c.ResponseWriter.Write(p); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 type action func(h *upstreamHandler, w http.ResponseWriter, r *http.Request)
@@ -308,4 +332,25 @@ func hostOnly(hostport string) string {
 		return h
 	}
 	return hostport
+}
+
+// StartPortServers starts a server for each logical port that answers
+// every request with that port number, as a .t file's fake servers do
+// (ngx.say(1970)), and returns Addrs with them added; stop closes them.
+func (u *Upstream) StartPortServers(ports []int) (addrs map[int]string, stop func(), err error) {
+	addrs = maps.Clone(u.Addrs)
+	var servers []*httptest.Server
+	stop = func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}
+	for _, port := range ports {
+		body := strconv.Itoa(port) + "\n"
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) }))
+		s.Config.ErrorLog = nil
+		servers = append(servers, s)
+		addrs[port] = s.Listener.Addr().String()
+	}
+	return addrs, stop, nil
 }

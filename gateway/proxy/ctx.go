@@ -28,7 +28,8 @@ type reqCtx struct {
 	remotePort int    // set by a plugin (real-ip); 0: the connection's
 	realAddr   bool   // a plugin replaced remote_addr
 	host       string // Host without port, as matched
-	node       string // address of the node that answered
+	node       string // host of the node that answered
+	nodeAddr   string // its host:port
 	hostSet    bool   // a plugin set the upstream Host
 	uriSet     bool   // a plugin set the upstream URI
 	timed      bool   // log plugins run: measure times
@@ -64,6 +65,7 @@ const (
 type ctxValue struct {
 	key any
 	v   int64
+	s   string
 }
 
 // Per-request buffers larger than this are not kept in the pool.
@@ -77,7 +79,7 @@ func (rc *reqCtx) reset() {
 	rc.match = router.Match{}
 	rc.remoteAddr, rc.remotePort, rc.realAddr = netip.Addr{}, 0, false
 	rc.remoteStr = rc.remoteStr[:0]
-	rc.host, rc.node = "", ""
+	rc.host, rc.node, rc.nodeAddr = "", "", ""
 	rc.hostSet, rc.uriSet, rc.timed, rc.responding, rc.h2 = false, false, false, false, false
 	rc.start = time.Time{}
 	rc.respHdrs = rc.respHdrs[:0]
@@ -98,6 +100,9 @@ func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 func (rc *reqCtx) init(fc *fasthttp.RequestCtx) {
 	rc.fc = fc
+	// Response header names go out as set (plugins set canonical ones, an
+	// upstream's keep its spelling): no per-header normalization.
+	fc.Response.Header.DisableNormalizing()
 	if ta, ok := fc.RemoteAddr().(*net.TCPAddr); ok {
 		ap := ta.AddrPort()
 		rc.remoteAddr = ap.Addr().Unmap()
@@ -156,6 +161,15 @@ func (rc *reqCtx) Var(name string) string {
 			return "HTTP/2.0"
 		}
 		return b2s(fc.Request.Header.Protocol())
+	case "balancer_ip":
+		return rc.node
+	case "balancer_port":
+		if i := strings.LastIndexByte(rc.nodeAddr, ':'); i >= 0 {
+			return rc.nodeAddr[i+1:]
+		}
+		return ""
+	case "upstream_addr":
+		return rc.nodeAddr
 	case "status":
 		return rc.appendVar(strconv.AppendInt(rc.scratch[:0], int64(fc.Response.StatusCode()), 10))
 	case "host":
@@ -258,7 +272,7 @@ func (rc *reqCtx) SetResponseHeader(name, value string) {
 	if rc.responding {
 		rc.delRespHeader(name)
 		if value != "" {
-			rc.fc.Response.Header.Set(name, value)
+			rc.fc.Response.Header.SetCanonical(unsafeBytes(name), unsafeBytes(value))
 		}
 		return
 	}
@@ -273,7 +287,7 @@ func (rc *reqCtx) SetResponseHeaderInt(name string, v int64) {
 	if rc.responding {
 		rc.delRespHeader(name)
 		rc.scratch = strconv.AppendInt(rc.scratch[:0], v, 10)
-		rc.fc.Response.Header.SetBytesV(name, rc.scratch)
+		rc.fc.Response.Header.SetCanonical(unsafeBytes(name), rc.scratch)
 		return
 	}
 	rc.addRespHeader(name, opSet, func(b []byte) []byte { return strconv.AppendInt(b, v, 10) })
@@ -314,9 +328,9 @@ func (rc *reqCtx) applyRespHeaders() {
 	for _, rh := range rc.respHdrs {
 		switch rh.op {
 		case opSet:
-			h.SetBytesV(rh.name, rh.val)
+			h.SetCanonical(unsafeBytes(rh.name), rh.val)
 		case opAdd:
-			h.AddBytesV(rh.name, rh.val)
+			h.AddBytesKV(unsafeBytes(rh.name), rh.val)
 		case opDel:
 			h.Del(rh.name)
 		}
@@ -401,23 +415,39 @@ func (rc *reqCtx) Buffer(n int) []byte {
 	return rc.arena[i : i+n : i+n]
 }
 
-func (rc *reqCtx) SetValue(key any, v int64) {
-	for i := range rc.values {
-		if rc.values[i].key == key {
-			rc.values[i].v = v
-			return
-		}
-	}
-	rc.values = append(rc.values, ctxValue{key, v})
-}
+func (rc *reqCtx) SetValue(key any, v int64) { rc.value(key).v = v }
+func (rc *reqCtx) SetText(key any, s string) { rc.value(key).s = s }
 
 func (rc *reqCtx) Value(key any) (int64, bool) {
-	for i := range rc.values {
-		if rc.values[i].key == key {
-			return rc.values[i].v, true
-		}
+	if i := rc.findValue(key); i >= 0 {
+		return rc.values[i].v, true
 	}
 	return 0, false
+}
+
+func (rc *reqCtx) Text(key any) (string, bool) {
+	if i := rc.findValue(key); i >= 0 {
+		return rc.values[i].s, true
+	}
+	return "", false
+}
+
+func (rc *reqCtx) findValue(key any) int {
+	for i := range rc.values {
+		if rc.values[i].key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// value is key's entry, added if new.
+func (rc *reqCtx) value(key any) *ctxValue {
+	if i := rc.findValue(key); i >= 0 {
+		return &rc.values[i]
+	}
+	rc.values = append(rc.values, ctxValue{key: key})
+	return &rc.values[len(rc.values)-1]
 }
 
 func (rc *reqCtx) Consumer() *gateway.ConsumerEntry { return rc.consumer }

@@ -225,3 +225,16 @@ func TestRedirectPhase(t *testing.T) {
 		t.Errorf("POST: %d", r.Status)
 	}
 }
+
+// $http_custom_header reads a header sent as custom_header, as nginx's
+// variables do with APISIX's underscores_in_headers on.
+func TestHeaderVarUnderscores(t *testing.T) {
+	w := plugintest.Start(t, phaseRegistry(), nil)
+	w.Load(t, map[string]string{"routes/1": `{"uri":"/hello","plugins":{"response-rewrite":{"headers":{"X-Got":"$http_custom_header"}}},
+		"upstream":{"type":"roundrobin","nodes":{"$UPSTREAM":1}}}`})
+	for _, name := range []string{"custom_header", "Custom-Header"} {
+		if r := w.Do(t, "GET", "/hello", "", name, "v1"); r.Header.Get("X-Got") != "v1" {
+			t.Errorf("%s: X-Got %q", name, r.Header.Get("X-Got"))
+		}
+	}
+}

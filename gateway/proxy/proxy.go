@@ -724,7 +724,7 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 				req.Header.SetHost(up.upstreamHost)
 			}
 		}
-		rc.node = n.host
+		rc.node, rc.nodeAddr = n.host, n.addr
 		n.active.Add(1)
 		var t0 time.Time
 		if rc.timed {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/linkgate/linkgate/gateway"
 )
@@ -118,8 +119,14 @@ func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 	return in, nil
 }
 
-// Rewrite answers preflight requests.
+// Rewrite keeps the request's Origin as the client sent it (a later
+// plugin may change the header) and answers preflight requests.
 func (in *instance) Rewrite(c gateway.Ctx) gateway.Reply {
+	if o := c.Var("http_origin"); o != "" {
+		b := c.Buffer(len(o))
+		copy(b, o)
+		c.SetText(in, unsafe.String(unsafe.SliceData(b), len(b)))
+	}
 	if c.Var("request_method") == "OPTIONS" {
 		return gateway.Reply{Status: 200}
 	}
@@ -128,7 +135,10 @@ func (in *instance) Rewrite(c gateway.Ctx) gateway.Reply {
 
 // FilterHeaders adds the CORS headers when the origin is allowed.
 func (in *instance) FilterHeaders(c gateway.Ctx) {
-	origin := c.Var("http_origin")
+	origin, saved := c.Text(in)
+	if !saved {
+		origin = c.Var("http_origin") // an earlier plugin answered before our rewrite
+	}
 	allow, ok := in.origins.Allow(origin)
 	if !ok {
 		allow = ""

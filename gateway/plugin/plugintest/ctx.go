@@ -45,6 +45,7 @@ type Ctx struct {
 type value struct {
 	key any
 	v   int64
+	s   string
 }
 
 var _ gateway.Ctx = (*Ctx)(nil)
@@ -205,15 +206,8 @@ func (c *Ctx) Buffer(n int) []byte {
 	return c.arena[i : i+n : i+n]
 }
 
-func (c *Ctx) SetValue(key any, v int64) {
-	for i := range c.values {
-		if c.values[i].key == key {
-			c.values[i].v = v
-			return
-		}
-	}
-	c.values = append(c.values, value{key, v})
-}
+func (c *Ctx) SetValue(key any, v int64) { c.value(key).v = v }
+func (c *Ctx) SetText(key any, s string) { c.value(key).s = s }
 
 func (c *Ctx) Value(key any) (int64, bool) {
 	for i := range c.values {
@@ -222,4 +216,23 @@ func (c *Ctx) Value(key any) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+func (c *Ctx) Text(key any) (string, bool) {
+	for i := range c.values {
+		if c.values[i].key == key {
+			return c.values[i].s, true
+		}
+	}
+	return "", false
+}
+
+func (c *Ctx) value(key any) *value {
+	for i := range c.values {
+		if c.values[i].key == key {
+			return &c.values[i]
+		}
+	}
+	c.values = append(c.values, value{key: key})
+	return &c.values[len(c.values)-1]
 }

@@ -134,18 +134,25 @@ func appendUUID(b []byte) []byte {
 	hi, lo := rand.Uint64(), rand.Uint64()
 	hi = hi&^(0xf<<12) | 4<<12   // version 4
 	lo = lo&^(0x3<<62) | 0x2<<62 // variant 10
-	for i := 0; i < 16; i++ {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			b = append(b, '-')
-		}
-		w, shift := hi, 56-8*i
-		if i >= 8 {
-			w, shift = lo, 56-8*(i-8)
-		}
-		v := byte(w >> shift)
-		b = append(b, hexDigits[v>>4], hexDigits[v&0xf])
+	var u [36]byte
+	hex16(u[0:8], hi>>32, 8)
+	u[8] = '-'
+	hex16(u[9:13], hi>>16, 4)
+	u[13] = '-'
+	hex16(u[14:18], hi, 4)
+	u[18] = '-'
+	hex16(u[19:23], lo>>48, 4)
+	u[23] = '-'
+	hex16(u[24:36], lo, 12)
+	return append(b, u[:]...)
+}
+
+// hex16 writes the low n hex digits of v into dst[:n].
+func hex16(dst []byte, v uint64, n int) {
+	for i := n - 1; i >= 0; i-- {
+		dst[i] = hexDigits[v&0xf]
+		v >>= 4
 	}
-	return b
 }
 
 const nanoidAlphabet = "_-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -41,7 +41,10 @@ func (k Key) Append(dst []byte, c gateway.Ctx) []byte {
 	case "constant":
 		v = k.key
 	case "var_combination":
-		v = c.Expand(k.key)
+		// As resolve_var's n_resolved: no variable set, no key.
+		if s, n := gateway.ExpandVarsN(k.key, c); n > 0 {
+			v = s
+		}
 	default:
 		v = c.Var(k.key)
 	}
