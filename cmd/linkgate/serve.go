@@ -47,6 +47,7 @@ type serveConfig struct {
 	visits          visitsConfig
 	trustedProxies  cli.ListFlag
 	awsIPRanges     string
+	storeMinFree    int64 // pebble: MiB kept free on the store's file system
 }
 
 const serveDescription = `Serve the URL shortener: seed-compatible POST /shortenURL and
@@ -100,6 +101,7 @@ func defaultServeConfig() serveConfig {
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", ":8080", "`address` to listen on, host:port")
 	c.registerShortener(fs, "pebble:data/links", "text")
+	fs.Int64Var(&c.storeMinFree, "store-min-free", 64, "pebble: free space, in `MiB`, kept on the store's file system: below it creates, deletes and visit flushes answer 503 unavailable and reads go on, until space is freed; half of it is held by a ballast file (DIR/BALLAST) released should the disk fill up anyway")
 	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "redirects and lookups in flight beyond which new ones get 503 overloaded at once (0: no limit)")
 	fs.IntVar(&c.api.MaxInflightCreates, "max-inflight-creates", 256, "creates in flight beyond which new ones get 503 overloaded (0: no limit); a budget of their own, so a create flood never sheds redirects")
 	fs.IntVar(&c.api.MaxInflightQR, "max-inflight-qr", 32, "QR code and statistics requests in flight beyond which new ones get 503 overloaded (0: no limit)")
@@ -155,6 +157,8 @@ func (c serveConfig) validate() error {
 		return cli.Usagef("timeouts must not be negative")
 	case c.server.MaxHeaderBytes < 1024:
 		return cli.Usagef("--max-header-bytes must be at least 1024")
+	case c.storeMinFree < 1 || c.storeMinFree > 1<<20:
+		return cli.Usagef("--store-min-free must be between 1 and 1048576 MiB")
 	}
 	return nil
 }
@@ -225,14 +229,14 @@ func openStore(ctx context.Context, logger *slog.Logger, c serveConfig) (shorten
 	}
 	switch kind {
 	case "pebble":
-		s, err := openPebble(ctx, logger, arg, arg+".db")
+		s, err := openPebble(ctx, logger, arg, arg+".db", c.storeMinFree<<20)
 		return s, kind, err
 	case "bolt":
 		// The format of earlier releases: migrated, then served from
 		// the pebble store beside it.
 		dir := pebbleDirOf(arg)
 		logger.Warn("--store bolt: names a store of an earlier release; it is served from the pebble store migrated from it", "bolt", arg, "store", "pebble:"+dir)
-		s, err := openPebble(ctx, logger, dir, arg)
+		s, err := openPebble(ctx, logger, dir, arg, c.storeMinFree<<20)
 		return s, "pebble", err
 	case "dynamodb":
 		s, err := dynamodb.Open(ctx, c.dynamoOptions(logger, arg))

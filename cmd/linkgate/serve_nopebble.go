@@ -15,7 +15,7 @@ import (
 	"github.com/linkgate/linkgate/shortener"
 )
 
-func openPebble(ctx context.Context, logger *slog.Logger, dir, old string) (shortener.Store, error) {
+func openPebble(ctx context.Context, logger *slog.Logger, dir, old string, minFree int64) (shortener.Store, error) {
 	return nil, errors.New("this build has no embedded store (built with -tags nopebble, as the Lambda bootstrap is); use --store dynamodb:TABLE")
 }
 

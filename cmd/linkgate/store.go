@@ -195,9 +195,10 @@ func migrateBolt(ctx context.Context, path string, dst shortener.RecordStore) (m
 // openPebble opens the embedded store in dir. If dir does not exist and
 // the bolt file old does (a store of an earlier release), it is migrated
 // first, into a directory renamed to dir once complete, so that a
-// migration cut short starts again on the next start.
-func openPebble(ctx context.Context, logger *slog.Logger, dir, old string) (shortener.Store, error) {
-	opts := pebble.Options{Logger: logger}
+// migration cut short starts again on the next start. minFree is
+// pebble.Options.MinFreeBytes.
+func openPebble(ctx context.Context, logger *slog.Logger, dir, old string, minFree int64) (shortener.Store, error) {
+	opts := pebble.Options{Logger: logger, MinFreeBytes: minFree}
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) && bolt.Exists(old) {
 		tmp := dir + ".migrating"
 		if err := os.RemoveAll(tmp); err != nil {

@@ -14,6 +14,10 @@ type Collector struct {
 	flushes, cacheHits, cacheMisses     *prometheus.Desc
 	cacheBytes, diskBytes, memtable     *prometheus.Desc
 	readAmp, walBytes, walFsync, l0Subs *prometheus.Desc
+	free, minFree, refusing, refused    *prometheus.Desc
+	enospc, ballast                     *prometheus.Desc
+	recUnclean, recTorn, recRecords     *prometheus.Desc
+	corruptions                         *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -36,13 +40,24 @@ func NewCollector(s *Store) *Collector {
 		walBytes:       d("wal_bytes_written_total", "Bytes written to the write-ahead log."),
 		walFsync:       d("wal_fsync_latency_seconds", "Latency of the write-ahead log's fsyncs."),
 		l0Subs:         d("l0_sublevels", "Sublevels of L0 (writes stall when they pile up)."),
+		free:           d("disk_free_bytes", "Free space of the store's file system, as the free-space guard last read it."),
+		minFree:        d("disk_min_free_bytes", "Free space below which the store refuses writes (--store-min-free)."),
+		refusing:       d("writes_refused", "1 while the store refuses writes because its file system is nearly full, else 0."),
+		refused:        d("writes_refused_total", "Writes (creates, deletes, visit flushes, imports) refused because the file system was nearly full."),
+		enospc:         d("enospc_total", "Times pebble met a full disk (ENOSPC) and the ballast was released for it."),
+		ballast:        d("ballast", "1 while the ballast file holds its space, else 0 (released, or not made for lack of space)."),
+		recUnclean:     d("recovery_unclean", "1 if the store was opened after an unclean stop (the last process that had it open did not close it), else 0."),
+		recTorn:        d("recovery_torn_record", "1 if the newest write-ahead log ended in an incomplete record when the store was opened (pebble dropped it; it had not been acknowledged), else 0."),
+		recRecords:     d("recovery_wal_records", "Complete records pebble replayed from the newest write-ahead log when the store was opened."),
+		corruptions:    d("corruptions_total", "Blocks of the store's files that failed their checksum when read (the log names the file; restore a backup)."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.compactions, c.compactionDebt, c.flushes, c.cacheHits, c.cacheMisses,
-		c.cacheBytes, c.diskBytes, c.memtable, c.readAmp, c.walBytes, c.walFsync, c.l0Subs} {
+		c.cacheBytes, c.diskBytes, c.memtable, c.readAmp, c.walBytes, c.walFsync, c.l0Subs,
+		c.free, c.minFree, c.refusing, c.refused, c.enospc, c.ballast, c.recUnclean, c.recTorn, c.recRecords, c.corruptions} {
 		ch <- d
 	}
 }
@@ -68,6 +83,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.readAmp, float64(m.ReadAmp()))
 	counter(c.walBytes, float64(m.WAL.BytesWritten))
 	gauge(c.l0Subs, float64(m.Levels[0].Sublevels))
+	gauge(c.recUnclean, b2f(c.s.recovery.Unclean))
+	gauge(c.recTorn, b2f(c.s.recovery.Torn))
+	gauge(c.recRecords, float64(c.s.recovery.Records))
+	counter(c.corruptions, float64(c.s.corruptions.Load()))
+	if g, ok := c.s.guard.stats(); ok {
+		gauge(c.free, float64(g.free))
+		gauge(c.minFree, float64(g.minFree))
+		gauge(c.refusing, b2f(g.refusing))
+		counter(c.refused, float64(g.refused))
+		counter(c.enospc, float64(g.diskFull))
+		gauge(c.ballast, b2f(g.ballasted))
+	}
 	if h := m.LogWriter.FsyncLatency; h != nil {
 		// pebble's histogram is in nanoseconds; exported in seconds.
 		var pb dto.Metric
@@ -79,4 +106,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstHistogram(c.walFsync, pb.Histogram.GetSampleCount(), pb.Histogram.GetSampleSum()/1e9, buckets)
 		}
 	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -74,7 +74,7 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 		}
 		results[i] = shortener.Imported
 	}
-	if err := b.Commit(pebbledb.Sync); err != nil {
+	if err := s.commit(b, pebbledb.Sync); err != nil {
 		return nil, unavailable("import", err)
 	}
 	j := 0

@@ -59,7 +59,7 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 			return unavailable("add visits", err)
 		}
 	}
-	if err := b.Commit(pebbledb.Sync); err != nil {
+	if err := s.commit(b, pebbledb.Sync); err != nil {
 		return unavailable("add visits", err)
 	}
 	for i := range batch.Links {
