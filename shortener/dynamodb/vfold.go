@@ -353,10 +353,7 @@ func (v *visitLog) settled(ctx context.Context, folded int64, now time.Time) (in
 // void writes a void header for number n unless it was committed
 // meanwhile (either way the number is settled).
 func (s *Store) void(ctx context.Context, n int64, now time.Time) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	_, err := s.client.PutItem(ctx, &ddb.PutItemInput{
-		TableName: &s.table,
+	_, err := s.put(ctx, "void visit record", &ddb.PutItemInput{
 		Item: map[string]types.AttributeValue{
 			AttrID:        &types.AttributeValueMemberS{Value: recordKey(n)},
 			attrVoid:      &types.AttributeValueMemberBOOL{Value: true},
@@ -364,11 +361,7 @@ func (s *Store) void(ctx context.Context, n int64, now time.Time) error {
 		},
 		ConditionExpression: aws.String("attribute_not_exists(" + AttrID + ")"),
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		return s.fail("void visit record", err)
-	}
-	return nil
+	return err
 }
 
 // header is a committed record's header.
@@ -737,18 +730,16 @@ func (s *Store) writeState(ctx context.Context, k string, set *deltaSet, old sta
 	if len(chunks) > 1 {
 		item[attrChunks] = number(int64(len(chunks) - 1))
 	}
-	in := &ddb.PutItemInput{
-		TableName: &s.table, Item: item, ConditionExpression: aws.String(cond),
-	}
+	in := &ddb.PutItemInput{Item: item, ConditionExpression: aws.String(cond)}
 	if old.exists {
 		in.ExpressionAttributeNames = map[string]string{"#u": attrUpto}
 		in.ExpressionAttributeValues = values
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	_, err := s.client.PutItem(cctx, in)
-	cancel()
-	if err != nil {
-		return 0, s.fail("write visit state", err) // a condition that failed: another fold got there; retried later
+	switch refused, err := s.put(ctx, "write visit state", in); {
+	case err != nil:
+		return 0, err
+	case refused:
+		return 0, fmt.Errorf("visit state %s: another fold wrote it meanwhile (this one is retried later)", k)
 	}
 	var del []types.WriteRequest
 	for c := 1; c <= old.chunks; c++ {
@@ -760,10 +751,7 @@ func (s *Store) writeState(ctx context.Context, k string, set *deltaSet, old sta
 // lease takes or renews the fold lease for owner; ok is false when another
 // owner holds it. It returns the fold item.
 func (s *Store) lease(ctx context.Context, owner string, now time.Time) (foldState, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	out, err := s.client.UpdateItem(ctx, &ddb.UpdateItemInput{
-		TableName:                 &s.table,
+	attrs, refused, err := s.update(ctx, "take the visit fold lease", &ddb.UpdateItemInput{
 		Key:                       key(keyFold),
 		UpdateExpression:          aws.String("SET #o = :me, #l = :until"),
 		ConditionExpression:       aws.String("attribute_not_exists(#o) OR #o = :me OR #l < :now"),
@@ -771,60 +759,43 @@ func (s *Store) lease(ctx context.Context, owner string, now time.Time) (foldSta
 		ExpressionAttributeValues: map[string]types.AttributeValue{":me": &types.AttributeValueMemberS{Value: owner}, ":until": number(now.Add(foldLease).UnixMilli()), ":now": number(now.UnixMilli())},
 		ReturnValues:              types.ReturnValueAllNew,
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return foldState{}, false, nil
+	if err != nil || refused {
+		return foldState{}, false, err
 	}
-	if err != nil {
-		return foldState{}, false, s.fail("take the visit fold lease", err)
-	}
-	f, err := decodeFold(out.Attributes)
+	f, err := decodeFold(attrs)
 	return f, err == nil, err
 }
 
 func (s *Store) releaseLease(ctx context.Context, owner string) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	_, err := s.client.UpdateItem(ctx, &ddb.UpdateItemInput{
-		TableName:                 &s.table,
+	_, _, err := s.update(ctx, "release the visit fold lease", &ddb.UpdateItemInput{
 		Key:                       key(keyFold),
 		UpdateExpression:          aws.String("REMOVE #o, #l"),
 		ConditionExpression:       aws.String("#o = :me"),
 		ExpressionAttributeNames:  map[string]string{"#o": attrOwner, "#l": attrLease},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":me": &types.AttributeValueMemberS{Value: owner}},
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		return s.fail("release the visit fold lease", err)
-	}
-	return nil
+	return err
 }
 
 // setTarget records the fold's target before it writes any state item.
 func (s *Store) setTarget(ctx context.Context, owner string, folded, target int64) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	_, err := s.client.UpdateItem(ctx, &ddb.UpdateItemInput{
-		TableName:                 &s.table,
+	_, refused, err := s.update(ctx, "start a visit fold", &ddb.UpdateItemInput{
 		Key:                       key(keyFold),
 		UpdateExpression:          aws.String("SET #g = :t"),
 		ConditionExpression:       aws.String("#o = :me AND (attribute_not_exists(#n) OR #n = :f)"),
 		ExpressionAttributeNames:  map[string]string{"#g": attrTarget, "#o": attrOwner, "#n": attrN},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":t": number(target), ":me": &types.AttributeValueMemberS{Value: owner}, ":f": number(folded)},
 	})
-	if err != nil {
-		return s.fail("start a visit fold", err)
+	if refused {
+		return errors.New("start a visit fold: the lease was lost")
 	}
-	return nil
+	return err
 }
 
 // finishFold advances the fold item past target, records its month
 // table, and releases the lease.
 func (s *Store) finishFold(ctx context.Context, owner string, folded, target, bytes int64, months map[int32]monthMeta, now time.Time) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	_, err := s.client.UpdateItem(ctx, &ddb.UpdateItemInput{
-		TableName:           &s.table,
+	_, refused, err := s.update(ctx, "finish a visit fold", &ddb.UpdateItemInput{
 		Key:                 key(keyFold),
 		UpdateExpression:    aws.String("SET #n = :t, #b = :b, #m = :m, #a = :a REMOVE #g, #o, #l"),
 		ConditionExpression: aws.String("#o = :me AND (attribute_not_exists(#n) OR #n = :f)"),
@@ -835,10 +806,10 @@ func (s *Store) finishFold(ctx context.Context, owner string, folded, target, by
 			":a": number(now.Unix()), ":me": &types.AttributeValueMemberS{Value: owner}, ":f": number(folded),
 		},
 	})
-	if err != nil {
-		return s.fail("finish a visit fold", err)
+	if refused {
+		return errors.New("finish a visit fold: the lease was lost")
 	}
-	return nil
+	return err
 }
 
 // batchGet reads items, 100 per BatchGetItem, up to callsInFlight calls

@@ -2,7 +2,6 @@ package dynamodb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -127,24 +126,14 @@ func (s *Store) addLimited(ctx context.Context, l *shortener.LinkVisits) (gone b
 		values[":c"] = number(l.CreatedAt)
 		cond += " AND (attribute_not_exists(#c) OR #c = :c)"
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	_, err = s.client.UpdateItem(ctx, &ddb.UpdateItemInput{
-		TableName:                 &s.table,
+	_, gone, err = s.update(ctx, "add visits "+quote(l.ID), &ddb.UpdateItemInput{
 		Key:                       key(l.ID),
 		UpdateExpression:          aws.String("ADD #v :n"),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return true, nil
-	}
-	if err != nil {
-		return false, s.fail("add visits "+quote(l.ID), err)
-	}
-	return false, nil
+	return gone, err
 }
 
 // FlushVisits writes the visits the store holds (the buffer of the visit
@@ -331,10 +320,14 @@ func legacyAttrs(item map[string]types.AttributeValue) []string {
 }
 
 // noticeLegacy queues a link whose item holds statistics of the old layout
-// for migration, when the visit log runs (the queue is bounded: a link
-// not taken is queued again by its next read).
+// for migration, which the visit log's background work does once it runs
+// (from the first batch of visits or statistics read on: a process that
+// counts no visits moves nothing). The queue is bounded: a link not taken
+// is queued again by its next read. Reads before the log runs are queued
+// too, so the links a new instance reads first are not left for their
+// next cache miss.
 func (v *visitLog) noticeLegacy(id string, item map[string]types.AttributeValue) {
-	if !v.active.Load() || len(legacyAttrs(item)) == 0 {
+	if len(legacyAttrs(item)) == 0 {
 		return
 	}
 	select {

@@ -448,6 +448,24 @@ func TestVisitsMigrationOfOldItems(t *testing.T) {
 	if got := rawItem(t, a, "oldlayout2"); len(got) != 4 {
 		t.Errorf("an old item read by a redirect kept %d attributes, want 4", len(got))
 	}
+
+	// So does a read by a new instance before it has counted any visit:
+	// its first reads are not left for their next cache miss.
+	item["shortURL"] = &types.AttributeValueMemberS{Value: "oldlayout3"}
+	if _, err := a.Client().PutItem(ctx, &ddb.PutItemInput{TableName: aws.String(a.Table()), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := dynamodb.New(a.Client(), dynamodb.Options{Table: a.Table(), Timeout: 10 * time.Second, ManualVisits: true, Clock: c.Now})
+	defer fresh.Close()
+	if _, err := fresh.Get(ctx, "oldlayout3"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		fresh.Tick(ctx)
+	}
+	if got := rawItem(t, a, "oldlayout3"); len(got) != 4 {
+		t.Errorf("an old item read by a new instance's first redirect kept %d attributes, want 4", len(got))
+	}
 }
 
 // A number taken by a writer that never commits (it died) is voided by the

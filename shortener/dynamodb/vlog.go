@@ -110,7 +110,6 @@ type visitLog struct {
 	stop, done chan struct{}
 	start      sync.Once
 	closeOnce  sync.Once
-	active     atomic.Bool // AddVisits was called: migrations are queued
 
 	records, recordBytes, flushErrors, folds, foldErrors, migrated atomic.Int64
 }
@@ -153,7 +152,6 @@ func newVisitLog(s *Store, opts Options) *visitLog {
 // it writes the buffer when due, checks whether the log needs folding, and
 // migrates items of the old layout.
 func (v *visitLog) run() {
-	v.active.Store(true)
 	v.start.Do(func() {
 		go func() {
 			defer close(v.done)
@@ -308,10 +306,7 @@ func (v *visitLog) write(ctx context.Context, rec *record) error {
 
 // number takes the next record number, counting bytes.
 func (s *Store) number(ctx context.Context, bytes int) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	out, err := s.client.UpdateItem(ctx, &ddb.UpdateItemInput{
-		TableName:                 &s.table,
+	attrs, _, err := s.update(ctx, "number a visit record", &ddb.UpdateItemInput{
 		Key:                       key(keySeq),
 		UpdateExpression:          aws.String("ADD #n :one, #b :b"),
 		ExpressionAttributeNames:  map[string]string{"#n": attrN, "#b": attrBytes},
@@ -319,11 +314,11 @@ func (s *Store) number(ctx context.Context, bytes int) (int64, error) {
 		ReturnValues:              types.ReturnValueUpdatedNew,
 	})
 	if err != nil {
-		return 0, s.fail("number a visit record", err)
+		return 0, err
 	}
-	n, err := integer(out.Attributes, attrN)
+	n, err := integer(attrs, attrN)
 	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("number a visit record: counter answered %v (%v)", out.Attributes[attrN], err)
+		return 0, fmt.Errorf("number a visit record: counter answered %v (%v)", attrs[attrN], err)
 	}
 	return n, nil
 }
@@ -420,19 +415,12 @@ func (s *Store) commit(ctx context.Context, rec *record, writer string, now time
 	if len(rec.blobs) == 1 {
 		item[attrData] = &types.AttributeValueMemberB{Value: rec.blobs[0]}
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	_, err := s.client.PutItem(cctx, &ddb.PutItemInput{
-		TableName:           &s.table,
+	refused, err := s.put(ctx, "commit visit record", &ddb.PutItemInput{
 		Item:                item,
 		ConditionExpression: aws.String("attribute_not_exists(" + AttrID + ")"),
 	})
-	cancel()
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		if err != nil {
-			return false, s.fail("commit visit record", err)
-		}
-		return true, nil
+	if err != nil || !refused {
+		return err == nil, err
 	}
 	h, err := s.getItem(ctx, recordKey(rec.n), true)
 	if err != nil {
@@ -441,6 +429,41 @@ func (s *Store) commit(ctx context.Context, rec *record, writer string, now time
 	w, _ := str(h, attrWriter)
 	_, void := h[attrVoid]
 	return w == writer && !void, nil
+}
+
+// update makes one UpdateItem call on the store's table under its
+// deadline: the attributes asked for, and refused when the condition
+// failed. op names the call in errors.
+func (s *Store) update(ctx context.Context, op string, in *ddb.UpdateItemInput) (attrs map[string]types.AttributeValue, refused bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	in.TableName = &s.table
+	out, err := s.client.UpdateItem(ctx, in)
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return nil, true, nil
+	case err != nil:
+		return nil, false, s.fail(op, err)
+	}
+	return out.Attributes, false, nil
+}
+
+// put makes one PutItem call on the store's table under its deadline;
+// refused when its condition failed.
+func (s *Store) put(ctx context.Context, op string, in *ddb.PutItemInput) (refused bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	in.TableName = &s.table
+	_, err = s.client.PutItem(ctx, in)
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return true, nil
+	case err != nil:
+		return false, s.fail(op, err)
+	}
+	return false, nil
 }
 
 // getItem reads one item; nil when there is none.

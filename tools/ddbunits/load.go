@@ -118,8 +118,21 @@ func runLoad(ctx context.Context, targets []string, seq []int, rate float64, con
 			})
 		}
 	}
+	res.Sent, res.MaxLag, res.Behind = pace(ctx, len(seq), rate, func(i int) { queues[i%len(targets)] <- job{i} })
+	for _, q := range queues {
+		close(q)
+	}
+	wg.Wait()
+	res.Redirects, res.Other, res.Errors = redirects.Load(), other.Load(), errs.Load()
+	return res
+}
+
+// pace calls send(i) for i from 0 to n-1, each at its time at rate a
+// second, and returns how many it sent and the latest one was late; it
+// stops early (behind) once one is later than maxLag.
+func pace(ctx context.Context, n int, rate float64, send func(i int)) (sent int64, lag time.Duration, behind bool) {
 	start := time.Now()
-	for i := range seq {
+	for i := range n {
 		due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
 		if d := time.Until(due); d > time.Millisecond {
 			select {
@@ -130,18 +143,11 @@ func runLoad(ctx context.Context, targets []string, seq []int, rate float64, con
 		if ctx.Err() != nil {
 			break
 		}
-		queues[i%len(targets)] <- job{i}
-		res.Sent++
-		res.MaxLag = max(res.MaxLag, time.Since(due))
-		if res.MaxLag > maxLag {
-			res.Behind = true
-			break
+		send(i)
+		sent++
+		if lag = max(lag, time.Since(due)); lag > maxLag {
+			return sent, lag, true
 		}
 	}
-	for _, q := range queues {
-		close(q)
-	}
-	wg.Wait()
-	res.Redirects, res.Other, res.Errors = redirects.Load(), other.Load(), errs.Load()
-	return res
+	return sent, lag, false
 }

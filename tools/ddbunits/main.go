@@ -51,11 +51,14 @@ func main() {
 		rate      = flag.Float64("rate", 1000, "redirects per second, all instances together")
 		duration  = flag.Duration("duration", 2*time.Minute, "how long the traffic runs per measurement")
 		cpus      = flag.String("cpus", "", "taskset CPU list for the servers (empty: no pinning)")
-		conns     = flag.Int("conns", 32, "connections per instance")
+		conns     = flag.Int("conns", 128, "connections per instance")
 		work      = flag.String("work", os.TempDir(), "folder for the servers' logs")
 		out       = flag.String("json", "", "write the results as JSON to this file")
 		seed      = flag.Uint64("seed", 1, "seed of the traffic")
 		aged      = flag.Int("aged", 1000, "links of the old layout at its bounds read cold twice per build (0: none)")
+		rie       = flag.String("rie", "", "aws-lambda-rie binary: also measure each build as Lambda functions (empty: no)")
+		lambdaN   = flag.Int("lambda", 4, "concurrent function environments in the Lambda runs")
+		life      = flag.Duration("lambda-life", 40*time.Second, "how long a function environment lives before Lambda shuts it down")
 	)
 	flag.Var(&builds, "build", "NAME=PATH of a linkgate binary to measure (repeat)")
 	flag.Var(&shapes, "shape", "traffic: uniform:LINKS or zipf:S:LINKS (repeat; default uniform:100000 and zipf:1.1:1000000)")
@@ -66,7 +69,7 @@ func main() {
 	if len(shapes) == 0 {
 		shapes = listFlag{"uniform:100000", "zipf:1.1:1000000"}
 	}
-	c := config{rate: *rate, duration: *duration, seed: *seed, aged: *aged}
+	c := config{rate: *rate, duration: *duration, seed: *seed, aged: *aged, rie: *rie, lambda: *lambdaN, life: *life}
 	for _, b := range builds {
 		name, path, ok := strings.Cut(b, "=")
 		if !ok || name == "" || path == "" {
@@ -98,12 +101,12 @@ func main() {
 		}
 	}
 	if len(results) > 0 {
-		fmt.Printf("\nRedirects at %g/s for %v per measurement; units as DynamoDB Local reported them (ReturnConsumedCapacity: TOTAL).\n\n", c.rate, c.duration)
+		fmt.Printf("\nRedirects at %g/s for %v per measurement; units as DynamoDB Local reported them (ReturnConsumedCapacity: TOTAL), plus what it does not report and DynamoDB bills (refused conditional writes, keys a BatchGetItem did not find), computed by DynamoDB's rules: \"of which computed\".\n\n", c.rate, c.duration)
 		printTable(os.Stdout, results)
 		fmt.Println()
 	}
 	if len(agedResults) > 0 {
-		fmt.Printf("Cold reads (no cache) of %d links of the old layout at its bounds, twice; units as DynamoDB Local reported them.\n\n", c.aged)
+		fmt.Printf("Cold reads (no cache) of %d links of the old layout at its bounds, twice; units as DynamoDB Local reported them, plus those computed.\n\n", c.aged)
 		printAged(os.Stdout, agedResults)
 		fmt.Println()
 	}
@@ -121,6 +124,9 @@ type config struct {
 	duration  time.Duration
 	seed      uint64
 	aged      int
+	rie       string
+	lambda    int
+	life      time.Duration
 }
 
 func run(ctx context.Context, c config, endpoint, cpus, work string, conns int) ([]runResult, []agedResult, error) {
@@ -139,7 +145,7 @@ func run(ctx context.Context, c config, endpoint, cpus, work string, conns int) 
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", ""),
 	}, func(o *ddb.Options) { o.BaseEndpoint = aws.String(endpoint) })
-	e := &env{client: client, meterURL: "http://" + ln.Addr().String(), meter: m, cpus: cpus, work: work, conns: conns}
+	e := &env{client: client, meterURL: "http://" + ln.Addr().String(), meter: m, cpus: cpus, work: work, conns: conns, rie: c.rie}
 	// DynamoDB Local is a JVM: its first thousands of calls are slow
 	// enough to time out. Warm it (and the first build) up, unmeasured.
 	fmt.Fprintln(os.Stderr, "==> warm-up")
@@ -158,10 +164,20 @@ func run(ctx context.Context, c config, endpoint, cpus, work string, conns int) 
 					return results, nil, fmt.Errorf("%s, %s, %d instances: %w", b.Name, s, n, err)
 				}
 				results = append(results, r)
-				sm := summarize(r)
-				fmt.Fprintf(os.Stderr, "    %d redirects, %.0f write units (%.1f per 1,000), %.0f read units\n",
-					sm.Redirects, sm.WriteUnits, per1000(sm.WriteUnits, sm.Redirects), sm.ReadUnits)
+				progress(r)
 			}
+		}
+		if c.rie == "" {
+			continue
+		}
+		for _, b := range c.builds {
+			fmt.Fprintf(os.Stderr, "==> %s, %s, Lambda: %d function environments living %v\n", b.Name, s, c.lambda, c.life)
+			r, err := runLambdaFleet(ctx, e, b, s, c.lambda, c.life, c.rate, seq)
+			if err != nil {
+				return results, nil, fmt.Errorf("%s, %s, Lambda: %w", b.Name, s, err)
+			}
+			results = append(results, r)
+			progress(r)
 		}
 	}
 	var aged []agedResult
@@ -177,4 +193,10 @@ func run(ctx context.Context, c config, endpoint, cpus, work string, conns int) 
 		aged = append(aged, r)
 	}
 	return results, aged, nil
+}
+
+func progress(r runResult) {
+	sm := summarize(r)
+	fmt.Fprintf(os.Stderr, "    %d redirects, %.0f write units (%.1f per 1,000), %.0f read units\n",
+		sm.Redirects, sm.WriteUnits, per1000(sm.WriteUnits, sm.Redirects), sm.ReadUnits)
 }

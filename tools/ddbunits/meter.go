@@ -23,9 +23,12 @@ import (
 // is harmless there; in front of real DynamoDB it would break SigV4, which
 // is why this is a benchmark tool and not a feature.
 //
-// What DynamoDB does not report is counted apart: a write refused by its
-// condition (ConditionalCheckFailedException) carries no ConsumedCapacity,
-// although DynamoDB bills it (at least one write unit); Failed counts them.
+// What DynamoDB Local does not report, although DynamoDB bills it, is
+// computed from item sizes by DynamoDB's published rules (units.go) and
+// counted apart, in Computed: a write refused by its condition
+// (ConditionalCheckFailedException, or a transaction cancelled by one)
+// carries no ConsumedCapacity, and a BatchGetItem reports nothing for the
+// keys it did not find.
 type meter struct {
 	proxy *httputil.ReverseProxy
 
@@ -47,6 +50,10 @@ type opCount struct {
 	Items  int64   // items addressed (batches count each)
 	Failed int64   // conditional writes refused (billed, not reported)
 	Errors int64   // other error answers
+	// Computed is the capacity units DynamoDB Local did not report and
+	// DynamoDB bills, computed by DynamoDB's rules (units.go): refused
+	// conditional writes, keys a BatchGetItem did not find.
+	Computed float64
 }
 
 func newMeter(target *url.URL) *meter {
@@ -112,8 +119,10 @@ func (m *meter) record(resp *http.Response) error {
 		c.Calls++
 		c.Units += units
 		c.Items += int64(k.Items)
+		c.Computed += k.unreported(body)
 	case failed:
 		c.Failed++
+		c.Computed += k.refused(body)
 	default:
 		c.Errors++
 	}
@@ -149,10 +158,17 @@ func (m *meter) reset() {
 }
 
 // requestInfo is what the request said: its operation, the class of its
-// items, how many.
+// items, how many, and what the units DynamoDB Local does not report are
+// computed from (units.go).
 type requestInfo struct {
 	opKey
 	Items int
+	// Sizes are the sizes of the items a write puts (PutItem, and each
+	// action of a TransactWriteItems in order; 0 for the others).
+	Sizes []int
+	// Reads is, for BatchGetItem, the keys asked for and their
+	// consistency, per table.
+	Reads map[string]batchRead
 }
 
 // reservedPrefix starts every key linkgate uses for something other than a
@@ -168,7 +184,9 @@ func rewriteRequest(op string, body []byte) ([]byte, requestInfo) {
 		return body, info
 	}
 	info.Class, info.Items = classify(op, req)
+	info.Sizes, info.Reads = sizes(op, req)
 	req["ReturnConsumedCapacity"] = json.RawMessage(`"TOTAL"`)
+	askOldItems(op, req)
 	b, err := json.Marshal(req)
 	if err != nil {
 		return body, info
@@ -260,14 +278,16 @@ func keyOf(raw json.RawMessage) string {
 
 // parseResponse reads the capacity units an answer reports (summed over
 // tables and indexes for batches). failed is true for a write refused by
-// its condition; ok for an answer that succeeded.
+// its condition (or a transaction cancelled); ok for an answer that
+// succeeded.
 func parseResponse(status int, body []byte) (units float64, failed, ok bool) {
 	if status != http.StatusOK {
 		var e struct {
 			Type string `json:"__type"`
 		}
 		json.Unmarshal(body, &e)
-		return 0, strings.HasSuffix(e.Type, "#ConditionalCheckFailedException"), false
+		refused := strings.HasSuffix(e.Type, "#ConditionalCheckFailedException") || strings.HasSuffix(e.Type, "#TransactionCanceledException")
+		return 0, refused, false
 	}
 	var r struct {
 		ConsumedCapacity json.RawMessage

@@ -26,9 +26,10 @@ var writeOps = map[string]bool{
 // summary is one run reduced to the figures of the table.
 type summary struct {
 	Redirects     int64
-	WriteUnits    float64 // as DynamoDB reported, plus one per refused conditional write
+	WriteUnits    float64 // as DynamoDB Local reported, plus what it did not (Computed)
 	ReadUnits     float64
-	RefusedWrites int64 // conditional writes refused: billed, not reported; counted as one unit each
+	Computed      float64 // units DynamoDB Local did not report, computed by DynamoDB's rules (units.go)
+	RefusedWrites int64   // conditional writes refused: billed, not reported
 	WriteCalls    int64
 	Misses        int64   // GetItem calls for link items: cache misses and refreshes
 	MissUnits     float64 // their read units
@@ -38,12 +39,14 @@ func summarize(r runResult) summary {
 	s := summary{Redirects: r.Load.Redirects}
 	for _, u := range r.Units {
 		if writeOps[u.Op] {
-			s.WriteUnits += u.Units + float64(u.Failed)
+			s.WriteUnits += u.Units + u.Computed
+			s.Computed += u.Computed
 			s.RefusedWrites += u.Failed
 			s.WriteCalls += u.Calls + u.Failed
 			continue
 		}
-		s.ReadUnits += u.Units
+		s.ReadUnits += u.Units + u.Computed
+		s.Computed += u.Computed
 		if u.Op == "GetItem" && u.Class == "link" {
 			s.Misses += u.Calls
 			s.MissUnits += u.Units
@@ -68,8 +71,8 @@ func (s summary) costPerMillion() float64 {
 
 // printTable writes the Markdown table of the runs.
 func printTable(w io.Writer, results []runResult) {
-	fmt.Fprintln(w, "| build | traffic | instances | redirects | write units | of which fold | per 1,000 redirects | write calls | read units | per 1,000 redirects | read units per 1,000 misses | $ per 1M redirects |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| build | traffic | instances | redirects | write units | of which fold | per 1,000 redirects | write calls | read units | per 1,000 redirects | read units per 1,000 misses | of which computed | $ per 1M redirects |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		s := summarize(r)
 		refused := ""
@@ -77,20 +80,28 @@ func printTable(w io.Writer, results []runResult) {
 			refused = fmt.Sprintf(" (%d refused)", s.RefusedWrites)
 		}
 		fold := summarize(runResult{Units: r.Fold})
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f%s | %.0f | **%.1f** | %d | %.1f | %.1f | %.0f | %.4f |\n",
-			r.Build, r.Shape, r.Instances, s.Redirects, s.WriteUnits, refused, fold.WriteUnits, per1000(s.WriteUnits, s.Redirects), s.WriteCalls,
-			s.ReadUnits, per1000(s.ReadUnits, s.Redirects), per1000(s.MissUnits, s.Misses), s.costPerMillion())
+		traffic := r.Shape
+		if r.Lambda != "" {
+			traffic += "; Lambda: " + r.Lambda
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f%s | %.0f | **%.1f** | %d | %.1f | %.1f | %.0f | %.1f | %.4f |\n",
+			r.Build, traffic, r.Instances, s.Redirects, s.WriteUnits, refused, fold.WriteUnits, per1000(s.WriteUnits, s.Redirects), s.WriteCalls,
+			s.ReadUnits, per1000(s.ReadUnits, s.Redirects), per1000(s.MissUnits, s.Misses), s.Computed, s.costPerMillion())
 	}
 }
 
 // printUnits writes every run's units per operation and item class.
 func printUnits(w io.Writer, results []runResult) {
 	for _, r := range results {
-		fmt.Fprintf(w, "%s, %s, %d instance(s): %d sent, %d redirects, %d other, %d errors, max send lag %v; visits %v\n",
-			r.Build, r.Shape, r.Instances, r.Load.Sent, r.Load.Redirects, r.Load.Other, r.Load.Errors, r.Load.MaxLag, r.Visits)
+		lambda := ""
+		if r.Lambda != "" {
+			lambda = " (Lambda: " + r.Lambda + ")"
+		}
+		fmt.Fprintf(w, "%s, %s, %d instance(s)%s: %d sent, %d redirects, %d other, %d errors, max send lag %v; visits %v; stored totals of %d links checked, %d wrong\n",
+			r.Build, r.Shape, r.Instances, lambda, r.Load.Sent, r.Load.Redirects, r.Load.Other, r.Load.Errors, r.Load.MaxLag, r.Visits, r.Checked, r.Wrong)
 		for _, u := range r.Units {
-			fmt.Fprintf(w, "  %-18s %-6s calls %8d  items %9d  units %10.1f  refused %d  errors %d\n",
-				u.Op, u.Class, u.Calls, u.Items, u.Units, u.Failed, u.Errors)
+			fmt.Fprintf(w, "  %-18s %-6s calls %8d  items %9d  units %10.1f  computed %7.1f  refused %d  errors %d\n",
+				u.Op, u.Class, u.Calls, u.Items, u.Units, u.Computed, u.Failed, u.Errors)
 		}
 	}
 }
@@ -114,7 +125,7 @@ func summarizeAged(r agedResult) agedSummary {
 		var missUnits, w float64
 		for _, u := range us {
 			if writeOps[u.Op] {
-				w += u.Units + float64(u.Failed)
+				w += u.Units + u.Computed
 			} else if u.Op == "GetItem" && u.Class == "link" {
 				misses += u.Calls
 				missUnits += u.Units
@@ -127,9 +138,9 @@ func summarizeAged(r agedResult) agedSummary {
 	s.SecondReads, _ = pass(r.Second)
 	for _, u := range r.Migration {
 		if writeOps[u.Op] {
-			s.MigrationWrites += u.Units + float64(u.Failed)
+			s.MigrationWrites += u.Units + u.Computed
 		} else {
-			s.MigrationReads += u.Units
+			s.MigrationReads += u.Units + u.Computed
 		}
 	}
 	s.MigrationWrites /= float64(max(r.Links, 1))

@@ -32,6 +32,7 @@ type build struct {
 // runResult is what one run measured.
 type runResult struct {
 	Build     string           `json:"build"`
+	Lambda    string           `json:"lambda,omitempty"` // how the function environments lived, for a Lambda run
 	Shape     string           `json:"shape"`
 	Instances int              `json:"instances"`
 	Rate      float64          `json:"rate"`
@@ -42,6 +43,9 @@ type runResult struct {
 	// Fold is the part of Units that the fold after the servers stopped
 	// cost (linkgate dynamodb fold-visits: builds that have a visit log).
 	Fold []opUnits `json:"fold"`
+	// Checked links had their stored total compared with the visits the
+	// traffic sent them (after the servers stopped); Wrong did not match.
+	Checked, Wrong int
 }
 
 // opUnits is one row of the meter's counts.
@@ -56,6 +60,7 @@ type env struct {
 	meterURL string      // the meter in front of it, for the builds under test
 	meter    *meter
 	cpus     string // taskset list for the servers; "" for none
+	rie      string // aws-lambda-rie, for Lambda runs
 	work     string // folder for logs
 	conns    int
 }
@@ -118,7 +123,40 @@ func runOne(ctx context.Context, e *env, b build, s shape, n int, rate float64, 
 	}
 	after := e.meter.snapshot()
 	res.Units, res.Fold = rows(after), rows(minus(after, before))
-	return res, nil
+	res.Checked, res.Wrong, err = check(ctx, e, table, seq, res.Load)
+	return res, err
+}
+
+// checkLinks is how many links check compares.
+const checkLinks = 100
+
+// check reads the statistics of checkLinks of the traffic's links (with
+// this tree's reader, which reads both layouts) and compares their totals
+// with the visits the traffic sent them: no visit lost in a flush, at
+// shutdown or in a fold, none counted twice. With failed requests the
+// counts cannot be known, and nothing is compared.
+func check(ctx context.Context, e *env, table string, seq []int, l loadResult) (checked, wrong int, err error) {
+	if l.Other != 0 || l.Errors != 0 || l.Sent != int64(len(seq)) {
+		return 0, 0, nil
+	}
+	s := dynamodb.New(e.client, dynamodb.Options{Table: table, ManualVisits: true, Timeout: 10 * time.Second})
+	defer s.Close()
+	sent := map[int]int64{}
+	for _, k := range seq {
+		sent[k]++
+	}
+	for _, k := range distinct(seq)[:min(checkLinks, len(sent))] {
+		st, err := s.VisitStats(ctx, linkID(k))
+		if err != nil {
+			return checked, wrong, fmt.Errorf("check %s: %w", linkID(k), err)
+		}
+		checked++
+		if st.Total != sent[k] {
+			wrong++
+			fmt.Fprintf(os.Stderr, "    link %s: %d visits stored, %d sent\n", linkID(k), st.Total, sent[k])
+		}
+	}
+	return checked, wrong, nil
 }
 
 // foldVisits runs linkgate dynamodb fold-visits through the meter, for a
@@ -146,6 +184,7 @@ func minus(a, b map[opKey]opCount) map[opKey]opCount {
 		c.Units -= d.Units
 		c.Items -= d.Items
 		c.Failed -= d.Failed
+		c.Computed -= d.Computed
 		c.Errors -= d.Errors
 		if c != (opCount{}) {
 			out[k] = c
@@ -386,22 +425,6 @@ func oldItemAttrs(now time.Time) map[string]types.AttributeValue {
 		a[fmt.Sprintf("vc:%c%c", 'A'+i/26, 'A'+i%26)] = n(800)
 	}
 	return a
-}
-
-// itemBytes is an item's size by DynamoDB's rules (names plus values;
-// numbers at 1 byte per 2 digits plus 1).
-func itemBytes(item map[string]types.AttributeValue) int {
-	size := 0
-	for name, v := range item {
-		size += len(name)
-		switch v := v.(type) {
-		case *types.AttributeValueMemberS:
-			size += len(v.Value)
-		case *types.AttributeValueMemberN:
-			size += (len(v.Value)+1)/2 + 1
-		}
-	}
-	return size
 }
 
 // runAged measures cold reads (no cache) of n items of the old layout at

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -89,12 +90,12 @@ func TestSequence(t *testing.T) {
 func TestSummarize(t *testing.T) {
 	r := runResult{Load: loadResult{Redirects: 4000}, Units: []opUnits{
 		{opKey{"GetItem", "link"}, opCount{Calls: 100, Units: 50}},
-		{opKey{"UpdateItem", "link"}, opCount{Calls: 3000, Units: 3600, Failed: 10}},
+		{opKey{"UpdateItem", "link"}, opCount{Calls: 3000, Units: 3600, Failed: 10, Computed: 10}},
 		{opKey{"PutItem", "stats"}, opCount{Calls: 20, Units: 190}},
 		{opKey{"BatchGetItem", "stats"}, opCount{Calls: 5, Units: 12.5}},
 	}}
 	s := summarize(r)
-	if s.WriteUnits != 3800 || s.RefusedWrites != 10 || s.WriteCalls != 3030 || s.ReadUnits != 62.5 || s.Misses != 100 || s.MissUnits != 50 {
+	if s.WriteUnits != 3800 || s.RefusedWrites != 10 || s.WriteCalls != 3030 || s.ReadUnits != 62.5 || s.Misses != 100 || s.MissUnits != 50 || s.Computed != 10 {
 		t.Errorf("summary %+v", s)
 	}
 	if got := per1000(s.WriteUnits, s.Redirects); got != 950 {
@@ -139,5 +140,21 @@ func TestSummarizeAged(t *testing.T) {
 	item := oldItemAttrs(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	if len(item) != 582 || itemBytes(item) < 8<<10 || itemBytes(item) > 12<<10 {
 		t.Errorf("old item: %d attributes, %d bytes", len(item), itemBytes(item))
+	}
+}
+
+// The Lambda runs send HTTP API (payload 2.0) events, as linkgate's Lambda
+// adapter reads them.
+func TestRedirectEvent(t *testing.T) {
+	var ev struct {
+		Version, RawPath string
+		Headers          map[string]string
+		RequestContext   struct{ HTTP struct{ Method string } }
+	}
+	if err := json.Unmarshal(redirectEvent("abcdefghij", 3), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Version != "2.0" || ev.RawPath != "/abcdefghij" || ev.RequestContext.HTTP.Method != "GET" || ev.Headers["user-agent"] == "" {
+		t.Errorf("event %+v", ev)
 	}
 }
