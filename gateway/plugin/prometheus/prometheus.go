@@ -39,7 +39,7 @@ type Factory struct {
 	status    *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	bandwidth *prometheus.CounterVec
-	modify    atomic.Int64
+	modify    atomic.Pointer[map[string]int64]
 
 	mu    sync.RWMutex
 	cache map[labels]*series
@@ -101,8 +101,15 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 	return &instance{f: f, preferName: c.PreferName}, nil
 }
 
-// Log records one finished request.
-func (in *instance) Log(_ gateway.Ctx, e *gateway.LogEntry) {
+// Log records one finished request, once: prometheus on the route and on
+// a global rule counts it one time, with the route's configuration (the
+// engine logs the route's plugins first), as APISIX's run_policy
+// prefer_route.
+func (in *instance) Log(c gateway.Ctx, e *gateway.LogEntry) {
+	if _, done := c.Value(in.f); done {
+		return
+	}
+	c.SetValue(in.f, 1)
 	route, service := e.RouteID, e.ServiceID
 	if in.preferName {
 		if e.RouteName != "" {
@@ -154,8 +161,15 @@ func (f *Factory) series(l labels) *series {
 	return s
 }
 
-// SetModifyIndex records the config revision served (apisix_etcd_modify_indexes).
-func (f *Factory) SetModifyIndex(rev int64) { f.modify.Store(rev) }
+// SetModifyIndexes records the highest modifiedIndex per resource key
+// ("routes", "upstreams"…) of the config served; apisix_etcd_modify_indexes
+// exports them with APISIX's keys and their maximum as max_modify_index.
+func (f *Factory) SetModifyIndexes(m map[string]int64) { f.modify.Store(&m) }
+
+// modifyKeys are the resource keys APISIX 2.14 exports, in its order;
+// besides them it exports prev_index and x_etcd_index (the store's
+// revision), which SetModifyIndexes may set too.
+var modifyKeys = []string{"routes", "services", "ssls", "consumers", "global_rules", "upstreams", "stream_routes", "protos"}
 
 // Register adds collectors of the gateway's own metrics to the registry
 // Handler exports.
@@ -172,8 +186,16 @@ type ServerStats struct {
 // at scrape time.
 func (f *Factory) Handler(stats func() ServerStats, reachable func() bool) http.Handler {
 	f.reg.MustRegister(&processCollector{stats: stats, reachable: reachable, modify: &f.modify})
+	export := promhttp.HandlerFor(f.reg, promhttp.HandlerOpts{})
 	mux := http.NewServeMux()
-	mux.Handle("GET "+ExportURI, promhttp.HandlerFor(f.reg, promhttp.HandlerOpts{}))
+	// Only GET (and HEAD) is routed, as APISIX's: other methods find no route, 404.
+	mux.HandleFunc(ExportURI, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.NotFound(w, r)
+			return
+		}
+		export.ServeHTTP(w, r)
+	})
 	return mux
 }
 
@@ -191,7 +213,7 @@ var (
 type processCollector struct {
 	stats     func() ServerStats
 	reachable func() bool
-	modify    *atomic.Int64
+	modify    *atomic.Pointer[map[string]int64]
 }
 
 func (c *processCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -214,7 +236,21 @@ func (c *processCollector) Collect(ch chan<- prometheus.Metric) {
 		reach = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descReachable, prometheus.GaugeValue, reach)
-	ch <- prometheus.MustNewConstMetric(descModify, prometheus.GaugeValue, float64(c.modify.Load()), "max_modify_index")
+	var idx map[string]int64
+	if p := c.modify.Load(); p != nil {
+		idx = *p
+	}
+	var top int64
+	for _, k := range modifyKeys {
+		top = max(top, idx[k])
+		ch <- prometheus.MustNewConstMetric(descModify, prometheus.GaugeValue, float64(idx[k]), k)
+	}
+	ch <- prometheus.MustNewConstMetric(descModify, prometheus.GaugeValue, float64(top), "max_modify_index")
+	for _, k := range []string{"prev_index", "x_etcd_index"} {
+		if v, ok := idx[k]; ok {
+			ch <- prometheus.MustNewConstMetric(descModify, prometheus.GaugeValue, float64(v), k)
+		}
+	}
 	host, _ := os.Hostname()
 	ch <- prometheus.MustNewConstMetric(descNodeInfo, prometheus.GaugeValue, 1, host)
 	ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, 0)
