@@ -1,31 +1,26 @@
 package capacity
 
 import (
-	"bytes"
 	"fmt"
 	"html/template"
 	"image/color"
 	"io"
 	"math"
 	"slices"
-	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/linkgate/linkgate/bench"
+	"github.com/linkgate/linkgate/bench/htmlreport"
 )
 
 // chartPercentiles are the latency curves drawn against the rate.
 var chartPercentiles = []float64{50, 90, 99, 99.9, 100}
 
-var palette = []color.RGBA{
-	{0x1f, 0x77, 0xb4, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0xff, 0x7f, 0x0e, 0xff},
-	{0xd6, 0x27, 0x28, 0xff}, {0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff},
-}
+var palette = htmlreport.Palette
 
 // Chart draws latency percentiles (log scale) against the request rate for
 // each outcome, with the SLOs as dashed lines and the capacity as a
@@ -121,13 +116,7 @@ func Chart(o *Options, outs ...*Outcome) ([]byte, error) {
 	// Leave the top third of the (log) axis empty for the legend.
 	p.Y.Min = minY / 1.5
 	p.Y.Max = maxY * math.Pow(maxY/p.Y.Min, 0.5)
-	canvas := vgsvg.New(9*vg.Inch, 5.5*vg.Inch)
-	p.Draw(draw.New(canvas))
-	var b bytes.Buffer
-	if _, err := canvas.WriteTo(&b); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return htmlreport.SVG(p, 9*vg.Inch, 5.5*vg.Inch)
 }
 
 func cmpFloat(a, b float64) int {
@@ -182,10 +171,6 @@ func WriteHTML(w io.Writer, o *Options, outs ...*Outcome) error {
 	if err != nil {
 		return err
 	}
-	// Drop the XML declaration: the SVG is inlined in HTML.
-	if i := bytes.Index(svg, []byte("<svg")); i > 0 {
-		svg = svg[i:]
-	}
 	rep := NewReport(o, outs...)
 	type row struct {
 		N                       int
@@ -222,10 +207,7 @@ func WriteHTML(w io.Writer, o *Options, outs ...*Outcome) error {
 		t := target{Label: labelPrefix(ti, len(outs)), URL: out.Target, Summary: out.Summary()}
 		for i, st := range out.Steps {
 			r := row{N: i + 1, Rate: trimFloat(st.Rate), Achieved: fmt.Sprintf("%.1f", st.Result.Achieved()),
-				Errors: st.Result.Errors.Total(), Pass: st.Pass, Verdict: "yes"}
-			if !st.Pass {
-				r.Verdict = "no: " + strings.Join(st.Reasons, "; ")
-			}
+				Errors: st.Result.Errors.Total(), Pass: st.Pass, Verdict: st.Verdict()}
 			for _, p := range bench.ReportPercentiles {
 				r.Cells = append(r.Cells, bench.FormatTimeUS(float64(st.Result.Latency.ValueAtPercentile(p))))
 			}

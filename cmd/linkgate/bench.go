@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/linkgate/linkgate/bench"
+	"github.com/linkgate/linkgate/bench/htmlreport"
 	"github.com/linkgate/linkgate/bench/lua"
 	"github.com/linkgate/linkgate/internal/cli"
 )
@@ -100,8 +101,7 @@ type benchOptions struct {
 	rate        rateFlag
 	latency     bool
 	uncorrected bool
-	jsonPath    string
-	hgrmPath    string
+	out         outputFiles
 	progress    bool
 	thresholds  thresholdFlag
 	startAt     string
@@ -210,8 +210,9 @@ func parseBench(args []string, env cli.Env) (*benchOptions, error) {
 	fs.BoolVar(&o.latency, "latency", false, "same as -L")
 	fs.BoolVar(&o.uncorrected, "U", false, "print the uncorrected latency distribution too")
 	fs.BoolVar(&o.uncorrected, "u_latency", false, "same as -U")
-	fs.StringVar(&o.jsonPath, "json", "", "write every figure as JSON to `file` (- for stdout)")
-	fs.StringVar(&o.hgrmPath, "hgrm", "", "write the corrected percentile spectrum to `file` for the HdrHistogram plotter")
+	fs.StringVar(&o.out.json, "json", "", "write every figure as JSON to `file` (- for stdout)")
+	fs.StringVar(&o.out.html, "html", "", "write an HTML report to `file`: the figures, latency and rate second by second, the percentile spectrum")
+	fs.StringVar(&o.out.hgrm, "hgrm", "", "write the corrected percentile spectrum to `file` for the HdrHistogram plotter")
 	fs.BoolVar(&o.progress, "progress", false, "print the live line (once a second) on stderr when stdout is not a terminal")
 	fs.Func("stages", "open-model ramp `DURATION:RATE,…`, e.g. 30s:1000,1m:5000,30s:0 (instead of -R and -d)", func(v string) error {
 		st, err := bench.ParseStages(v)
@@ -378,13 +379,17 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 			return err
 		}
 	}
-	return finishRun(env, res, o.thresholds, o.jsonPath, o.hgrmPath)
+	return finishRun(env, res, o.thresholds, o.out, "linkgate bench")
 }
 
+// outputFiles are the files a run (or a merge) writes its result to; ""
+// is none, "-" stdout.
+type outputFiles struct{ json, hgrm, html string }
+
 // finishRun checks the thresholds on a finished (or merged) result, lists
-// them after the report, writes the JSON and .hgrm files asked for, and
-// returns the failure of a broken threshold.
-func finishRun(env cli.Env, res *bench.Result, thresholds []bench.Threshold, jsonPath, hgrmPath string) error {
+// them after the report, writes the JSON, .hgrm and HTML files asked for
+// (the HTML titled title), and returns the failure of a broken threshold.
+func finishRun(env cli.Env, res *bench.Result, thresholds []bench.Threshold, out outputFiles, title string) error {
 	verdicts := res.Check(thresholds)
 	if len(verdicts) > 0 {
 		fmt.Fprintln(env.Stdout, "Thresholds:")
@@ -392,16 +397,25 @@ func finishRun(env cli.Env, res *bench.Result, thresholds []bench.Threshold, jso
 			fmt.Fprintf(env.Stdout, "  %s\n", v.Describe())
 		}
 	}
-	if jsonPath != "" {
+	if out.json != "" {
 		s := res.Summarize(true)
 		s.WithVerdicts(verdicts)
-		if err := writeFileOrStdout(jsonPath, env.Stdout, func(w io.Writer) error { return bench.WriteSummary(w, s) }); err != nil {
+		if err := writeFileOrStdout(out.json, env.Stdout, func(w io.Writer) error { return bench.WriteSummary(w, s) }); err != nil {
 			return err
 		}
 	}
-	if hgrmPath != "" {
-		if err := writeFileOrStdout(hgrmPath, env.Stdout, func(w io.Writer) error { return bench.WriteSpectrum(w, res.Latency) }); err != nil {
+	if out.hgrm != "" {
+		if err := writeFileOrStdout(out.hgrm, env.Stdout, func(w io.Writer) error { return bench.WriteSpectrum(w, res.Latency) }); err != nil {
 			return err
+		}
+	}
+	if out.html != "" {
+		o := htmlreport.Options{Title: title, Verdicts: verdicts, Generated: time.Now()}
+		if err := writeFileOrStdout(out.html, env.Stdout, func(w io.Writer) error { return htmlreport.Write(w, res, o) }); err != nil {
+			return err
+		}
+		if out.html != "-" {
+			fmt.Fprintf(env.Stdout, "HTML report: %s\n", out.html)
 		}
 	}
 	return brokenThresholds(verdicts)

@@ -18,19 +18,21 @@ const mergeDescription = `Merge the --json results of generators that ran side b
 target (each at its share of the rate, started together with --start-at)
 into one result: the HdrHistograms merge bucket by bucket (never averages of
 percentiles), counts add up, and the per-second series add up second by
-second. Prints the wrk2 report, and writes the JSON and .hgrm as a run does.
+second. Prints the wrk2 report, and writes the JSON, .hgrm and HTML as a run
+does.
 Each generator's own check (send lag, achieved rate) is in its own file:
 read those before trusting the merged figures.`
 
 func runMerge(_ context.Context, args []string, env cli.Env) error {
 	fs := cli.NewFlagSet("bench merge", mergeSynopsis, mergeDescription, env.Stderr)
 	var latency, uncorrected bool
-	var jsonPath, hgrmPath string
+	var out outputFiles
 	var thresholds thresholdFlag
 	fs.BoolVar(&latency, "L", false, "print the latency distribution (corrected)")
 	fs.BoolVar(&uncorrected, "U", false, "print the uncorrected latency distribution too")
-	fs.StringVar(&jsonPath, "json", "", "write the merged result as JSON to `file` (- for stdout)")
-	fs.StringVar(&hgrmPath, "hgrm", "", "write the merged corrected percentile spectrum to `file`")
+	fs.StringVar(&out.json, "json", "", "write the merged result as JSON to `file` (- for stdout)")
+	fs.StringVar(&out.hgrm, "hgrm", "", "write the merged corrected percentile spectrum to `file`")
+	fs.StringVar(&out.html, "html", "", "write the merged result's HTML report to `file`, as bench --html does")
 	fs.Var(&thresholds, "threshold", "check `METRIC<VALUE` on the merged result, as bench does (repeatable)")
 	pos, err := parseInterspersed(fs, args, env.Getenv)
 	if err != nil {
@@ -70,7 +72,7 @@ func runMerge(_ context.Context, args []string, env cli.Env) error {
 	if err := bench.WriteText(env.Stdout, m, bench.TextOptions{Latency: latency, Uncorrected: uncorrected}); err != nil {
 		return err
 	}
-	return finishRun(env, m, thresholds, jsonPath, hgrmPath)
+	return finishRun(env, m, thresholds, out, fmt.Sprintf("linkgate bench merge (%d results)", len(rs)))
 }
 
 // waitUntil sleeps until the RFC 3339 time at, for a synchronised start

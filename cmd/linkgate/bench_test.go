@@ -137,15 +137,15 @@ func TestBenchEndToEnd(t *testing.T) {
 	}))
 	defer srv.Close()
 	dir := t.TempDir()
-	jsonPath, hgrm := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.hgrm")
+	jsonPath, hgrm, html := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.hgrm"), filepath.Join(dir, "r.html")
 	out, errOut, code := runCLI(t, nil, "bench", "-t1", "-c2", "-d2s", "-R200", "-L", "-U", "-H", "X-Test: yes",
-		srv.URL+"/", "--json", jsonPath, "--hgrm", hgrm, "--progress")
+		srv.URL+"/", "--json", jsonPath, "--hgrm", hgrm, "--html", html, "--progress")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{"Running 2s test @ " + srv.URL + "/", "  1 threads and 2 connections", "Thread Stats",
 		"Latency Distribution (HdrHistogram - Recorded Latency)", "Uncorrected Latency", "Detailed Percentile spectrum",
-		"#[Mean    =", "requests in", "Requests/sec:", "Transfer/sec:"} {
+		"#[Mean    =", "requests in", "Requests/sec:", "Transfer/sec:", "HTML report: " + html} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -154,15 +154,18 @@ func TestBenchEndToEnd(t *testing.T) {
 		t.Errorf("errors in output or no progress line on stderr: %s / %s", out, errOut)
 	}
 	var s struct {
-		Requests int64
-		Mode     string
+		Latency struct{ Count int64 }
+		Mode    string
 	}
 	data, _ := os.ReadFile(jsonPath)
-	if err := json.Unmarshal(data, &s); err != nil || s.Requests < 40 || s.Mode != "constant-rate" {
-		t.Errorf("json %v %+v", err, s)
+	if err := json.Unmarshal(data, &s); err != nil || s.Latency.Count != 400 || s.Mode != "constant-rate" {
+		t.Errorf("json %v %+v; want the 400 requests planned", err, s)
 	}
 	if h, _ := os.ReadFile(hgrm); !strings.HasPrefix(string(h), "       Value   Percentile") {
 		t.Errorf("hgrm %q", h)
+	}
+	if h, _ := os.ReadFile(html); !strings.Contains(string(h), "<h1>linkgate bench: "+srv.URL+"/</h1>") || strings.Count(string(h), "<svg") != 3 {
+		t.Errorf("html report:\n%s", h)
 	}
 }
 
@@ -247,21 +250,24 @@ func TestBenchMerge(t *testing.T) {
 	if codes[0] != 0 || codes[1] != 0 {
 		t.Fatalf("generators exited %v", codes)
 	}
-	merged := filepath.Join(dir, "merged.json")
-	out, errOut, code := runCLI(t, nil, "bench", "merge", "-L", "--json", merged, "--threshold", "rps>150",
+	merged, html := filepath.Join(dir, "merged.json"), filepath.Join(dir, "merged.html")
+	out, errOut, code := runCLI(t, nil, "bench", "merge", "-L", "--json", merged, "--html", html, "--threshold", "errors<=100%",
 		filepath.Join(dir, "0.json"), filepath.Join(dir, "1.json"))
 	if code != 0 || !strings.Contains(out, "merged from 2 results") || !strings.Contains(out, "2 threads and 4 connections") ||
-		!strings.Contains(out, "Latency Distribution") || !strings.Contains(out, "rps>150: ") {
+		!strings.Contains(out, "Latency Distribution") || !strings.Contains(out, "errors<=100%: ") {
 		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
 	}
 	var s struct {
-		Requests      int64
+		Latency       struct{ Count int64 }
 		RequestedRate float64 `json:"requested_rate"`
 		Series        []struct{ Requests int64 }
 	}
 	data, _ := os.ReadFile(merged)
-	if err := json.Unmarshal(data, &s); err != nil || s.Requests < 190 || s.RequestedRate != 200 || len(s.Series) == 0 {
-		t.Errorf("merged json %+v (%v)", s, err)
+	if err := json.Unmarshal(data, &s); err != nil || s.Latency.Count != 200 || s.RequestedRate != 200 || len(s.Series) == 0 {
+		t.Errorf("merged json %+v (%v); want the 2 × 100 requests planned", s, err)
+	}
+	if h, _ := os.ReadFile(html); !strings.Contains(string(h), "linkgate bench merge (2 results)") || strings.Count(string(h), "<svg") != 3 {
+		t.Errorf("merged html report:\n%s", h)
 	}
 }
 

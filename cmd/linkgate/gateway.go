@@ -39,6 +39,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/plugin/trafficsplit"
 	"github.com/linkgate/linkgate/gateway/proxy"
 	"github.com/linkgate/linkgate/gateway/router"
+	"github.com/linkgate/linkgate/gateway/yamlfile"
 	"github.com/linkgate/linkgate/internal/cli"
 )
 
@@ -73,7 +74,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	fs.StringVar(&c.allowAdmin, "allow-admin", "127.0.0.0/24", "client networks (CIDR or IP) allowed to reach the admin API, comma-separated")
 	fs.StringVar(&c.prometheusListen, "prometheus-listen", "127.0.0.1:9091", `address of the prometheus exporter ("" disables it)`)
 	fs.StringVar(&c.controlListen, "control-listen", "", `address of the control API (/v1/routes, /v1/config; APISIX uses 127.0.0.1:9090; "" disables it)`)
-	fs.StringVar(&c.store, "config-store", "bolt:data/gateway.db", "config store: bolt:PATH, or etcd://HOST:PORT[,HOST:PORT][?prefix=/apisix]")
+	fs.StringVar(&c.store, "config-store", "bolt:data/gateway.db", "config store: bolt:PATH, etcd://HOST:PORT[,HOST:PORT][?prefix=/apisix], or file:PATH (APISIX's standalone apisix.yaml, reloaded when it changes; the admin API is read-only)")
 	fs.BoolVar(&c.showUpstreamStatus, "show-upstream-status", false, "send X-APISIX-Upstream-Status on every proxied response, not only after a 5xx (APISIX's show_upstream_status_in_response_header)")
 	fs.StringVar(&c.router, "router", "radixtree_uri", "route matching, as APISIX's apisix.router.http: radixtree_uri, radixtree_host_uri or radixtree_uri_with_parameter")
 	fs.StringVar(&c.adminVersion, "admin-api-version", "v2", "admin API envelopes: v2 (APISIX 2.14) or v3 (APISIX 3.x)")
@@ -142,8 +143,13 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	if len(splitList(c.adminKeys)) == 0 {
 		logger.Warn("no --admin-key: the admin API refuses every call")
 	}
+	readOnly := ""
+	if _, ok := store.(*yamlfile.Store); ok {
+		readOnly = yamlfile.ErrReadOnly.Error()
+	}
 	adminAPI := admin.NewHandler(logger, store, reg, admin.Options{
 		AdminKeys: splitList(c.adminKeys), ViewerKeys: splitList(c.viewerKeys), AllowAdmin: allow, V3: c.adminVersion == "v3", Prefix: prefix,
+		ReadOnly: readOnly,
 	})
 	gw := proxy.New(proxy.Options{Logger: logger, Admin: adminAPI, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize, Router: routerMode,
 		ShowUpstreamStatus: c.showUpstreamStatus, Certs: certs.NewManager(nil)})
@@ -174,7 +180,17 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	defer cancel()
 	reloader := gateway.NewReloader(reg, logger, func(c *gateway.Compiled) {
 		gw.Load(c)
-		metrics.SetModifyIndex(c.Revision)
+		idx := make(map[string]int64, len(c.ModifiedIndexes))
+		for k, v := range c.ModifiedIndexes {
+			if k == gateway.KindSSL {
+				k = "ssls" // APISIX's metric key
+			}
+			idx[string(k)] = v
+		}
+		// One watch serves every kind: the revision it has reached is both
+		// APISIX's global-rules prev_index and its X-Etcd-Index.
+		idx["prev_index"], idx["x_etcd_index"] = c.Revision, c.Revision
+		metrics.SetModifyIndexes(idx)
 		logger.Debug("config loaded", "revision", c.Revision, "routes", len(c.Routes))
 	})
 	metrics.Register(reloadCollector{reloader})
@@ -294,6 +310,9 @@ func openGatewayStore(ctx context.Context, spec string, logger *slog.Logger) (ga
 		}
 		s, err := etcd.Open(ctx, cfg, logger)
 		return s, cfg.Prefix, err
+	case strings.HasPrefix(spec, "file:"):
+		s, err := yamlfile.Open(strings.TrimPrefix(spec, "file:"), logger, 0)
+		return s, "/apisix", err
 	}
-	return nil, "", cli.Usagef("--config-store %q: want bolt:PATH or etcd://HOST:PORT[,HOST:PORT][?prefix=/apisix]", spec)
+	return nil, "", cli.Usagef("--config-store %q: want bolt:PATH, etcd://HOST:PORT[,HOST:PORT][?prefix=/apisix] or file:PATH", spec)
 }

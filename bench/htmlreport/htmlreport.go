@@ -1,0 +1,315 @@
+// Package htmlreport writes the self-contained HTML report of one
+// linkgate bench run (or of several merged): the figures, the latency of
+// every second of the measured window with the rate achieved in it, and
+// the percentile spectrum, charts drawn as inline SVG by gonum/plot.
+package htmlreport
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"image/color"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/linkgate/linkgate/bench"
+)
+
+// Palette colours the curves of every chart in linkgate's reports.
+var Palette = []color.RGBA{
+	{0x1f, 0x77, 0xb4, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0xff, 0x7f, 0x0e, 0xff},
+	{0xd6, 0x27, 0x28, 0xff}, {0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff},
+}
+
+// SVG draws p on a canvas of the given size and returns it as SVG without
+// the XML declaration, ready to be inlined in HTML.
+func SVG(p *plot.Plot, w, h vg.Length) ([]byte, error) {
+	canvas := vgsvg.New(w, h)
+	p.Draw(draw.New(canvas))
+	var b bytes.Buffer
+	if _, err := canvas.WriteTo(&b); err != nil {
+		return nil, err
+	}
+	svg := b.Bytes()
+	if i := bytes.Index(svg, []byte("<svg")); i > 0 {
+		svg = svg[i:]
+	}
+	return svg, nil
+}
+
+// Options are what the report says beside the result.
+type Options struct {
+	Title     string          // e.g. "linkgate bench" or "linkgate bench merge (3 results)"
+	Verdicts  []bench.Verdict // the --threshold checks, if any
+	Generated time.Time
+}
+
+// Write writes the report of res to w.
+func Write(w io.Writer, res *bench.Result, o Options) error {
+	overTime, err := timeChart(res)
+	if err != nil {
+		return err
+	}
+	rate, err := rateChart(res)
+	if err != nil {
+		return err
+	}
+	spectrum, err := spectrumChart(res)
+	if err != nil {
+		return err
+	}
+	type cell struct{ Name, Value string }
+	data := struct {
+		Title, URL, Mode, Generated string
+		Figures, Latency            []cell
+		Verdicts                    []bench.Verdict
+		Warnings                    []string
+		OverTime, Rate, Spectrum    template.HTML
+	}{
+		Title: o.Title, URL: res.URL, Generated: o.Generated.UTC().Format("2006-01-02 15:04:05 UTC"),
+		Verdicts: o.Verdicts, Warnings: res.Warnings(),
+		// Produced by gonum/plot from our own numbers and labels.
+		OverTime: template.HTML(overTime), Rate: template.HTML(rate), Spectrum: template.HTML(spectrum),
+	}
+	switch {
+	case len(res.Stages) > 0:
+		data.Mode = fmt.Sprintf("open-model ramp of %d stages (mean %.0f req/s)", len(res.Stages), res.Rate)
+	case res.Rate > 0:
+		data.Mode = fmt.Sprintf("constant rate, %s req/s", strconv.FormatFloat(res.Rate, 'f', -1, 64))
+	default:
+		data.Mode = "closed loop (maximum throughput)"
+	}
+	_, lag := res.SendLagExceeded()
+	data.Figures = []cell{
+		{"threads × connections", fmt.Sprintf("%d × %d", res.Threads, res.Connections)},
+		{"measured window", res.Elapsed.Round(time.Millisecond).String()},
+		{"requests completed", strconv.FormatInt(res.Requests, 10)},
+		{"achieved rate", fmt.Sprintf("%.1f req/s", res.Achieved())},
+		{"errors", fmt.Sprintf("%d (connect %d, read %d, write %d, timeout %d, TLS %d, status ≥ 400 %d)", res.Errors.Total(),
+			res.Errors.Connect, res.Errors.Read, res.Errors.Write, res.Errors.Timeout,
+			res.Errors.Handshake+res.Errors.Certificate, res.Errors.StatusTotal())},
+		{"in flight / unsent at the end", fmt.Sprintf("%d / %d", res.InFlightAtEnd, res.UnsentAtEnd)},
+		{"generator send lag p99", lag.String()},
+	}
+	for _, p := range bench.ReportPercentiles {
+		data.Latency = append(data.Latency, cell{"p" + strconv.FormatFloat(p, 'f', -1, 64),
+			bench.FormatTimeUS(float64(res.Latency.ValueAtPercentile(p)))})
+	}
+	return page.Execute(w, data)
+}
+
+var page = template.Must(template.New("run").Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>{{.Title}}: {{.URL}}</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;font-variant-numeric:tabular-nums;font-size:90%;margin:.5em 0}
+th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+th{text-align:left;font-weight:500}
+.broken{color:#a00;font-weight:600}
+</style></head><body>
+<h1>{{.Title}}: {{.URL}}</h1>
+<p>{{.Mode}}. Latency is corrected for coordinated omission: from each request's planned send time.</p>
+<table>{{range .Figures}}<tr><th>{{.Name}}</th><td>{{.Value}}</td></tr>{{end}}</table>
+<table><tr>{{range .Latency}}<th>{{.Name}}</th>{{end}}</tr><tr>{{range .Latency}}<td>{{.Value}}</td>{{end}}</tr></table>
+{{if .Verdicts}}<h2>Thresholds</h2><ul>{{range .Verdicts}}<li{{if not .Pass}} class="broken"{{end}}>{{.Describe}}</li>{{end}}</ul>{{end}}
+{{if .Warnings}}<h2>Warnings</h2><ul>{{range .Warnings}}<li>{{.}}</li>{{end}}</ul>{{end}}
+<h2>Latency over time</h2>
+<figure>{{.OverTime}}</figure>
+<figure>{{.Rate}}</figure>
+<h2>Percentile spectrum</h2>
+<figure>{{.Spectrum}}</figure>
+<p><small>Generated by {{.Title}} at {{.Generated}}.</small></p>
+</body></html>
+`))
+
+// newPlot is a plot with the reports' common look.
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// addLine adds a named curve in the palette's colour i.
+func addLine(p *plot.Plot, name string, i int, xys plotter.XYs, dashed bool) error {
+	if len(xys) == 0 {
+		return nil
+	}
+	l, err := plotter.NewLine(xys)
+	if err != nil {
+		return err
+	}
+	l.Color = Palette[i%len(Palette)]
+	if dashed {
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	}
+	p.Add(l)
+	p.Legend.Add(name, l)
+	return nil
+}
+
+// wholeTicks label an axis with whole numbers, about ten of them.
+type wholeTicks struct{}
+
+func (wholeTicks) Ticks(min, max float64) []plot.Tick {
+	step := math.Max(1, math.Pow(10, math.Floor(math.Log10(math.Max(max-min, 1)/2))))
+	for (max-min)/step > 10 {
+		step *= 2
+	}
+	var ts []plot.Tick
+	for x := math.Ceil(min/step) * step; x <= max; x += step {
+		ts = append(ts, plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'f', 0, 64)})
+	}
+	return ts
+}
+
+// floorMs keeps log-scale values above zero (1 µs, the histograms' floor).
+func floorMs(ms float64) float64 { return math.Max(ms, 0.001) }
+
+// timeChart draws each second's p50, p99 and max corrected latency. A
+// second in which nothing completed has no latency of its own; it shows
+// in the rate chart as a drop.
+func timeChart(res *bench.Result) ([]byte, error) {
+	p := newPlot("Corrected latency, second by second", "second of the measured window", "latency (ms, log scale)")
+	p.X.Tick.Marker = wholeTicks{}
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	curves := []struct {
+		name string
+		pct  float64
+	}{{"p50", 50}, {"p99", 99}, {"max", 100}}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i, c := range curves {
+		var xys plotter.XYs
+		for _, s := range res.Series {
+			if s.Latency == nil || s.Latency.TotalCount() == 0 {
+				continue
+			}
+			ms := floorMs(bench.Millis(s.Latency.ValueAtPercentile(c.pct)))
+			xys = append(xys, plotter.XY{X: float64(s.Index) + 0.5, Y: ms})
+			lo, hi = math.Min(lo, ms), math.Max(hi, ms)
+		}
+		if err := addLine(p, c.name, i, xys, false); err != nil {
+			return nil, err
+		}
+	}
+	if math.IsInf(lo, 1) {
+		lo, hi = 0.001, 1 // nothing completed: an empty chart with a usable axis
+	}
+	p.X.Min, p.X.Max = 0, math.Max(float64(len(res.Series)), 1)
+	p.Y.Min, p.Y.Max = lo/1.5, hi*math.Pow(hi*1.5/lo, 0.4) // room at the top for the legend
+	return SVG(p, 9*vg.Inch, 4*vg.Inch)
+}
+
+// rateChart draws the requests completed and the errors in each second,
+// with the requested rate of a constant-rate run.
+func rateChart(res *bench.Result) ([]byte, error) {
+	p := newPlot("Requests completed and errors per second", "second of the measured window", "per second")
+	p.X.Tick.Marker, p.Y.Tick.Marker = wholeTicks{}, wholeTicks{}
+	var done, errs plotter.XYs
+	top := res.Rate
+	for _, s := range res.Series {
+		x := float64(s.Index) + 0.5
+		done = append(done, plotter.XY{X: x, Y: float64(s.Requests)})
+		errs = append(errs, plotter.XY{X: x, Y: float64(s.Errors)})
+		top = math.Max(top, float64(s.Requests))
+	}
+	if err := addLine(p, "completed", 0, done, false); err != nil {
+		return nil, err
+	}
+	if err := addLine(p, "errors", 3, errs, false); err != nil {
+		return nil, err
+	}
+	n := math.Max(float64(len(res.Series)), 1)
+	if res.Rate > 0 && len(res.Stages) == 0 {
+		if err := addLine(p, "requested", 4, plotter.XYs{{X: 0, Y: res.Rate}, {X: n, Y: res.Rate}}, true); err != nil {
+			return nil, err
+		}
+	}
+	p.X.Min, p.X.Max = 0, n
+	p.Y.Min, p.Y.Max = 0, math.Max(top*1.3, 1)
+	return SVG(p, 9*vg.Inch, 3*vg.Inch)
+}
+
+// spectrumTicks label the spectrum's x axis, 1/(1−p) on a log scale, with
+// the percentiles they stand for.
+type spectrumTicks struct{}
+
+func (spectrumTicks) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	for k, x := 0, 1.0; x <= max*1.0001; k, x = k+1, x*10 {
+		if x < min {
+			continue
+		}
+		label := "0%" // 1/(1−p) = 10^k: p = 0, 90, 99, 99.9, … %
+		switch {
+		case k == 1:
+			label = "90%"
+		case k >= 2:
+			label = "99" + strings.TrimSuffix("."+strings.Repeat("9", k-2), ".") + "%"
+		}
+		ts = append(ts, plot.Tick{Value: x, Label: label})
+	}
+	return ts
+}
+
+// spectrumChart draws the corrected and uncorrected latency against the
+// percentile, as HdrHistogram's plotter does: x is 1/(1−p) on a log
+// scale, so that the tail gets the room.
+func spectrumChart(res *bench.Result) ([]byte, error) {
+	p := newPlot("Latency by percentile", "percentile", "latency (ms, log scale)")
+	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, spectrumTicks{}
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	lo, hi, right := math.Inf(1), math.Inf(-1), 10.0
+	for i, h := range []struct {
+		name string
+		v    *hdrhistogram.Histogram
+	}{{"corrected", res.Latency}, {"uncorrected", res.Uncorrected}} {
+		n := h.v.TotalCount()
+		if n == 0 {
+			continue
+		}
+		var xys plotter.XYs
+		// Ten points a decade of 1/(1−p), up to what n values resolve.
+		for k := 0; ; k++ {
+			x := math.Pow(10, float64(k)/10)
+			if x > float64(n) {
+				break
+			}
+			ms := floorMs(bench.Millis(h.v.ValueAtPercentile(100 * (1 - 1/x))))
+			xys = append(xys, plotter.XY{X: x, Y: ms})
+		}
+		ms := floorMs(bench.Millis(h.v.Max()))
+		xys = append(xys, plotter.XY{X: float64(n), Y: ms})
+		for _, xy := range xys {
+			lo, hi = math.Min(lo, xy.Y), math.Max(hi, xy.Y)
+		}
+		right = math.Max(right, float64(n))
+		if err := addLine(p, h.name, i, xys, i == 1); err != nil {
+			return nil, err
+		}
+	}
+	if math.IsInf(lo, 1) {
+		lo, hi = 0.001, 1
+	}
+	p.X.Min, p.X.Max = 1, math.Pow(10, math.Ceil(math.Log10(right)))
+	p.Y.Min, p.Y.Max = lo/1.5, hi*math.Pow(hi*1.5/lo, 0.4)
+	return SVG(p, 9*vg.Inch, 4.5*vg.Inch)
+}

@@ -1,0 +1,302 @@
+// Package yamlfile is a read-only gateway.Store on one YAML file in
+// APISIX's standalone layout (linkgate gateway --config-store
+// file:apisix.yaml), for GitOps: the file is the source of truth, the admin
+// API only reads.
+//
+// The layout is APISIX 2.14's conf/apisix.yaml: top-level lists routes,
+// services, upstreams, consumers, plugin_configs, global_rules and ssl,
+// each item a resource as the admin API takes it, and a last line #END
+// (written last, so a half-written file is never loaded). An item's id is
+// its id field, or "<kind>#<position>" (1-based) as APISIX names it; a
+// consumer's is its username.
+//
+// The file is read again when its content changes; a change is a Reset
+// update of the whole configuration, which the gateway validates entry by
+// entry with the admin API's code (gateway.Check through the Reloader): an
+// invalid resource is skipped, logged and counted, the rest serves. A file
+// that does not parse, is not the layout or lacks #END is not loaded at
+// all: the last good configuration keeps serving and the error is logged
+// once per content.
+//
+// The file is polled (its content every Interval), not watched with
+// inotify: polling sees every way a file gets replaced — an editor's
+// rename, a Kubernetes ConfigMap's symlink swap, a bind mount — and costs
+// one read of a small file a second.
+package yamlfile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/linkgate/linkgate/gateway"
+)
+
+// ErrReadOnly is returned by every write: the file is the configuration.
+var ErrReadOnly = errors.New("the configuration is a YAML file (--config-store file:): the admin API is read-only")
+
+// Interval is how often Watch looks at the file by default.
+const Interval = time.Second
+
+// Store serves the last good content of one file.
+type Store struct {
+	path     string
+	log      *slog.Logger
+	interval time.Duration
+
+	mu      sync.Mutex
+	raw     []byte                   // the content loaded (or last refused)
+	entries map[string]gateway.Entry // "kind/id" → entry, last good content
+	rev     int64                    // bumped at each good load
+	lastErr error                    // why the current content is not loaded
+}
+
+var _ gateway.Store = (*Store)(nil)
+
+// Open loads path; a file that is not loadable is an error here (a gateway
+// should not start on it), later only a logged one.
+func Open(path string, logger *slog.Logger, interval time.Duration) (*Store, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if interval <= 0 {
+		interval = Interval
+	}
+	s := &Store{path: path, log: logger, interval: interval, entries: map[string]gateway.Entry{}}
+	if _, err := s.refresh(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Err is why the file's current content is not the one served (nil when
+// it is).
+func (s *Store) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastErr
+}
+
+// refresh reads the file and loads it if it changed; it reports whether
+// the served configuration changed.
+func (s *Store) refresh() (bool, error) {
+	b, err := os.ReadFile(s.path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if s.lastErr == nil || s.lastErr.Error() != err.Error() {
+			s.lastErr = err
+			s.raw = nil
+			return false, err
+		}
+		return false, nil
+	}
+	if bytes.Equal(b, s.raw) {
+		return false, nil
+	}
+	s.raw = b
+	entries, err := Parse(b)
+	if err != nil {
+		s.lastErr = fmt.Errorf("%s: %w", s.path, err)
+		return false, s.lastErr
+	}
+	s.lastErr = nil
+	s.rev++
+	for k, e := range entries {
+		// An unchanged resource keeps its index (and with it its place
+		// in sources and per-resource state).
+		if old, ok := s.entries[k]; ok && bytes.Equal(old.Value, e.Value) {
+			e.CreatedIndex, e.ModifiedIndex = old.CreatedIndex, old.ModifiedIndex
+		} else {
+			e.CreatedIndex, e.ModifiedIndex = s.rev, s.rev
+			if ok {
+				e.CreatedIndex = old.CreatedIndex
+			}
+		}
+		entries[k] = e
+	}
+	s.entries = entries
+	return true, nil
+}
+
+var endFlag = regexp.MustCompile(`#END\s*$`)
+
+// kinds are the top-level keys loaded, with APISIX's names.
+var kinds = map[string]gateway.Kind{
+	"routes": gateway.KindRoute, "services": gateway.KindService, "upstreams": gateway.KindUpstream,
+	"consumers": gateway.KindConsumer, "plugin_configs": gateway.KindPluginConfig,
+	"global_rules": gateway.KindGlobalRule, "ssl": gateway.KindSSL,
+}
+
+// Parse decodes a file's content into entries by "kind/id", unvalidated
+// (values are JSON, as the admin API stores them). Top-level keys other
+// than the resource lists are errors, so a typo never silently drops a
+// section.
+func Parse(b []byte) (map[string]gateway.Entry, error) {
+	if !endFlag.Match(b) {
+		return nil, errors.New("missing the end flag #END on the last line (a file still being written?)")
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	out := map[string]gateway.Entry{}
+	for _, key := range slices.Sorted(maps.Keys(doc)) {
+		kind, ok := kinds[key]
+		if !ok {
+			return nil, fmt.Errorf("unknown top-level key %q (want routes, services, upstreams, consumers, plugin_configs, global_rules or ssl)", key)
+		}
+		if doc[key] == nil {
+			continue
+		}
+		items, ok := doc[key].([]any)
+		if !ok {
+			return nil, fmt.Errorf("%s: want a list of resources", key)
+		}
+		for i, item := range items {
+			m, ok := jsonable(item).(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("%s[%d]: want a resource (a mapping)", key, i+1)
+			}
+			value, err := json.Marshal(m)
+			if err != nil {
+				return nil, fmt.Errorf("%s[%d]: %w", key, i+1, err)
+			}
+			// The id as the admin API reads it from a body (1 and 1.0 are "1").
+			decoded, err := gateway.DecodeJSON(value)
+			if err != nil {
+				return nil, fmt.Errorf("%s[%d]: %w", key, i+1, err)
+			}
+			fields, _ := decoded.(map[string]any)
+			id := key + "#" + strconv.Itoa(i+1)
+			if kind == gateway.KindConsumer {
+				if u, ok := fields["username"].(string); ok && u != "" {
+					id = u
+				}
+			} else if v, ok := fields["id"]; ok {
+				s, ok := gateway.IDString(v)
+				if !ok {
+					return nil, fmt.Errorf("%s[%d]: id must be a string or an integer", key, i+1)
+				}
+				id = s
+			}
+			if _, dup := out[string(kind)+"/"+id]; dup {
+				return nil, fmt.Errorf("%s[%d]: a second resource with id %q", key, i+1, id)
+			}
+			out[string(kind)+"/"+id] = gateway.Entry{Kind: kind, ID: id, Value: value}
+		}
+	}
+	return out, nil
+}
+
+// jsonable turns what the YAML decoder made into what encoding/json
+// encodes as APISIX would read it: mappings with non-string keys (a node
+// list keyed 127.0.0.1:80 is a string; a port-like 80 is not) get string
+// keys.
+func jsonable(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = jsonable(e)
+		}
+		return v
+	case map[any]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[fmt.Sprint(k)] = jsonable(e)
+		}
+		return m
+	case []any:
+		for i, e := range v {
+			v[i] = jsonable(e)
+		}
+		return v
+	}
+	return v
+}
+
+// Get implements gateway.Store.
+func (s *Store) Get(_ context.Context, k gateway.Kind, id string) (gateway.Entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[string(k)+"/"+id]
+	if !ok {
+		return gateway.Entry{}, gateway.ErrNotFound
+	}
+	return e, nil
+}
+
+// List implements gateway.Store, in id order.
+func (s *Store) List(_ context.Context, k gateway.Kind) ([]gateway.Entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []gateway.Entry
+	for _, e := range s.entries {
+		if e.Kind == k {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b gateway.Entry) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Put implements gateway.Store: ErrReadOnly.
+func (s *Store) Put(context.Context, gateway.Kind, string, []byte, int64) (gateway.Entry, bool, error) {
+	return gateway.Entry{}, false, ErrReadOnly
+}
+
+// Delete implements gateway.Store: ErrReadOnly.
+func (s *Store) Delete(context.Context, gateway.Kind, string) error { return ErrReadOnly }
+
+// NextID implements gateway.Store: ErrReadOnly.
+func (s *Store) NextID(context.Context) (string, error) { return "", ErrReadOnly }
+
+// Watch delivers the configuration, then the whole of it again (a Reset)
+// each time the file's content changes to a loadable one, until ctx ends.
+func (s *Store) Watch(ctx context.Context, fn func(gateway.Update)) error {
+	fn(s.snapshot())
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		changed, err := s.refresh()
+		if err != nil {
+			s.log.Error("config file not loaded; the last good configuration keeps serving", "path", s.path, "err", err)
+		}
+		if changed {
+			u := s.snapshot()
+			s.log.Info("config file loaded", "path", s.path, "revision", u.Revision, "resources", len(u.Entries))
+			fn(u)
+		}
+	}
+}
+
+func (s *Store) snapshot() gateway.Update {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := gateway.Update{Reset: true, Revision: s.rev, Entries: make([]gateway.Entry, 0, len(s.entries))}
+	for _, k := range slices.Sorted(maps.Keys(s.entries)) {
+		u.Entries = append(u.Entries, s.entries[k])
+	}
+	return u
+}
+
+// Close implements gateway.Store.
+func (s *Store) Close() error { return nil }
