@@ -31,13 +31,16 @@ type reqCtx struct {
 	node       string // host of the node that answered
 	nodeAddr   string // its host:port
 	hostSet    bool   // a plugin set the upstream Host
+	scheme     string // a plugin set the upstream scheme ("http", "https")
 	uriSet     bool   // a plugin set the upstream URI
 	timed      bool   // log plugins run: measure times
 	responding bool   // header filter phase: headers change the response in place
 	h2         bool   // received over HTTP/2
 	upRef      *gateway.UpstreamRef
-	reqLen     int64         // request size for the log phase
-	streamed   *upstreamBody // the response body streams: the request ends when it is sent
+	reqLen     int64     // request size for the log phase
+	async      bool      // a streamed body or a tunnel ends the request later (finish)
+	upgrade    bool      // the client asks for a protocol upgrade
+	h2req      *h2Stream // an HTTP/2 WebSocket's stream (extended CONNECT)
 	start      time.Time
 	respHdrs   []respHeader
 	values     []ctxValue
@@ -74,12 +77,13 @@ const maxPooledBuf = 1 << 20
 var _ gateway.Ctx = (*reqCtx)(nil)
 
 func (rc *reqCtx) reset() {
-	rc.fc, rc.snap, rc.route, rc.consumer, rc.upRef, rc.streamed = nil, nil, nil, nil, nil, nil
+	rc.fc, rc.snap, rc.route, rc.consumer, rc.upRef, rc.h2req = nil, nil, nil, nil, nil, nil
+	rc.async, rc.upgrade = false, false
 	rc.reqLen = 0
 	rc.match = router.Match{}
 	rc.remoteAddr, rc.remotePort, rc.realAddr = netip.Addr{}, 0, false
 	rc.remoteStr = rc.remoteStr[:0]
-	rc.host, rc.node, rc.nodeAddr = "", "", ""
+	rc.host, rc.node, rc.nodeAddr, rc.scheme = "", "", "", ""
 	rc.hostSet, rc.uriSet, rc.timed, rc.responding, rc.h2 = false, false, false, false, false
 	rc.start = time.Time{}
 	rc.respHdrs = rc.respHdrs[:0]
@@ -259,6 +263,10 @@ func (rc *reqCtx) SetUpstreamHost(host string) {
 	rc.fc.Request.Header.SetHost(host)
 	rc.hostSet = true
 }
+
+func (rc *reqCtx) SetUpstreamMethod(method string) { rc.fc.Request.Header.SetMethod(method) }
+
+func (rc *reqCtx) SetUpstreamScheme(scheme string) { rc.scheme = scheme }
 
 func (rc *reqCtx) SetUpstreamHeader(name, value string) {
 	if value == "" {

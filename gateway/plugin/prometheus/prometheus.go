@@ -101,8 +101,15 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 	return &instance{f: f, preferName: c.PreferName}, nil
 }
 
-// Log records one finished request.
-func (in *instance) Log(_ gateway.Ctx, e *gateway.LogEntry) {
+// Log records one finished request, once: prometheus on the route and on
+// a global rule counts it one time, with the route's configuration (the
+// engine logs the route's plugins first), as APISIX's run_policy
+// prefer_route.
+func (in *instance) Log(c gateway.Ctx, e *gateway.LogEntry) {
+	if _, done := c.Value(in.f); done {
+		return
+	}
+	c.SetValue(in.f, 1)
 	route, service := e.RouteID, e.ServiceID
 	if in.preferName {
 		if e.RouteName != "" {
@@ -171,14 +178,24 @@ func (f *Factory) Register(cs ...prometheus.Collector) { f.reg.MustRegister(cs..
 // ServerStats are the engine's connection and request counts.
 type ServerStats struct {
 	Active, Accepted, Handled, Reading, Writing, Waiting, Requests int64
+	// WebSockets are the open WebSocket tunnels (linkgate's own gauge).
+	WebSockets int64
 }
 
 // Handler serves the registry at ExportURI; stats and reachable are read
 // at scrape time.
 func (f *Factory) Handler(stats func() ServerStats, reachable func() bool) http.Handler {
 	f.reg.MustRegister(&processCollector{stats: stats, reachable: reachable, modify: &f.modify})
+	export := promhttp.HandlerFor(f.reg, promhttp.HandlerOpts{})
 	mux := http.NewServeMux()
-	mux.Handle("GET "+ExportURI, promhttp.HandlerFor(f.reg, promhttp.HandlerOpts{}))
+	// Only GET (and HEAD) is routed, as APISIX's: other methods find no route, 404.
+	mux.HandleFunc(ExportURI, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.NotFound(w, r)
+			return
+		}
+		export.ServeHTTP(w, r)
+	})
 	return mux
 }
 
@@ -189,6 +206,7 @@ var (
 	descModify    = prometheus.NewDesc(prefix+"etcd_modify_indexes", "Etcd modify index for APISIX keys", []string{"key"}, nil)
 	descNodeInfo  = prometheus.NewDesc(prefix+"node_info", "Info of APISIX node", []string{"hostname"}, nil)
 	descErrors    = prometheus.NewDesc(prefix+"nginx_metric_errors_total", "Number of nginx-lua-prometheus errors", nil, nil)
+	descTunnels   = prometheus.NewDesc("linkgate_websocket_tunnels", "Number of open WebSocket tunnels (each is also counted in apisix_http_status with code 101 when it ends)", nil, nil)
 )
 
 // processCollector reads the gauges that are not per request.
@@ -199,7 +217,7 @@ type processCollector struct {
 }
 
 func (c *processCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descRequests, descReachable, descModify, descNodeInfo, descErrors} {
+	for _, d := range []*prometheus.Desc{descConns, descRequests, descReachable, descModify, descNodeInfo, descErrors, descTunnels} {
 		ch <- d
 	}
 }
@@ -236,4 +254,5 @@ func (c *processCollector) Collect(ch chan<- prometheus.Metric) {
 	host, _ := os.Hostname()
 	ch <- prometheus.MustNewConstMetric(descNodeInfo, prometheus.GaugeValue, 1, host)
 	ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, 0)
+	ch <- prometheus.MustNewConstMetric(descTunnels, prometheus.GaugeValue, float64(s.WebSockets))
 }
