@@ -9,7 +9,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TAGS     := lambda.norpc
 export GOTOOLCHAIN := local
 
-.PHONY: all build test cross image release clean bench-generator bench-serve bench-creates bench-engines bench-dynamodb bench-visits lambda lambda-bench bench-gateway
+.PHONY: all build test cross image release clean bench-generator bench-serve bench-creates bench-engines bench-dynamodb bench-visits bench-abuse lambda lambda-bench bench-gateway
 all: build
 
 build:
@@ -67,6 +67,10 @@ bench-dynamodb:
 ## bench-visits: redirects with visits counted vs not, at a fixed rate and at saturation (docs/visits.md).
 bench-visits:
 	scripts/bench-visits.sh
+
+## bench-abuse: redirects at a constant rate, quiet and during a create flood at 10× create capacity (docs/security.md).
+bench-abuse:
+	scripts/bench-abuse.sh
 
 ## bench-gateway: the seed's APISIX scenarios vs nginx proxy_pass (docs/gateway.md).
 bench-gateway:

@@ -98,10 +98,20 @@ func (r *Reloader) reload(u Update) (ok bool) {
 		cfg.Revision = r.revision
 	}
 	compiled, compileErrs := Compile(cfg, r.reg)
+	compiled.ModifiedIndexes = r.modifiedIndexes()
 	r.load(compiled)
 	r.cfg, r.compiled = cfg, compiled
 	r.report(cfg, applyErrs, compileErrs)
 	return true
+}
+
+// modifiedIndexes is the highest modifiedIndex of the mirror per kind.
+func (r *Reloader) modifiedIndexes() map[Kind]int64 {
+	out := make(map[Kind]int64, len(Kinds))
+	for _, e := range r.raw {
+		out[e.Kind] = max(out[e.Kind], e.ModifiedIndex)
+	}
+	return out
 }
 
 // all is the mirror as a Reset update, in key order.

@@ -282,6 +282,10 @@ type Compiled struct {
 	shared []string
 	// SSLs are the enabled ssl resources, for the TLS listener.
 	SSLs []*SSLEntry
+	// ModifiedIndexes is, per kind, the highest modifiedIndex of the
+	// stored entries (APISIX's apisix_etcd_modify_indexes); set by the
+	// Reloader.
+	ModifiedIndexes map[Kind]int64
 }
 
 // LookupConsumer finds the consumer owning credential for an auth plugin.

@@ -1,10 +1,5 @@
 package shortener
 
-import (
-	"crypto/rand"
-	"fmt"
-)
-
 // IDLength is the length of generated ids, as in the seed's service.
 const IDLength = 10
 
@@ -18,27 +13,7 @@ const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 // read from crypto/rand. Bytes ≥ 248 are rejected so each character is
 // uniform. The alphabet is a subset of the seed's [A-Za-z0-9_-], so seed
 // clients keep working.
-func NewID() (string, error) {
-	var out [IDLength]byte
-	var buf [IDLength + 6]byte
-	n := 0
-	for n < IDLength {
-		if _, err := rand.Read(buf[:]); err != nil {
-			return "", fmt.Errorf("read random: %w", err)
-		}
-		for _, b := range buf {
-			if b >= 248 { // 248 = 4*62: keeps b%62 uniform
-				continue
-			}
-			out[n] = base62[b%62]
-			n++
-			if n == IDLength {
-				break
-			}
-		}
-	}
-	return string(out[:]), nil
-}
+func NewID() (string, error) { return randomBase62(IDLength) }
 
 // ValidID reports whether id could name a link: 1 to MaxIDLength characters
 // of [A-Za-z0-9_-]. Anything else is answered 404 without asking the store.

@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,4 +67,81 @@ func peakRSS(t *testing.T, pid int) int64 {
 	}
 	t.Fatal("no VmHWM in /proc/PID/status")
 	return 0
+}
+
+// --create-access key: creates need a key with links:create, made with
+// linkgate keys create; a non-loopback listener with public creates warns.
+func TestKeysCommandAndCreateAccess(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "links")
+	var out, errOut strings.Builder
+	env := func(string) string { return "" }
+	if err := run(t.Context(), []string{"keys", "--store", "pebble:" + dir, "create", "--name", "ci", "--scopes", "links:create"}, env, strings.NewReader(""), &out, &errOut); err != nil {
+		t.Fatalf("keys create: %v\n%s", err, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	token := lines[len(lines)-1]
+	if !strings.HasPrefix(token, "lgk_") {
+		t.Fatalf("keys create printed %q", out.String())
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"keys", "--store", "pebble:" + dir, "list"}, env, strings.NewReader(""), &out, &errOut); err != nil || !strings.Contains(out.String(), " ci ") || strings.Contains(out.String(), "lgk_") {
+		t.Fatalf("keys list: %v %q", err, out.String())
+	}
+	if err := run(t.Context(), []string{"keys", "create", "--store", "pebble:" + dir, "--name", "x", "--scopes", "links:everything"}, env, strings.NewReader(""), &out, &errOut); err == nil {
+		t.Error("a key with an unknown scope was created")
+	}
+	// --help of a subcommand prints its usage and opens no store.
+	untouched := filepath.Join(t.TempDir(), "untouched")
+	for _, sub := range []string{"list", "revoke", "create"} {
+		if err := run(t.Context(), []string{"keys", sub, "--store", "pebble:" + untouched, "--help"}, env, strings.NewReader(""), &out, &errOut); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("keys %s --help: %v", sub, err)
+		}
+	}
+	if _, err := os.Stat(untouched); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("keys … --help opened the store: %v", err)
+	}
+	s := startServe(t, nil, "--store", "pebble:"+dir, "--create-access", "key")
+	body := `{"url":"https://example.com/k"}`
+	if status, _, _ := call(t, "POST", s.URL+"/api/v1/links", body); status != 401 {
+		t.Errorf("anonymous create with --create-access key: %d", status)
+	}
+	if status, _, b := call(t, "POST", s.URL+"/api/v1/links", body, "Authorization", "Bearer "+token); status != 201 {
+		t.Errorf("create with the key: %d %s", status, b)
+	}
+	if strings.Contains(s.logs.String(), "open link relay") {
+		t.Error("a loopback listener warned")
+	}
+}
+
+func TestLoopbackAddr(t *testing.T) {
+	for addr, want := range map[string]bool{"127.0.0.1:8080": true, "[::1]:80": true, "0.0.0.0:8080": false, "[::]:80": false, "192.0.2.1:80": false} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := loopbackAddr(a); got != want {
+			t.Errorf("loopbackAddr(%s) = %v, want %v (a public listener with public creates must warn)", addr, got, want)
+		}
+	}
+}
+
+// --domain: requests must name a configured domain; links to any of them
+// are refused as self-references.
+func TestServeDomains(t *testing.T) {
+	s := startServe(t, nil, "--domain", "sho.rt", "--domain", "http://go.example.com:8080")
+	status, _, body := call(t, "POST", s.URL+"/api/v1/links", `{"url":"https://example.com/d"}`, "Host", "go.example.com:8080")
+	if status != 201 || !strings.Contains(body, `"short_url":"http://go.example.com:8080/`) {
+		t.Errorf("create on a domain: %d %s", status, body)
+	}
+	if status, _, body := call(t, "POST", s.URL+"/shortenURL", `{"OriginalURL":"https://example.com/d"}`, "Host", "evil.example"); status != 421 {
+		t.Errorf("create with an unknown Host: %d %s", status, body)
+	}
+	for _, target := range []string{"https://sho.rt/x", "https://GO.example.com/y", "http://sho.rt./z"} {
+		if status, _, body := call(t, "POST", s.URL+"/api/v1/links", `{"url":"`+target+`"}`, "Host", "sho.rt"); status != 400 || !strings.Contains(body, "self_reference") {
+			t.Errorf("link to %s: %d %s", target, status, body)
+		}
+	}
+	if status, _, _ := call(t, "GET", s.URL+"/healthz", ""); status != 200 {
+		t.Errorf("healthz with the listener's address as Host: %d", status)
+	}
 }

@@ -180,7 +180,17 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	defer cancel()
 	reloader := gateway.NewReloader(reg, logger, func(c *gateway.Compiled) {
 		gw.Load(c)
-		metrics.SetModifyIndex(c.Revision)
+		idx := make(map[string]int64, len(c.ModifiedIndexes))
+		for k, v := range c.ModifiedIndexes {
+			if k == gateway.KindSSL {
+				k = "ssls" // APISIX's metric key
+			}
+			idx[string(k)] = v
+		}
+		// One watch serves every kind: the revision it has reached is both
+		// APISIX's global-rules prev_index and its X-Etcd-Index.
+		idx["prev_index"], idx["x_etcd_index"] = c.Revision, c.Revision
+		metrics.SetModifyIndexes(idx)
 		logger.Debug("config loaded", "revision", c.Revision, "routes", len(c.Routes))
 	})
 	metrics.Register(reloadCollector{reloader})

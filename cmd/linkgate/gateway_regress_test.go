@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -159,5 +161,74 @@ func TestGatewaySkipsBadEtcdEntries(t *testing.T) {
 	_, metrics = do(t, "GET", g.promURL+"/apisix/prometheus/metrics", "")
 	if !strings.Contains(metrics, `linkgate_gateway_skipped_resources{reason="invalid"} 1`) {
 		t.Errorf("after the fix:\n%s", grepLines(metrics, "linkgate_gateway"))
+	}
+}
+
+// Admin bodies over the limit (APISIX's 1.5 MiB) are refused with 413 and
+// a JSON message through the real listener, whether their length is
+// announced or they come chunked, and nothing is stored; the gateway goes
+// on serving.
+func TestGatewayAdminBodyLimit(t *testing.T) {
+	g := startGatewayCmd(t, "--config-store", "bolt:"+filepath.Join(t.TempDir(), "gw.db"))
+	big := `{"uri":"/big","desc":"` + strings.Repeat("a", 2<<20) + `","upstream":{"type":"roundrobin","nodes":{"127.0.0.1:1980":1}}}`
+	for _, chunked := range []bool{false, true} {
+		var body io.Reader = strings.NewReader(big)
+		if chunked {
+			body = io.MultiReader(strings.NewReader(big)) // no length: sent chunked
+		}
+		req, err := http.NewRequest("PUT", g.url+"/apisix/admin/routes/1", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-API-KEY", seedKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("chunked=%v: %v", chunked, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 413 || !strings.Contains(string(b), `"error_msg":"invalid request body: request size`) {
+			t.Errorf("chunked=%v: %d %s, want 413 with APISIX's message", chunked, resp.StatusCode, b)
+		}
+	}
+	if code, body := do(t, "GET", g.url+"/apisix/admin/routes/1", "", "X-API-KEY", seedKey); code != 404 {
+		t.Errorf("GET routes/1 after the refused PUTs: %d %s", code, body)
+	}
+	if code, body := do(t, "PUT", g.url+"/apisix/admin/routes/1", `{"uri":"/small","upstream":{"type":"roundrobin","nodes":{"127.0.0.1:1980":1}}}`, "X-API-KEY", seedKey); code != 201 {
+		t.Errorf("a small PUT after them: %d %s", code, body)
+	}
+}
+
+// apisix_etcd_modify_indexes as APISIX 2.14 exports it: per resource key
+// the highest modifiedIndex served, their maximum, and the revision the
+// watch reached as prev_index and x_etcd_index.
+func TestGatewayModifyIndexes(t *testing.T) {
+	g := startGatewayCmd(t, "--config-store", "bolt:"+filepath.Join(t.TempDir(), "gw.db"))
+	up := helloUpstream(t)
+	for _, w := range [][2]string{
+		{"upstreams/1", fmt.Sprintf(`{"type":"roundrobin","nodes":{%q:1}}`, up)}, // revision 1
+		{"routes/1", `{"uri":"/a","upstream_id":"1"}`},                           // 2
+		{"routes/2", `{"uri":"/b","upstream_id":"1"}`},                           // 3
+	} {
+		if code, body := do(t, "PUT", g.url+"/apisix/admin/"+w[0], w[1], "X-API-KEY", seedKey); code != 201 {
+			t.Fatalf("PUT %s: %d %s", w[0], code, body)
+		}
+	}
+	want := []string{
+		`apisix_etcd_modify_indexes{key="routes"} 3`, `apisix_etcd_modify_indexes{key="upstreams"} 1`,
+		`apisix_etcd_modify_indexes{key="services"} 0`, `apisix_etcd_modify_indexes{key="max_modify_index"} 3`,
+		`apisix_etcd_modify_indexes{key="prev_index"} 3`, `apisix_etcd_modify_indexes{key="x_etcd_index"} 3`,
+	}
+	var metrics string
+	if !eventually.Within(5*time.Second, func() bool {
+		_, metrics = do(t, "GET", g.promURL+"/apisix/prometheus/metrics", "")
+		for _, w := range want {
+			if !strings.Contains(metrics, w) {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Errorf("want %q in:\n%s", want, grepLines(metrics, "modify_indexes"))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -571,13 +572,7 @@ func (h history) at(rev int64) gateway.Update {
 		}
 	}
 	out := gateway.Update{Reset: true, Revision: rev}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range state {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(state)) {
 		out.Entries = append(out.Entries, state[k])
 	}
 	return out

@@ -125,6 +125,7 @@ func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat strin
 	fs.DurationVar(&c.cacheTTL, "cache-ttl", time.Minute, "how long a link is served from the read cache (the staleness bound across instances)")
 	fs.DurationVar(&c.cacheNegTTL, "cache-negative-ttl", time.Second, "how long the read cache remembers an unknown id (0: not at all; at most --cache-ttl)")
 	fs.StringVar(&c.api.PublicURL, "public-url", "", "base `URL` of returned short links, e.g. https://sho.rt (default: http://<request Host>)")
+	fs.Var(domainsFlag{&c.api.Domains}, "domain", "a short-link `domain` this server answers for: sho.rt (https) or http(s)://host[:port]; repeat it or give a comma-separated list. Set, any other Host gets 421 (probes excepted) and links start with the domain asked for; instead of --public-url")
 	fs.IntVar(&c.api.RedirectStatus, "redirect-status", 302, "redirect status: 301, 302, 307 or 308")
 	fs.StringVar(&c.api.AdminKey, "admin-key", "", "`key` for the admin routes (list, delete); empty: they answer 403")
 	fs.IntVar(&c.maxURLLength, "max-url-length", shortener.DefaultMaxURLLength, "longest target URL accepted, in `bytes`")
@@ -140,6 +141,7 @@ func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat strin
 	fs.StringVar(&c.visits.geoip, "geoip", "", "MaxMind-format country or city database `file` (e.g. GeoLite2-Country.mmdb) to count visits by country")
 	fs.BoolVar(&c.api.StatsPublic, "stats-public", false, "serve GET /api/v1/links/{id}/stats without the admin key")
 	fs.BoolVar(&c.api.UI, "ui", true, "serve the web page at /")
+	fs.Var(accessFlag{&c.api.CreateAccess}, "create-access", "who may create links: public (anyone; the default, for a local install) or key (an API key with scope links:create: see linkgate keys)")
 	fs.Var(createRateFlag{&c.api.CreateRate}, "create-rate", "creates per client address (an IPv6 client per /64), as a token bucket: `N/s`, N/m or N/h; beyond it 429 rate_limited with Retry-After; 0: no limit")
 	fs.Var(createRateFlag{&c.api.CreateRateKey}, "create-rate-key", "creates per API key (instead of per address, for requests with a key): N/s, N/m or N/h; 0: no limit")
 	fs.Var(&c.trustedProxies, "trusted-proxies", "comma-separated `CIDRs` (or addresses) of the load balancers and CDNs in front, whose X-Forwarded-For, Forwarded and CloudFront-Viewer-* headers say who the client is; presets: "+presetALB+" (the VPC's private ranges), "+presetCloudFront+" (from --aws-ip-ranges)")
@@ -272,6 +274,32 @@ func (f createRateFlag) Set(s string) error {
 	return nil
 }
 
+// loopbackAddr reports whether a listener's address is reachable from
+// this machine only.
+func loopbackAddr(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	return ok && t.IP.IsLoopback()
+}
+
+// accessFlag is --create-access.
+type accessFlag struct{ a *httpapi.Access }
+
+func (f accessFlag) String() string {
+	if f.a == nil || *f.a == "" {
+		return string(httpapi.AccessPublic)
+	}
+	return string(*f.a)
+}
+
+func (f accessFlag) Set(s string) error {
+	switch a := httpapi.Access(s); a {
+	case httpapi.AccessPublic, httpapi.AccessKey:
+		*f.a = a
+		return nil
+	}
+	return fmt.Errorf("want public or key, got %q", s)
+}
+
 // dynamoOptions are the DynamoDB store's options for a table.
 func (c serveConfig) dynamoOptions(logger *slog.Logger, table string) dynamodb.Options {
 	return dynamodb.Options{Table: table, ConsistentReads: c.consistentReads, Timeout: c.storeTimeout,
@@ -352,6 +380,13 @@ func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Sto
 		u, _ := url.Parse(c.api.PublicURL) // validated
 		policy.SelfHosts = []string{u.Hostname()}
 	}
+	for _, d := range c.api.Domains {
+		if !strings.Contains(d, "://") {
+			d = "https://" + d
+		}
+		u, _ := url.Parse(d) // validated
+		policy.SelfHosts = append(policy.SelfHosts, u.Hostname())
+	}
 	proxies, err := trustedProxies(c.trustedProxies, c.awsIPRanges)
 	if err != nil {
 		return nil, err
@@ -359,6 +394,9 @@ func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Sto
 	c.api.TrustedProxies = proxies
 	if proxies != nil {
 		logger.Info("trusted proxies", "prefixes", proxies.Len())
+	}
+	if ks, ok := store.(shortener.KeyStore); ok {
+		c.api.Keys = ks
 	}
 	opts := shortener.Options{Policy: policy}
 	if v, ok := c.api.Visits.(shortener.VisitCounter); ok {
@@ -468,6 +506,10 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("linkgate serve listening", "addr", ln.Addr().String(), "store", c.store,
 		"cache_entries", c.cacheSize.entries(kind), "version", version)
+	if c.api.CreateAccess != httpapi.AccessKey && !loopbackAddr(ln.Addr()) {
+		logger.Warn("anyone who can reach this address may create links (--create-access public): an open link relay on the internet; use --create-access key with API keys (linkgate keys), or at least --create-rate",
+			"addr", ln.Addr().String(), "create_rate", c.api.CreateRate.String())
+	}
 	sd := notifyReady(logger, "serving on "+ln.Addr().String()+", store "+c.store, probeHTTP(ln.Addr(), "/healthz", http.StatusOK))
 	defer sd.Stopping()
 
@@ -489,5 +531,24 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 		logger.Warn("serve", "error", err)
 	}
 	logger.Info("stopped")
+	return nil
+}
+
+// domainsFlag is --domain: repeated, or a comma-separated list, appended.
+type domainsFlag struct{ d *[]string }
+
+func (f domainsFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return strings.Join(*f.d, ",")
+}
+
+func (f domainsFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*f.d = append(*f.d, s)
+		}
+	}
 	return nil
 }

@@ -120,6 +120,10 @@ func call(t testing.TB, method, url, body string, hdr ...string) (int, http.Head
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1] // net/http sends req.Host, never Header["Host"]
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := noRedirects.Do(req)

@@ -46,6 +46,7 @@ import (
 
 var (
 	_ shortener.Store       = (*Store)(nil)
+	_ shortener.KeyStore    = (*Store)(nil)
 	_ shortener.URLAppender = (*Store)(nil)
 )
 
@@ -82,10 +83,11 @@ type entry struct {
 
 // Store is a shortener.Store that serves reads of another from memory.
 type Store struct {
-	store  shortener.Store
-	cache  *otter.Cache[string, entry]
-	loader otter.Loader[string, entry]
-	negTTL time.Duration
+	shortener.KeysFrom // API keys pass through, uncached
+	store              shortener.Store
+	cache              *otter.Cache[string, entry]
+	loader             otter.Loader[string, entry]
+	negTTL             time.Duration
 	// deletes counts local deletes, so that a Create that races with a
 	// Delete of the same id never leaves the deleted link cached.
 	deletes    atomic.Uint64
@@ -104,7 +106,7 @@ func New(store shortener.Store, opts Options) (*Store, error) {
 	case opts.NegativeTTL < 0 || opts.NegativeTTL > opts.TTL:
 		return nil, fmt.Errorf("negative cache TTL must be between 0 and the cache TTL (%s), got %s", opts.TTL, opts.NegativeTTL)
 	}
-	c := &Store{store: store, negTTL: opts.NegativeTTL, logger: opts.Logger, m: newMetrics()}
+	c := &Store{KeysFrom: shortener.KeysFrom{Inner: store}, store: store, negTTL: opts.NegativeTTL, logger: opts.Logger, m: newMetrics()}
 	ttl, negTTL := opts.TTL, opts.NegativeTTL
 	cache, err := otter.New(&otter.Options[string, entry]{
 		MaximumSize: opts.Size,

@@ -196,3 +196,57 @@ func TestParseRate(t *testing.T) {
 		}
 	}
 }
+
+// With domains, every request (but the probes) must name one of them in
+// its Host, and a returned link starts with the one it named: a Host of
+// the client's choosing gets 421 and never a link.
+func TestDomainsCheckHost(t *testing.T) {
+	s := start(t, setup{cfg: httpapi.Config{Domains: []string{"sho.rt", "http://go.example.com:8080", "bücher.example"}}})
+	for _, tt := range []struct{ host, base string }{
+		{"sho.rt", "https://sho.rt"},
+		{"SHO.RT", "https://sho.rt"},
+		{"sho.rt:443", "https://sho.rt"},
+		{"sho.rt.", "https://sho.rt"},
+		{"go.example.com:8080", "http://go.example.com:8080"},
+		{"xn--bcher-kva.example", "https://xn--bcher-kva.example"},
+	} {
+		r := s.do(t, "POST", "/api/v1/links", `{"url":"https://example.com/d"}`, "Host", tt.host)
+		if r.Status != 201 {
+			t.Errorf("Host %q: create %d %q", tt.host, r.Status, r.Body)
+			continue
+		}
+		if l := decodeLink(t, r); l.ShortURL != tt.base+"/"+l.ID {
+			t.Errorf("Host %q: short_url %q, want %s/%s", tt.host, l.ShortURL, tt.base, l.ID)
+		}
+	}
+	id := decodeLink(t, s.do(t, "POST", "/api/v1/links", `{"url":"https://example.com/d"}`, "Host", "sho.rt")).ID
+	if r := s.do(t, "GET", "/"+id, "", "Host", "sho.rt"); r.Status != 302 {
+		t.Errorf("redirect on a domain: %d", r.Status)
+	}
+	for _, host := range []string{"evil.example", "go.example.com", "go.example.com:9090", "sho.rt.evil.example", "localhost", "127.0.0.1", strings.Repeat("h", 3000)} {
+		for _, req := range [][2]string{{"POST", "/api/v1/links"}, {"POST", "/shortenURL"}, {"GET", "/" + id}, {"GET", "/api/v1/links/" + id + "/qr"}, {"GET", "/"}} {
+			r := s.do(t, req[0], req[1], `{"url":"https://example.com/d","OriginalURL":"https://example.com/d"}`, "Host", host)
+			wantError(t, r, 421, "misdirected_request")
+			if strings.Contains(string(r.Body), "\"short") {
+				t.Errorf("Host %.40q: %s %s answered a link: %q", host, req[0], req[1], r.Body)
+			}
+		}
+	}
+	// Load balancers probe with a Host of their own.
+	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+		if r := s.do(t, "GET", p, "", "Host", "10.0.0.7"); r.Status != 200 {
+			t.Errorf("%s with another Host: %d", p, r.Status)
+		}
+	}
+}
+
+func TestDomainsConfig(t *testing.T) {
+	for _, d := range [][]string{{"https://sho.rt/path"}, {"ftp://sho.rt"}, {"10.0.0.1"}, {"sho.rt", "SHO.rt"}, {"user@sho.rt"}, {"sho..rt"}} {
+		if err := (httpapi.Config{Domains: d}).Validate(); err == nil {
+			t.Errorf("domains %q accepted", d)
+		}
+	}
+	if err := (httpapi.Config{Domains: []string{"sho.rt"}, PublicURL: "https://sho.rt"}).Validate(); err == nil {
+		t.Error("domains with a public URL accepted")
+	}
+}

@@ -184,7 +184,7 @@ func TestBlocklist(t *testing.T) {
 }
 
 func TestAdminRoutes(t *testing.T) {
-	off := start(t, setup{})
+	off := start(t, setup{noKeys: true})
 	wantError(t, off.do(t, "GET", "/api/v1/links", ""), 403, "forbidden")
 	wantError(t, off.do(t, "DELETE", "/api/v1/links/abc", "", "X-API-Key", "anything"), 403, "forbidden")
 

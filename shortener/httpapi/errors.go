@@ -26,6 +26,7 @@ const (
 	codeMethodNotAllowed     = "method_not_allowed"
 	codeOverloaded           = "overloaded"
 	codeRateLimited          = "rate_limited"
+	codeMisdirected          = "misdirected_request"
 	codeNotFound             = string(shortener.NotFound)
 	codeSlugTaken            = "slug_taken"
 )

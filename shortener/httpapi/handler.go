@@ -41,6 +41,14 @@ type Config struct {
 	// connection arrived on: a Host header a client chose never reaches
 	// a returned link.
 	PublicURL string
+	// Domains are the short-link domains this server answers for, e.g.
+	// "sho.rt" (https) or "http://go.example.com:8080". Set, a request
+	// whose Host is none of them is answered 421 misdirected_request (the
+	// probes /healthz, /readyz and /metrics excepted: load balancers send
+	// their own Host), and returned links start with the domain the
+	// request named. Exclusive with PublicURL, which is one domain whose
+	// Host is not checked.
+	Domains []string
 	// TrustHost says the Host header is set by a trusted front end, not
 	// by the client: Lambda's adapter sets it from the event's
 	// requestContext.domainName. Without a PublicURL, links use it.
@@ -77,6 +85,12 @@ type Config struct {
 	// QRRenders bounds the QR images drawn at once. Default
 	// DefaultQRRenders.
 	QRRenders int
+	// CreateAccess says who may create links: AccessPublic (default) or
+	// AccessKey (a key with scope links:create).
+	CreateAccess Access
+	// Keys, if set, keeps the API keys (the link store's, when it keeps
+	// them); nil: only the AdminKey.
+	Keys shortener.KeyStore
 	// CreateRate limits the creates of each client address (ratelimit.go);
 	// CreateRateKey those of each API key, instead, for requests with
 	// one. The zero Rate is no limit.
@@ -111,6 +125,17 @@ func (c Config) Validate() error {
 			return fmt.Errorf("public URL %q: must be an absolute http(s) URL without query, like https://sho.rt", c.PublicURL)
 		}
 	}
+	if c.PublicURL != "" && len(c.Domains) > 0 {
+		return fmt.Errorf("public URL and domains: give one or the other (one domain: either)")
+	}
+	if _, err := parseDomains(c.Domains); err != nil {
+		return err
+	}
+	switch c.CreateAccess {
+	case "", AccessPublic, AccessKey:
+	default:
+		return fmt.Errorf("create access %q: must be public or key", c.CreateAccess)
+	}
 	for _, r := range []Rate{c.CreateRate, c.CreateRateKey} {
 		if r.N < 0 || r.N > 0 && r.Per <= 0 {
 			return fmt.Errorf("rate %v: must be N per a positive period", r)
@@ -130,6 +155,7 @@ type Handler struct {
 	cfg     Config
 
 	publicURL      string            // without trailing slash, or ""
+	domains        []domain          // Config.Domains; none: any Host
 	redirectStatus int               // 30x
 	cacheControl   []byte            // for redirects
 	adminKey       *[32]byte         // SHA-256 of the admin key, nil when admin is off
@@ -141,6 +167,7 @@ type Handler struct {
 	createIP       *buckets // nil: no limit
 	createKey      *buckets // nil: no limit
 	now            func() time.Time
+	keys           *keyring
 }
 
 // NewHandler returns the API over svc. Metrics are recorded in metrics and
@@ -199,6 +226,10 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 	if h.createKey, err = newBuckets(cfg.CreateRateKey); err != nil {
 		return nil, err
 	}
+	if h.keys, err = newKeyring(cfg.Keys); err != nil {
+		return nil, err
+	}
+	h.domains, _ = parseDomains(cfg.Domains) // validated
 	h.now = cfg.Now
 	if h.now == nil {
 		h.now = time.Now
@@ -217,6 +248,11 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	start := monotonic()
 	r, id, allow := match(ctx)
 	if c := r.class(); c != classOperational {
+		if len(h.domains) > 0 && h.domainOf(ctx.Host()) < 0 {
+			writeError(ctx, fasthttp.StatusMisdirectedRequest, codeMisdirected, "this server does not answer for this Host; it serves "+h.domainList())
+			h.metrics.observe(r, fasthttp.StatusMisdirectedRequest, start)
+			return
+		}
 		in := &h.metrics.inflight[c]
 		n := in.n.Add(1)
 		defer in.n.Add(-1)
@@ -254,7 +290,8 @@ func (h *Handler) shortURL(ctx *fasthttp.RequestCtx, id string) string {
 	return h.baseURL(ctx) + "/" + id
 }
 
-// baseURL is where this server's short links start: the PublicURL.
+// baseURL is where this server's short links start: the PublicURL, or
+// the configured domain the request's Host names.
 // Without one, the request's Host is used only when it names this
 // machine (localhost, 127.0.0.1, [::1], with any port), as a local
 // install's users type it; any other Host, which a client chooses freely,
@@ -263,6 +300,12 @@ func (h *Handler) shortURL(ctx *fasthttp.RequestCtx, id string) string {
 func (h *Handler) baseURL(ctx *fasthttp.RequestCtx) string {
 	if h.publicURL != "" {
 		return h.publicURL
+	}
+	if len(h.domains) > 0 {
+		if i := h.domainOf(ctx.Host()); i >= 0 {
+			return h.domains[i].base
+		}
+		return h.domains[0].base // not reached: ServeFastHTTP answered 421
 	}
 	scheme := "http://"
 	if ctx.IsTLS() {

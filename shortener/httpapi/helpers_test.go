@@ -33,6 +33,7 @@ type setup struct {
 	policy shortener.URLPolicy
 	wrap   func(shortener.Store) shortener.Store // decorates the store (fault injection)
 	visits bool                                  // count visits (visits_test.go)
+	noKeys bool                                  // no store of API keys (only cfg.AdminKey)
 }
 
 func newHandler(t testing.TB, s setup) (*httpapi.Handler, shortener.Store) {
@@ -41,6 +42,9 @@ func newHandler(t testing.TB, s setup) (*httpapi.Handler, shortener.Store) {
 	var store shortener.Store = b
 	if s.wrap != nil {
 		store = s.wrap(store)
+	}
+	if s.cfg.Keys == nil && !s.noKeys {
+		s.cfg.Keys = b // as serve wires it: the link store keeps the keys
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())

@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,7 +87,7 @@ func decodeCreate(body []byte) (shortener.CreateRequest, error) {
 }
 
 func (h *Handler) handleCreate(ctx *fasthttp.RequestCtx) {
-	if !h.allowCreate(ctx, "") {
+	if !h.allowCreateRequest(ctx) {
 		return
 	}
 	req, err := decodeCreate(ctx.PostBody())
@@ -127,7 +125,7 @@ func (h *Handler) handleGet(ctx *fasthttp.RequestCtx, id []byte) {
 }
 
 func (h *Handler) handleDelete(ctx *fasthttp.RequestCtx, id []byte) {
-	if !h.authorize(ctx) {
+	if _, ok := h.authorize(ctx, shortener.ScopeWrite); !ok {
 		return
 	}
 	tctx, cancel := h.timeout()
@@ -143,7 +141,7 @@ func (h *Handler) handleDelete(ctx *fasthttp.RequestCtx, id []byte) {
 const DefaultPageSize = 100
 
 func (h *Handler) handleList(ctx *fasthttp.RequestCtx) {
-	if !h.authorize(ctx) {
+	if _, ok := h.authorize(ctx, shortener.ScopeRead); !ok {
 		return
 	}
 	args := ctx.QueryArgs()
@@ -175,27 +173,6 @@ func (h *Handler) handleList(ctx *fasthttp.RequestCtx) {
 		out.NextCursor = &p.Next
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
-}
-
-// authorize admits admin requests: the key from "Authorization: Bearer" or
-// X-API-Key, compared in constant time (as SHA-256 digests, so neither
-// content nor length leaks through timing). No admin key configured: 403.
-func (h *Handler) authorize(ctx *fasthttp.RequestCtx) bool {
-	if h.adminKey == nil {
-		writeError(ctx, fasthttp.StatusForbidden, codeForbidden, "admin routes are disabled: start the server with --admin-key")
-		return false
-	}
-	key := ctx.Request.Header.Peek("X-API-Key")
-	if auth := ctx.Request.Header.Peek("Authorization"); len(auth) > 7 && bytes.EqualFold(auth[:7], []byte("Bearer ")) {
-		key = bytes.TrimSpace(auth[7:])
-	}
-	sum := sha256.Sum256(key)
-	if len(key) == 0 || subtle.ConstantTimeCompare(sum[:], h.adminKey[:]) != 1 {
-		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="linkgate admin"`)
-		writeError(ctx, fasthttp.StatusUnauthorized, codeUnauthorized, "a valid admin key is required (Authorization: Bearer <key> or X-API-Key)")
-		return false
-	}
-	return true
 }
 
 // writeJSON writes v as compact JSON with a trailing newline.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -26,7 +27,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	if err := doc.Validate(loader.Context); err != nil {
 		t.Fatalf("invalid OpenAPI document: %v", err)
 	}
-	s := start(t, setup{cfg: httpapi.Config{AdminKey: "k", UI: true}, visits: true})
+	s := start(t, setup{cfg: httpapi.Config{AdminKey: "k", UI: true, CreateRate: httpapi.Rate{N: 40, Per: time.Hour}}, visits: true})
 	doc.Servers = openapi3.Servers{{URL: s.URL}}
 	router, err := legacy.NewRouter(doc)
 	if err != nil {
@@ -67,11 +68,25 @@ func TestOpenAPIDocument(t *testing.T) {
 		{"POST", "/", "url=https%3A%2F%2Fspec.example%2Fform", []string{"Content-Type", "application/x-www-form-urlencoded"}},
 		{"POST", "/", "url=nope", []string{"Content-Type", "application/x-www-form-urlencoded", "Accept", "text/html"}},
 		{"POST", "/", "{}", []string{"Content-Type", "application/json"}},
+		{"POST", "/api/v1/keys", `{"name":"spec","scopes":["links:create"]}`, []string{"X-API-Key", "k", "Content-Type", "application/json"}},
+		{"POST", "/api/v1/keys", `{"name":"spec","scopes":["nope"]}`, []string{"X-API-Key", "k", "Content-Type", "application/json"}},
+		{"POST", "/api/v1/keys", `{"name":"spec","scopes":["admin"]}`, []string{"Content-Type", "application/json"}},
+		{"GET", "/api/v1/keys", "", []string{"X-API-Key", "k"}},
+		{"GET", "/api/v1/keys", "", []string{"X-API-Key", "lgk_AAAAAAAAAAAA_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"}},
+		{"DELETE", "/api/v1/keys/AAAAAAAAAAAA", "", []string{"X-API-Key", "k"}},
+		{"POST", "/api/v1/links", `{"url":"https://spec.example/k"}`, []string{"Content-Type", "application/json", "X-API-Key", "lgk_AAAAAAAAAAAA_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"}},
 		{"GET", "/static/app.js", "", nil},
 		{"GET", "/static/app.css", "", nil},
 		{"GET", "/healthz", "", nil},
 		{"GET", "/readyz", "", nil},
 		{"GET", "/metrics", "", nil},
+	}
+	// Past the create rate limit: 429.
+	for range 40 {
+		tests = append(tests, struct {
+			method, path, body string
+			hdr                []string
+		}{"POST", "/shortenURL", `{"OriginalURL":"https://spec.example/r"}`, nil})
 	}
 	for _, tt := range tests {
 		r := s.do(t, tt.method, tt.path, tt.body, tt.hdr...)

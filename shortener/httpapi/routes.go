@@ -17,6 +17,9 @@ import (
 //	DELETE   /api/v1/links/{id}     delete (admin)
 //	GET      /api/v1/links/{id}/stats   visit statistics (admin unless --stats-public)
 //	GET      /api/v1/links/{id}/qr      QR code of the short link (?format=png|svg&size=)
+//	POST     /api/v1/keys           create an API key (admin): its token is shown once
+//	GET      /api/v1/keys           list API keys (admin), without secrets
+//	DELETE   /api/v1/keys/{id}      revoke an API key (admin)
 //	GET      /                      the web page (with Config.UI)
 //	POST     /                      the web page's form, without JavaScript (with Config.UI)
 //	GET      /static/{file}         the web page's script and style (with Config.UI)
@@ -45,6 +48,9 @@ const (
 	routeUI
 	routeUIForm
 	routeUIStatic
+	routeKeysCreate
+	routeKeysList
+	routeKeysDelete
 	routeMethodNotAllowed
 	routeNotFound
 	numRoutes
@@ -55,6 +61,7 @@ var routeNames = [numRoutes]string{
 	routeCreate: "links_create", routeList: "links_list", routeGet: "links_get", routeDelete: "links_delete",
 	routeHealthz: "healthz", routeReadyz: "readyz", routeMetrics: "metrics",
 	routeStats: "links_stats", routeQR: "links_qr", routeUI: "ui", routeUIForm: "ui_form", routeUIStatic: "ui_static",
+	routeKeysCreate: "keys_create", routeKeysList: "keys_list", routeKeysDelete: "keys_delete",
 	routeMethodNotAllowed: "method_not_allowed", routeNotFound: "not_found",
 }
 
@@ -86,7 +93,7 @@ func (r route) class() class {
 		return classCreate
 	case routeQR, routeStats:
 		return classQRStats
-	case routeList, routeDelete:
+	case routeList, routeDelete, routeKeysCreate, routeKeysList, routeKeysDelete:
 		return classAdmin
 	}
 	return classRedirect
@@ -96,6 +103,7 @@ var (
 	pathShorten    = []byte("/shortenURL")
 	pathGetFullURL = []byte("/getFullURL/")
 	pathLinks      = []byte("/api/v1/links")
+	pathKeys       = []byte("/api/v1/keys")
 	pathHealthz    = []byte("/healthz")
 	pathReadyz     = []byte("/readyz")
 	pathMetrics    = []byte("/metrics")
@@ -195,6 +203,19 @@ func match(ctx *fasthttp.RequestCtx) (r route, id []byte, allow string) {
 			}
 			return r, id, ""
 		}
+	case bytes.Equal(path, pathKeys):
+		switch {
+		case string(m) == fasthttp.MethodPost:
+			return routeKeysCreate, nil, ""
+		case get:
+			return routeKeysList, nil, ""
+		}
+		return routeMethodNotAllowed, nil, "GET, HEAD, POST"
+	case bytes.HasPrefix(path, pathKeys) && path[len(pathKeys)] == '/' && len(path) > len(pathKeys)+1 && bytes.IndexByte(path[len(pathKeys)+1:], '/') < 0:
+		if string(m) != fasthttp.MethodDelete {
+			return routeMethodNotAllowed, nil, "DELETE"
+		}
+		return routeKeysDelete, path[len(pathKeys)+1:], ""
 	case bytes.HasPrefix(path, pathStatic):
 		if !get {
 			return routeMethodNotAllowed, nil, "GET, HEAD"
@@ -231,6 +252,12 @@ func (h *Handler) dispatch(ctx *fasthttp.RequestCtx, r route, id []byte, allow s
 		h.handleStats(ctx, id)
 	case routeQR:
 		h.handleQR(ctx, id)
+	case routeKeysCreate:
+		h.handleKeysCreate(ctx)
+	case routeKeysList:
+		h.handleKeysList(ctx)
+	case routeKeysDelete:
+		h.handleKeysDelete(ctx, id)
 	case routeUI, routeUIForm, routeUIStatic:
 		if h.ui == nil {
 			writeError(ctx, fasthttp.StatusNotFound, codeNotFound, "no such route (the web page is disabled: --ui=false)")

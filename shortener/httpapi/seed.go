@@ -39,7 +39,7 @@ func decodeSeedCreate(body []byte) (string, error) {
 }
 
 func (h *Handler) handleShortenURL(ctx *fasthttp.RequestCtx) {
-	if !h.allowCreate(ctx, "") {
+	if !h.allowCreateRequest(ctx) {
 		return
 	}
 	raw, err := decodeSeedCreate(ctx.PostBody())

@@ -55,8 +55,10 @@ func host(k string, n int64) hostJSON       { return hostJSON{k, n} }
 func country(k string, n int64) countryJSON { return countryJSON{k, n} }
 
 func (h *Handler) handleStats(ctx *fasthttp.RequestCtx, id []byte) {
-	if !h.cfg.StatsPublic && !h.authorize(ctx) {
-		return
+	if !h.cfg.StatsPublic {
+		if _, ok := h.authorize(ctx, shortener.ScopeStats); !ok {
+			return
+		}
 	}
 	tctx, cancel := h.timeout()
 	defer cancel()

@@ -115,7 +115,7 @@ func (h *Handler) handleUIForm(ctx *fasthttp.RequestCtx) {
 			"the form takes application/x-www-form-urlencoded; the JSON API is POST /api/v1/links")
 		return
 	}
-	if !h.allowCreate(ctx, "") {
+	if !h.allowCreateRequest(ctx) {
 		return
 	}
 	args := ctx.PostArgs()

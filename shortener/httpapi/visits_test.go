@@ -102,7 +102,7 @@ func TestStatsNeedAdminKeyUnlessPublic(t *testing.T) {
 	if r := s.do(t, "GET", "/api/v1/links/"+id+"/stats", "", "X-API-Key", "sekret"); r.Status != 200 {
 		t.Errorf("with the key: %d %s", r.Status, r.Body)
 	}
-	closed := start(t, setup{visits: true})
+	closed := start(t, setup{visits: true, noKeys: true})
 	wantError(t, closed.do(t, "GET", "/api/v1/links/"+id+"/stats", ""), 403, "forbidden")
 }
 

@@ -26,7 +26,7 @@
 //	'l' domain 0x00 id        a link (codec.go)
 //	's' domain 0x00 id        its visit statistics: a statsrec record, or
 //	                          merge operands that the merger adds up
-//	'k' …                     reserved for API keys (issue 13)
+//	'k' id                    an API key (keys.go)
 //
 // Domains never contain 0x00, ids are shortener.ValidID, so a domain's
 // links are the keys with the prefix 'l' domain 0x00, in id order. A
@@ -72,6 +72,7 @@ const (
 	kindMeta  = 'm'
 	kindLink  = 'l'
 	kindStats = 's'
+	kindKey   = 'k'
 )
 
 // format is the store's format version, kept under the meta key "format".

@@ -49,10 +49,11 @@ var resultNames = [numResults]string{"ok", "not_found", "conflict", "error"}
 // Its AppendURL uses the inner store's when there is one, so the redirect
 // path stays allocation-free.
 type Store struct {
-	inner    shortener.Store
-	appender shortener.URLAppender // inner's, or nil
-	visits   shortener.VisitStore  // inner's, or nil
-	obs      [numOps][numResults]prometheus.Observer
+	shortener.KeysFrom // API keys pass through
+	inner              shortener.Store
+	appender           shortener.URLAppender // inner's, or nil
+	visits             shortener.VisitStore  // inner's, or nil
+	obs                [numOps][numResults]prometheus.Observer
 }
 
 // Wrap returns inner instrumented; backend ("bolt", "dynamodb") labels the
@@ -65,7 +66,7 @@ func Wrap(inner shortener.Store, reg prometheus.Registerer, backend string) *Sto
 		Buckets:     []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 	}, []string{"op", "result"})
 	reg.MustRegister(h)
-	s := &Store{inner: inner}
+	s := &Store{KeysFrom: shortener.KeysFrom{Inner: inner}, inner: inner}
 	s.appender, _ = inner.(shortener.URLAppender)
 	s.visits, _ = inner.(shortener.VisitStore)
 	for o := range numOps {

@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) shortener.Store) {
 		})
 	}
 	runVisits(t, newStore)
+	runKeys(t, newStore)
 }
 
 // base is a second-precision UTC time, as the Service produces.

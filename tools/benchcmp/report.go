@@ -54,7 +54,9 @@ func sortedStrings(s []string) []string { slices.Sort(s); return s }
 // mr FORMAT (median (min–max)), rng FORMAT (min–max), each FORMAT (every
 // value), sorted FORMAT, scale K (K/x each). On numbers: div, mul, sub; inc on a range index. Also
 // has NAME (measured at all), list A B… (a list of strings, for range or
-// template arguments) and total FIELD (the sum over every record).
+// template arguments), total FIELD (the sum over every record) and
+// failed NAME (the share of NAME's requests, all rounds, that got a socket
+// error or a status ≥ 400).
 // Lines in the scripts' classic layout: report LABEL NAME (req/s) and
 // reportms LABEL NAME FIELD (ms).
 func (r results) funcs() template.FuncMap {
@@ -82,6 +84,23 @@ func (r results) funcs() template.FuncMap {
 				}
 			}
 			return n
+		},
+		"failed": func(name string) (float64, error) {
+			var bad, all float64
+			for _, f := range []string{"errors", "non2xx", "requests"} {
+				v, err := r.values(name, f)
+				if err != nil {
+					return 0, err
+				}
+				for _, x := range v {
+					if f == "requests" {
+						all += x
+					} else {
+						bad += x
+					}
+				}
+			}
+			return ratio(bad, all), nil
 		},
 		"median": median,
 		"min":    minOf,

@@ -41,6 +41,20 @@ no absent
 	}
 }
 
+func TestReportFailedShare(t *testing.T) {
+	recs := []Record{
+		{Name: "a", Round: 1, Values: map[string]float64{"requests": 1000, "errors": 1, "non2xx": 2}},
+		{Name: "a", Round: 2, Values: map[string]float64{"requests": 3000, "errors": 0, "non2xx": 1}},
+	}
+	var out bytes.Buffer
+	if err := report(&out, `{{printf "%.4f" (failed "a")}}`, recs); err != nil || out.String() != "0.0010" {
+		t.Errorf("failed share %q, %v; want 4/4000", out.String(), err)
+	}
+	if err := report(&out, `{{failed "b"}}`, recs); err == nil {
+		t.Error("failed share of an unknown target")
+	}
+}
+
 func TestReportTyposFail(t *testing.T) {
 	for _, tmpl := range []string{`{{med "ngninx" "rps"}}`, `{{med "nginx" "rsp"}}`, `{{report "x" "nope"}}`, `{{per "lg" "nope" "rps"}}`, `{{nosuchfunc}}`} {
 		err := report(&bytes.Buffer{}, tmpl, records())

@@ -9,9 +9,13 @@ package limitcount
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"regexp"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/linkgate/linkgate/gateway"
@@ -32,7 +36,19 @@ type Factory struct {
 	local *localStore
 	redis *redis.Pool
 	now   func() time.Time
+
+	mu     sync.Mutex
+	groups map[string]groupConf // the first configuration checked per group
 }
+
+// groupConf is a group's configuration as first checked, remembered for
+// groupTTL as APISIX's plugin lrucache keeps it.
+type groupConf struct {
+	conf map[string]any
+	at   time.Time
+}
+
+const groupTTL = 5 * time.Minute
 
 var _ gateway.Factory = (*Factory)(nil)
 
@@ -61,13 +77,58 @@ func (f *Factory) Schema() *gateway.Schema { return schema }
 
 var groupPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
-// CheckConf checks the group's name.
+// CheckConf checks the group's name, and that every configuration of a
+// group is the same as APISIX's check_schema does: the first one checked
+// is remembered for five minutes, and one that differs from it in any
+// schema field is "group conf mismatched".
 func (f *Factory) CheckConf(c map[string]any) error {
-	if g, ok := c["group"].(string); ok && !groupPattern.MatchString(g) {
+	g, ok := c["group"].(string)
+	if !ok {
+		return nil
+	}
+	if !groupPattern.MatchString(g) {
 		return fmt.Errorf("property \"group\" validation failed: failed to match pattern %q with %q", groupPattern.String(), g)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	prev, ok := f.groups[g]
+	if !ok || now.Sub(prev.at) >= groupTTL {
+		if f.groups == nil {
+			f.groups = map[string]groupConf{}
+		}
+		f.groups[g] = groupConf{conf: c, at: now}
+		return nil
+	}
+	for _, field := range groupFields {
+		if !reflect.DeepEqual(prev.conf[field], c[field]) {
+			return errors.New("group conf mismatched")
+		}
 	}
 	return nil
 }
+
+// groupFields are the fields compared within a group: the schema's
+// properties and the redis policies'.
+var groupFields = func() []string {
+	var out []string
+	var walk func(s *gateway.Schema)
+	walk = func(s *gateway.Schema) {
+		if s == nil {
+			return
+		}
+		for k := range s.Properties {
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+		walk(s.Then)
+		walk(s.Else)
+	}
+	walk(schema)
+	slices.Sort(out)
+	return out
+}()
 
 // Conf is a validated configuration.
 type Conf struct {

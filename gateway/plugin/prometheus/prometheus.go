@@ -39,7 +39,7 @@ type Factory struct {
 	status    *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	bandwidth *prometheus.CounterVec
-	modify    atomic.Int64
+	modify    atomic.Pointer[map[string]int64]
 
 	mu    sync.RWMutex
 	cache map[labels]*series
@@ -154,8 +154,15 @@ func (f *Factory) series(l labels) *series {
 	return s
 }
 
-// SetModifyIndex records the config revision served (apisix_etcd_modify_indexes).
-func (f *Factory) SetModifyIndex(rev int64) { f.modify.Store(rev) }
+// SetModifyIndexes records the highest modifiedIndex per resource key
+// ("routes", "upstreams"…) of the config served; apisix_etcd_modify_indexes
+// exports them with APISIX's keys and their maximum as max_modify_index.
+func (f *Factory) SetModifyIndexes(m map[string]int64) { f.modify.Store(&m) }
+
+// modifyKeys are the resource keys APISIX 2.14 exports, in its order;
+// besides them it exports prev_index and x_etcd_index (the store's
+// revision), which SetModifyIndexes may set too.
+var modifyKeys = []string{"routes", "services", "ssls", "consumers", "global_rules", "upstreams", "stream_routes", "protos"}
 
 // Register adds collectors of the gateway's own metrics to the registry
 // Handler exports.
@@ -188,7 +195,7 @@ var (
 type processCollector struct {
 	stats     func() ServerStats
 	reachable func() bool
-	modify    *atomic.Int64
+	modify    *atomic.Pointer[map[string]int64]
 }
 
 func (c *processCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -211,7 +218,21 @@ func (c *processCollector) Collect(ch chan<- prometheus.Metric) {
 		reach = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descReachable, prometheus.GaugeValue, reach)
-	ch <- prometheus.MustNewConstMetric(descModify, prometheus.GaugeValue, float64(c.modify.Load()), "max_modify_index")
+	var idx map[string]int64
+	if p := c.modify.Load(); p != nil {
+		idx = *p
+	}
+	var top int64
+	for _, k := range modifyKeys {
+		top = max(top, idx[k])
+		ch <- prometheus.MustNewConstMetric(descModify, prometheus.GaugeValue, float64(idx[k]), k)
+	}
+	ch <- prometheus.MustNewConstMetric(descModify, prometheus.GaugeValue, float64(top), "max_modify_index")
+	for _, k := range []string{"prev_index", "x_etcd_index"} {
+		if v, ok := idx[k]; ok {
+			ch <- prometheus.MustNewConstMetric(descModify, prometheus.GaugeValue, float64(v), k)
+		}
+	}
 	host, _ := os.Hostname()
 	ch <- prometheus.MustNewConstMetric(descNodeInfo, prometheus.GaugeValue, 1, host)
 	ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, 0)

@@ -19,8 +19,11 @@
     links.unshift({ id: link.id, short_url: link.short_url, url: link.url, created_at: link.created_at });
     save(links);
   }
+  // An API key (or the admin key), entered once and kept in this browser:
+  // creates send it (the server may need one: --create-access key), and
+  // the statistics.
   function headers() {
-    const k = sessionStorage.getItem(KEY);
+    const k = localStorage.getItem(KEY);
     return k ? { "X-API-Key": k } : {};
   }
   async function errorMessage(resp) {
@@ -53,7 +56,14 @@
     const button = form.querySelector("button[type=submit]");
     button.disabled = true;
     try {
-      const resp = await fetch("/api/v1/links", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+      const resp = await fetch("/api/v1/links", { method: "POST", headers: Object.assign({ "Content-Type": "application/json" }, headers()), body: JSON.stringify(body) });
+      if (resp.status === 401 || resp.status === 403) {
+        err.textContent = await errorMessage(resp) + " Enter a key below.";
+        $("mine").hidden = false;
+        $("key-form").hidden = false;
+        $("admin-key").focus();
+        return;
+      }
       if (resp.status !== 201) {
         err.textContent = await errorMessage(resp);
         (resp.status === 409 || /slug/.test(err.textContent) ? $("slug") : $("url")).focus();
@@ -140,7 +150,7 @@
 
   $("key-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
-    sessionStorage.setItem(KEY, $("admin-key").value);
+    localStorage.setItem(KEY, $("admin-key").value);
     $("key-form").hidden = true;
     renderList();
   });

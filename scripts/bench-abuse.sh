@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# make bench-abuse: do redirects survive a flood of creates? (issue 13 §5;
+# docs/security.md, "Nobody can hurt everyone else")
+#
+#  - linkgate serve on SERVER_CPU with GOMAXPROCS=1 and its default
+#    in-flight budgets (--max-inflight-creates 256 among them), a fresh
+#    store in a temporary directory, no rate limits: the budgets alone;
+#  - its create capacity first: wrk closed loop on POST /shortenURL with a
+#    unique URL per request (scripts/bench/create.lua), -c$CONNS, 1 round;
+#  - then ROUNDS rounds, interleaved, of redirects of one link at a
+#    constant REDIRECT_RATE (linkgate bench -R, latencies corrected for
+#    coordinated omission) with (flooded) and without (quiet) a create
+#    flood of 10× that capacity from FLOOD_CONNS connections running
+#    through the whole measurement; generators on LOAD_CPU;
+#  - figures: redirect p99 and p99.9 in each, their ratio, and the share
+#    of redirects that failed (socket errors or status ≥ 400).
+# Targets (issue 13): ≥ 99.9 % of redirects succeed during the flood, and
+# their p99 stays within 2× the quiet one.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/bench-lib.sh"
+cd "$LINKGATE_ROOT"
+export GOTOOLCHAIN=local
+REDIRECT_RATE=${REDIRECT_RATE:-2000}
+FLOOD_CONNS=${FLOOD_CONNS:-256}
+FLOOD_FACTOR=${FLOOD_FACTOR:-10}
+
+bench_workdir # $work, $pids: killed and removed on exit
+step "build linkgate and benchcmp"
+go build -trimpath -o "$work/linkgate" ./cmd/linkgate
+benchcmp_build "$work"
+
+exec 9>"$BENCH_LOCK"
+step "waiting for $BENCH_LOCK"
+flock 9
+echo "server on CPU $SERVER_CPU (GOMAXPROCS=1); generators on CPU $LOAD_CPU; $ROUNDS rounds of $DURATION"
+
+port=$(free_port)
+# In $work, so the default store (a relative path) is a fresh one there.
+(cd "$work" && GOMAXPROCS=1 exec taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$port" \
+	--log-level warn >"$work/linkgate.log" 2>&1) &
+lg_pid=$!
+pids+=("$lg_pid")
+wait_tcp 127.0.0.1 "$port" 30 || die "linkgate did not start: $(cat "$work/linkgate.log")"
+url=http://127.0.0.1:$port
+id=$(curl -sf -X POST "$url/shortenURL" -d '{"OriginalURL":"https://aws.amazon.com/ec2/graviton/"}' | sed -n 's/.*"shortURL": "\([^"]*\)".*/\1/p')
+[ -n "$id" ] || die "could not create the link to redirect"
+res=$work/results.jsonl
+
+step "create capacity: POST /shortenURL, closed loop"
+measure "$res" -rounds 1 -target "capacity $url/shortenURL lua=scripts/bench/create.lua pid=$lg_pid prewarm=2s"
+capacity=$("$benchcmp" report -t '{{printf "%.0f" (med "capacity" "rps")}}' "$res")
+flood=$((capacity * FLOOD_FACTOR))
+flood_secs=$(( ${DURATION%s} + 6 ))
+echo "create capacity ${capacity}/s; the flood: ${flood}/s (${FLOOD_FACTOR}×) from $FLOOD_CONNS connections"
+
+step "redirects at ${REDIRECT_RATE}/s, quiet and during the flood, rounds interleaved"
+# The flood starts before the flooded run and outlasts it (its warm-up
+# included); its own figures are not the point and are discarded.
+measure "$res" \
+	-target "quiet $url/$id gen=linkgate R=$REDIRECT_RATE c=32 pid=$lg_pid warmup=2s" \
+	-target "flooded $url/$id gen=linkgate R=$REDIRECT_RATE c=32 pid=$lg_pid warmup=2s" \
+	-before "flooded=setsid taskset -c $LOAD_CPU $work/linkgate bench -R$flood -c$FLOOD_CONNS -d${flood_secs}s -s scripts/bench/create.lua $url/shortenURL >>$work/flood.log 2>&1 & sleep 1"
+metrics=$(curl -sf "$url/metrics")
+
+step "results"
+table "$res" <<'TABLE'
+{{report "POST /shortenURL: create capacity" "capacity"}}
+{{report "GET /{id}, quiet" "quiet"}}
+{{report "GET /{id}, during the flood" "flooded"}}
+redirect latency at {{printf "%.0f" (med "quiet" "rps")}}/s, corrected (ms), median (range) of rounds:
+  p99   quiet {{mr "%.2f" (vals "quiet" "p99")}}, flooded {{mr "%.2f" (vals "flooded" "p99")}}
+        ratio flooded/quiet {{printf "%.2f" (div (med "flooded" "p99") (med "quiet" "p99"))}} (target ≤ 2); per round {{each "%.2f" (per "flooded" "quiet" "p99")}}
+  p99.9 quiet {{mr "%.2f" (vals "quiet" "p99.9")}}, flooded {{mr "%.2f" (vals "flooded" "p99.9")}}
+redirects that failed (socket errors or status ≥ 400), all rounds:
+  quiet {{printf "%.3f" (mul 100 (failed "quiet"))}} %, flooded {{printf "%.3f" (mul 100 (failed "flooded"))}} % (target ≤ 0.1 %)
+TABLE
+echo "server counters after the rounds:"
+grep -E '^linkgate_http_requests_shed_total|^linkgate_links_created_total|^linkgate_http_requests_total\{code="(302|503)",route="(redirect|shorten_url)"\}' <<<"$metrics" | sed 's/^/  /'
+if grep -qi error "$work/linkgate.log"; then
+	echo "linkgate logged errors:" >&2
+	tail -20 "$work/linkgate.log" >&2
+fi
