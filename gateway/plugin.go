@@ -29,6 +29,14 @@ type Ctx interface {
 	SetUpstreamHost(host string)
 	// SetUpstreamHeader sets a request header sent upstream; "" removes it.
 	SetUpstreamHeader(name, value string)
+	// SetUpstreamMethod replaces the method sent upstream (and
+	// $request_method for later phases, as nginx's ngx.req.set_method).
+	SetUpstreamMethod(method string)
+	// SetUpstreamScheme sets "http" or "https" for the connection to the
+	// upstream's nodes, whatever the upstream's own scheme (APISIX's
+	// ctx.upstream_scheme); a node without a port then answers 503, as
+	// APISIX cannot tell its port either.
+	SetUpstreamScheme(scheme string)
 	// SetResponseHeader sets a header of the response to the client; ""
 	// removes it. Set before the response exists (rewrite, access), it is
 	// applied to whatever answers, upstream or plugin; in the header

@@ -12,8 +12,10 @@
 #    coordinated omission) with (flooded) and without (quiet) a create
 #    flood of 10× that capacity from FLOOD_CONNS connections running
 #    through the whole measurement; generators on LOAD_CPU;
-#  - figures: redirect p99 and p99.9 in each, their ratio, and the share
-#    of redirects that failed (socket errors or status ≥ 400).
+#  - and during a QR flood: QR_CONNS clients asking for 2048-pixel QR
+#    codes of the link closed-loop (the issue's 16 such clients);
+#  - figures: redirect p50, p99 and p99.9 in each, the ratios, and the
+#    share of redirects that failed (socket errors or status ≥ 400).
 # Targets (issue 13): ≥ 99.9 % of redirects succeed during the flood, and
 # their p99 stays within 2× the quiet one.
 set -euo pipefail
@@ -24,6 +26,8 @@ export GOTOOLCHAIN=local
 REDIRECT_RATE=${REDIRECT_RATE:-2000}
 FLOOD_CONNS=${FLOOD_CONNS:-256}
 FLOOD_FACTOR=${FLOOD_FACTOR:-10}
+QR_CONNS=${QR_CONNS:-16}
+SERVE_ARGS=${SERVE_ARGS:-} # more linkgate serve flags, e.g. --max-inflight-creates 16
 
 bench_workdir # $work, $pids: killed and removed on exit
 step "build linkgate and benchcmp"
@@ -38,7 +42,7 @@ echo "server on CPU $SERVER_CPU (GOMAXPROCS=1); generators on CPU $LOAD_CPU; $RO
 port=$(free_port)
 # In $work, so the default store (a relative path) is a fresh one there.
 (cd "$work" && GOMAXPROCS=1 exec taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$port" \
-	--log-level warn >"$work/linkgate.log" 2>&1) &
+	--log-level warn $SERVE_ARGS >"$work/linkgate.log" 2>&1) &
 lg_pid=$!
 pids+=("$lg_pid")
 wait_tcp 127.0.0.1 "$port" 30 || die "linkgate did not start: $(cat "$work/linkgate.log")"
@@ -54,29 +58,37 @@ flood=$((capacity * FLOOD_FACTOR))
 flood_secs=$(( ${DURATION%s} + 6 ))
 echo "create capacity ${capacity}/s; the flood: ${flood}/s (${FLOOD_FACTOR}×) from $FLOOD_CONNS connections"
 
-step "redirects at ${REDIRECT_RATE}/s, quiet and during the flood, rounds interleaved"
-# The flood starts before the flooded run and outlasts it (its warm-up
-# included); its own figures are not the point and are discarded.
-measure "$res" \
+step "redirects at ${REDIRECT_RATE}/s: quiet, during the create flood, during the QR flood; rounds interleaved"
+# Each flood starts before its run and outlasts it (the warm-up included);
+# its own figures are only summed up below.
+measure "$res" -linkgate "$work/linkgate" \
 	-target "quiet $url/$id gen=linkgate R=$REDIRECT_RATE c=32 pid=$lg_pid warmup=2s" \
 	-target "flooded $url/$id gen=linkgate R=$REDIRECT_RATE c=32 pid=$lg_pid warmup=2s" \
-	-before "flooded=setsid taskset -c $LOAD_CPU $work/linkgate bench -R$flood -c$FLOOD_CONNS -d${flood_secs}s -s scripts/bench/create.lua $url/shortenURL >>$work/flood.log 2>&1 & sleep 1"
+	-target "qrflood $url/$id gen=linkgate R=$REDIRECT_RATE c=32 pid=$lg_pid warmup=2s" \
+	-before "flooded=setsid taskset -c $LOAD_CPU $work/linkgate bench -R$flood -c$FLOOD_CONNS -d${flood_secs}s -s scripts/bench/create.lua $url/shortenURL >>$work/flood.log 2>&1 & sleep 1" \
+	-before "qrflood=setsid taskset -c $LOAD_CPU $work/linkgate bench -c$QR_CONNS -d${flood_secs}s '$url/api/v1/links/$id/qr?size=2048' >>$work/qrflood.log 2>&1 & sleep 1"
 metrics=$(curl -sf "$url/metrics")
 
 step "results"
 table "$res" <<'TABLE'
 {{report "POST /shortenURL: create capacity" "capacity"}}
 {{report "GET /{id}, quiet" "quiet"}}
-{{report "GET /{id}, during the flood" "flooded"}}
+{{report "GET /{id}, during the create flood" "flooded"}}
+{{report "GET /{id}, during the QR flood" "qrflood"}}
 redirect latency at {{printf "%.0f" (med "quiet" "rps")}}/s, corrected (ms), median (range) of rounds:
-  p99   quiet {{mr "%.2f" (vals "quiet" "p99")}}, flooded {{mr "%.2f" (vals "flooded" "p99")}}
-        ratio flooded/quiet {{printf "%.2f" (div (med "flooded" "p99") (med "quiet" "p99"))}} (target ≤ 2); per round {{each "%.2f" (per "flooded" "quiet" "p99")}}
-  p99.9 quiet {{mr "%.2f" (vals "quiet" "p99.9")}}, flooded {{mr "%.2f" (vals "flooded" "p99.9")}}
+  p50   quiet {{mr "%.2f" (vals "quiet" "p50")}}, create flood {{mr "%.2f" (vals "flooded" "p50")}}, QR flood {{mr "%.2f" (vals "qrflood" "p50")}}
+  p99   quiet {{mr "%.2f" (vals "quiet" "p99")}}, create flood {{mr "%.2f" (vals "flooded" "p99")}}, QR flood {{mr "%.2f" (vals "qrflood" "p99")}}
+        ratio to quiet: create flood {{printf "%.2f" (div (med "flooded" "p99") (med "quiet" "p99"))}}, QR flood {{printf "%.2f" (div (med "qrflood" "p99") (med "quiet" "p99"))}} (target ≤ 2); per round {{each "%.2f" (per "flooded" "quiet" "p99")}} / {{each "%.2f" (per "qrflood" "quiet" "p99")}}
+  p99.9 quiet {{mr "%.2f" (vals "quiet" "p99.9")}}, create flood {{mr "%.2f" (vals "flooded" "p99.9")}}, QR flood {{mr "%.2f" (vals "qrflood" "p99.9")}}
+  the redirect generator's own send lag, p99 (ms; it shares its CPU with the flood's generator): quiet {{mr "%.2f" (vals "quiet" "lag99")}}, create flood {{mr "%.2f" (vals "flooded" "lag99")}}, QR flood {{mr "%.2f" (vals "qrflood" "lag99")}}
 redirects that failed (socket errors or status ≥ 400), all rounds:
-  quiet {{printf "%.3f" (mul 100 (failed "quiet"))}} %, flooded {{printf "%.3f" (mul 100 (failed "flooded"))}} % (target ≤ 0.1 %)
+  quiet {{printf "%.3f" (mul 100 (failed "quiet"))}} %, create flood {{printf "%.3f" (mul 100 (failed "flooded"))}} %, QR flood {{printf "%.3f" (mul 100 (failed "qrflood"))}} % (target ≤ 0.1 %)
 TABLE
+echo "the floods as their generator saw them (one line per round):"
+grep -h '^Requests/sec' "$work/flood.log" | sed 's/^/  creates: /' || true
+grep -h '^Requests/sec' "$work/qrflood.log" | sed 's/^/  QR codes: /' || true
 echo "server counters after the rounds:"
-grep -E '^linkgate_http_requests_shed_total|^linkgate_links_created_total|^linkgate_http_requests_total\{code="(302|503)",route="(redirect|shorten_url)"\}' <<<"$metrics" | sed 's/^/  /'
+grep -E '^linkgate_http_requests_shed_total|^linkgate_links_created_total|^linkgate_http_requests_total\{code="(302|503)",route="(redirect|shorten_url|links_qr)"\}' <<<"$metrics" | sed 's/^/  /'
 if grep -qi error "$work/linkgate.log"; then
 	echo "linkgate logged errors:" >&2
 	tail -20 "$work/linkgate.log" >&2

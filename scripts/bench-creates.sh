@@ -12,6 +12,12 @@
 #  - per round: creates/s and the server's CPU time per create (µs, from
 #    /proc: robust to other processes on a shared machine); at the end
 #    the ratio this tree / base of both medians.
+#  - BOTH=1 (default; 0 to skip): both builds again on fresh stores,
+#    unpinned on both cores (GOMAXPROCS unset), and `linkgate bench
+#    capacity --compare --scenario shorten --slo p99.9=70ms`: the highest
+#    constant rate of durable creates whose p99.9 stays within 70 ms
+#    (steps alternate between the builds; the generator shares the cores),
+#    and the ratio this tree / base.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/bench-lib.sh"
@@ -21,6 +27,7 @@ BASE=${BASE:-096063f} # the last release on the bbolt store
 STORE=${STORE:-1m}
 SERVER_PROCS=${SERVER_PROCS:-1}
 SERVER_CPUS=${SERVER_CPUS:-$SERVER_CPU}
+BOTH=${BOTH:-1}
 
 bench_workdir # $work, $pids: killed and removed on exit
 
@@ -42,9 +49,11 @@ else
 	fi
 fi
 
-# start NAME starts build NAME on a fresh store and prints its PID and port.
+# start NAME [CPUS PROCS] starts build NAME on a fresh store, pinned to
+# CPUS with GOMAXPROCS=PROCS (default SERVER_CPUS, SERVER_PROCS; "all" and
+# "": unpinned), and prints its PID and port.
 start() {
-	local name=$1 port dir=$work/$1
+	local name=$1 cpus=${2:-$SERVER_CPUS} procs=${3-$SERVER_PROCS} port dir=$work/$1
 	rm -rf "$dir" && mkdir "$dir"
 	local kind=pebble src=$links_dir
 	[ "$name" = base ] && kind=$base_kind src=$base_store
@@ -52,7 +61,9 @@ start() {
 	[ "$kind" = bolt ] && store=$dir/links.db
 	[ "$STORE" = 1m ] && cp -r "$src" "$store"
 	port=$(free_port)
-	GOMAXPROCS=$SERVER_PROCS taskset -c "$SERVER_CPUS" "$work/linkgate-$name" serve --addr "127.0.0.1:$port" \
+	local pin=(taskset -c "$cpus")
+	[ "$cpus" = all ] && pin=()
+	env ${procs:+GOMAXPROCS=$procs} "${pin[@]}" "$work/linkgate-$name" serve --addr "127.0.0.1:$port" \
 		--store "$kind:$store" --log-level warn >"$dir/log" 2>&1 &
 	wait_tcp 127.0.0.1 "$port" 30 || die "linkgate-$name did not start: $(cat "$dir/log")"
 	echo "$! $port"
@@ -77,6 +88,19 @@ measure "$res" \
 kill "$base_pid" "$new_pid"
 wait "$base_pid" "$new_pid" 2>/dev/null || true
 
+if [ "$BOTH" = 1 ]; then
+	step "creates on both cores, unpinned: capacity at p99.9 ≤ 70 ms, base (A) and this tree (B), steps alternating"
+	read -r base_pid base_port <<<"$(start base all "")"
+	pids+=("$base_pid")
+	read -r new_pid new_port <<<"$(start new all "")"
+	pids+=("$new_pid")
+	"$work/linkgate-new" bench capacity --compare --scenario shorten --slo p99.9=70ms \
+		--min "${BOTH_MIN:-2000}" --step-duration "${BOTH_STEP:-5s}" --html "" \
+		"http://127.0.0.1:$base_port" "http://127.0.0.1:$new_port" | tee "$work/both.txt"
+	kill "$base_pid" "$new_pid"
+	wait "$base_pid" "$new_pid" 2>/dev/null || true
+fi
+
 step "results"
 table "$res" <<TABLE
 {{report "base ($BASE)" "base"}}
@@ -84,6 +108,10 @@ table "$res" <<TABLE
   ratio this tree / base, medians: {{printf "%.3f" (div (med "new" "rps") (med "base" "rps"))}}
 server CPU per create (µs, median; range): base {{printf "%.2f" (med "base" "cpu")}} ({{sorted "%.2f" (vals "base" "cpu")}}), this tree {{printf "%.2f" (med "new" "cpu")}} ({{sorted "%.2f" (vals "new" "cpu")}})
 TABLE
+if [ -f "$work/both.txt" ]; then
+	echo "both cores, unpinned, capacity at p99.9 ≤ 70 ms (A: base, B: this tree):"
+	tail -n 3 "$work/both.txt"
+fi
 for n in base new; do
 	if grep -qi error "$work/$n/log"; then
 		echo "linkgate-$n logged errors:" >&2

@@ -84,6 +84,10 @@ type Step struct {
 	// (files with store: etcd): {put: /routes/1, value: '{...}'} or
 	// {delete: /routes/1}; keys are relative to the /apisix prefix.
 	Etcd *EtcdOp `yaml:"etcd"`
+	// Redis sends commands, in order on one connection, to the redis-server
+	// of the redis files (as their Lua does with resty.redis), each of which
+	// must answer one line that is not an error: [[CONFIG, SET, requirepass, foobared]].
+	Redis [][]string `yaml:"redis"`
 	// Capture saves values of the JSON answer for later steps of the
 	// case, used there as ${name}: "node.key" or "node.key =~ REGEX"
 	// (the first group).
@@ -235,8 +239,8 @@ func LoadFile(path string) (*File, error) {
 			if s.Concurrent > 0 && len(s.Statuses) != s.Concurrent {
 				return nil, fmt.Errorf("%s: %s step %d: concurrent %d wants %d statuses", path, name, j+1, s.Concurrent, s.Concurrent)
 			}
-			if s.Req == "" && s.Sleep == 0 && s.Etcd == nil {
-				return nil, fmt.Errorf("%s: %s step %d: neither req, sleep nor etcd", path, name, j+1)
+			if s.Req == "" && s.Sleep == 0 && s.Etcd == nil && s.Redis == nil {
+				return nil, fmt.Errorf("%s: %s step %d: neither req, sleep, etcd nor redis", path, name, j+1)
 			}
 			if s.Etcd != nil && f.Store != "etcd" {
 				return nil, fmt.Errorf("%s: %s step %d: an etcd step in a file without store: etcd", path, name, j+1)

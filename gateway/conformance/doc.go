@@ -57,6 +57,8 @@
 //	      - sleep: 1.1           # seconds; only where the case waits for time itself
 //	      - etcd: {put: /routes/1, value: '{"uri": "/hello"}'}  # store: etcd only: write
 //	                             # under the prefix, unchecked (delete: /routes/1 removes)
+//	      - redis: [[CONFIG, SET, requirepass, foobared]]  # commands to the redis files'
+//	                             # redis-server (a private one; those files run one at a time)
 //
 // More want fields: body_unlike (a regular expression the body must not
 // match), has (dotted paths that must be in the JSON answer), json_eq with

@@ -160,7 +160,7 @@ func RunFile(env Env, f *File) []Result {
 		env.Upstream = &Upstream{Addrs: addrs}
 	}
 	if env.Redis != "" {
-		_ = redisFlush(env.Redis)
+		_ = redisDo(env.Redis, []string{"FLUSHALL"})
 	}
 	for _, c := range f.Cases {
 		r := Result{Name: f.CaseName(c), Differs: c.Differs}
@@ -234,6 +234,15 @@ func runCase(env Env, g *gatewayProc, c Case) error {
 			}
 			if err != nil {
 				return fmt.Errorf("step %d: etcd: %w", i+1, err)
+			}
+			continue
+		}
+		if s.Redis != nil {
+			if env.Redis == "" {
+				return fmt.Errorf("step %d: a redis step in a file without redis", i+1)
+			}
+			if err := redisDo(env.Redis, s.Redis...); err != nil {
+				return fmt.Errorf("step %d: %w", i+1, err)
 			}
 			continue
 		}
@@ -528,10 +537,11 @@ func newMapper(env Env, g *gatewayProc) *mapper {
 // request maps a value sent to the gateway.
 func (m *mapper) request(s string) string { return m.out.Replace(s) }
 
-// body maps a request body, including {"host":…,"port":1980} objects.
+// body maps a request body, including {"host":…,"port":1980} objects and
+// the redis plugins' {"redis_host": "127.0.0.1", "redis_port": 6379}.
 func (m *mapper) body(s string) string {
 	s = m.out.Replace(s)
-	if !strings.Contains(s, `"port"`) {
+	if !strings.Contains(s, `"port"`) && !strings.Contains(s, `"redis_host"`) {
 		return s
 	}
 	dec := json.NewDecoder(strings.NewReader(s))
@@ -547,11 +557,22 @@ func (m *mapper) body(s string) string {
 	return string(b)
 }
 
-// mapNodePorts rewrites the port of {"host": "127.0.0.1", "port": N} objects.
+// mapNodePorts rewrites the port of {"host": "127.0.0.1", "port": N} objects,
+// and redis_port (6379 when absent) next to a loopback redis_host.
 func (m *mapper) mapNodePorts(v any) bool {
 	changed := false
 	switch x := v.(type) {
 	case map[string]any:
+		if h, _ := x["redis_host"].(string); h == "127.0.0.1" || h == "localhost" {
+			n := 6379
+			if p, ok := x["redis_port"].(json.Number); ok {
+				n, _ = strconv.Atoi(string(p))
+			}
+			if real, ok := m.ports[n]; ok && real != n {
+				x["redis_port"] = json.Number(strconv.Itoa(real))
+				changed = true
+			}
+		}
 		if h, _ := x["host"].(string); h == "127.0.0.1" || h == "localhost" {
 			if p, ok := x["port"].(json.Number); ok {
 				if n, err := strconv.Atoi(string(p)); err == nil {
@@ -657,6 +678,9 @@ func send(g *gatewayProc, m *mapper, method, target string, s Step) (*Response, 
 		return nil, err
 	}
 	out := &Response{Status: resp.StatusCode, Headers: map[string][]string{}, Body: m.response(b)}
+	if addr == g.prom {
+		out.Body = apisixLabelOrder(out.Body)
+	}
 	for k, vs := range resp.Header {
 		for _, v := range vs {
 			out.Headers[k] = append(out.Headers[k], string(m.response([]byte(v))))
@@ -665,20 +689,88 @@ func send(g *gatewayProc, m *mapper, method, target string, s Step) (*Response, 
 	return out, nil
 }
 
-// redisFlush empties the redis database the redis cases use.
-func redisFlush(addr string) error {
+// redisDo sends commands to redis on one connection; an error reply fails.
+func redisDo(addr string, cmds ...[]string) error {
 	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := io.WriteString(conn, "*1\r\n$8\r\nFLUSHALL\r\n"); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "+OK") {
-		return fmt.Errorf("redis FLUSHALL: %q %v", line, err)
+	r := bufio.NewReader(conn)
+	for _, cmd := range cmds {
+		var b strings.Builder
+		fmt.Fprintf(&b, "*%d\r\n", len(cmd))
+		for _, a := range cmd {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
+		if _, err := io.WriteString(conn, b.String()); err != nil {
+			return err
+		}
+		line, err := r.ReadString('\n')
+		if err != nil || strings.HasPrefix(line, "-") {
+			return fmt.Errorf("redis %s: %q %v", strings.Join(cmd, " "), strings.TrimSpace(line), err)
+		}
 	}
 	return nil
+}
+
+// apisixLabels is the label order APISIX's prometheus plugin declares
+// (nginx-lua-prometheus writes labels in that order; a histogram's le last).
+var apisixLabels = map[string][]string{
+	"apisix_http_status":         {"code", "route", "matched_uri", "matched_host", "service", "consumer", "node"},
+	"apisix_http_latency":        {"type", "route", "service", "consumer", "node", "le"},
+	"apisix_bandwidth":           {"type", "route", "service", "consumer", "node"},
+	"apisix_node_info":           {"hostname"},
+	"apisix_etcd_modify_indexes": {"key"},
+}
+
+var seriesRE = regexp.MustCompile(`(?m)^(apisix_[a-z_]+?)(_bucket|_sum|_count)?\{(.*)\}`)
+
+// apisixLabelOrder rewrites the series lines of a Prometheus text answer
+// with their labels in APISIX's order: client_golang sorts them by name,
+// and label order carries no meaning in the format, but APISIX's tests
+// match the lines as nginx-lua-prometheus writes them.
+func apisixLabelOrder(body []byte) []byte {
+	return seriesRE.ReplaceAllFunc(body, func(line []byte) []byte {
+		m := seriesRE.FindSubmatch(line)
+		order, ok := apisixLabels[string(m[1])]
+		if !ok {
+			return line
+		}
+		pairs := map[string]string{}
+		for _, p := range splitLabels(string(m[3])) {
+			name, _, _ := strings.Cut(p, "=")
+			pairs[name] = p
+		}
+		out := make([]string, 0, len(pairs))
+		for _, name := range order {
+			if p, ok := pairs[name]; ok {
+				out = append(out, p)
+				delete(pairs, name)
+			}
+		}
+		if len(pairs) > 0 {
+			return line // a label APISIX does not declare: leave the line alone
+		}
+		return []byte(string(m[1]) + string(m[2]) + "{" + strings.Join(out, ",") + "}")
+	})
+}
+
+// splitLabels splits `a="x",b="y"` at the commas between quoted values.
+func splitLabels(s string) []string {
+	var out []string
+	start, quoted := 0, false
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\' && quoted:
+			i++
+		case s[i] == '"':
+			quoted = !quoted
+		case s[i] == ',' && !quoted:
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
 }

@@ -31,6 +31,7 @@ type reqCtx struct {
 	node       string // host of the node that answered
 	nodeAddr   string // its host:port
 	hostSet    bool   // a plugin set the upstream Host
+	scheme     string // a plugin set the upstream scheme ("http", "https")
 	uriSet     bool   // a plugin set the upstream URI
 	timed      bool   // log plugins run: measure times
 	responding bool   // header filter phase: headers change the response in place
@@ -79,7 +80,7 @@ func (rc *reqCtx) reset() {
 	rc.match = router.Match{}
 	rc.remoteAddr, rc.remotePort, rc.realAddr = netip.Addr{}, 0, false
 	rc.remoteStr = rc.remoteStr[:0]
-	rc.host, rc.node, rc.nodeAddr = "", "", ""
+	rc.host, rc.node, rc.nodeAddr, rc.scheme = "", "", "", ""
 	rc.hostSet, rc.uriSet, rc.timed, rc.responding, rc.h2 = false, false, false, false, false
 	rc.start = time.Time{}
 	rc.respHdrs = rc.respHdrs[:0]
@@ -259,6 +260,10 @@ func (rc *reqCtx) SetUpstreamHost(host string) {
 	rc.fc.Request.Header.SetHost(host)
 	rc.hostSet = true
 }
+
+func (rc *reqCtx) SetUpstreamMethod(method string) { rc.fc.Request.Header.SetMethod(method) }
+
+func (rc *reqCtx) SetUpstreamScheme(scheme string) { rc.scheme = scheme }
 
 func (rc *reqCtx) SetUpstreamHeader(name, value string) {
 	if value == "" {

@@ -483,11 +483,14 @@ func (g *Gateway) finish(rc *reqCtx, streamed int64) {
 	if rc.timed {
 		rc.fillLog(rc.start, rc.reqLen)
 		rc.log.BytesSent += streamed
+		// The route's loggers run before the global rules' (APISIX runs
+		// them after): a plugin on both logs once, with the route's
+		// configuration, as APISIX's run_policy prefer_route (prometheus).
 		logAll := func(l gateway.Logger) bool { l.Log(rc, &rc.log); return true }
-		run(rc.snap.global.log, nil, logAll)
 		if rc.route != nil {
 			run(rc.route.log, rc.consumer, logAll)
 		}
+		run(rc.snap.global.log, nil, logAll)
 	}
 	rc.reset()
 	g.ctxs.Put(rc)
@@ -730,7 +733,15 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		if rc.timed {
 			t0 = time.Now()
 		}
-		err := n.client.do(req, &fc.Response, &ex)
+		client := n.client
+		if rc.scheme != "" && (rc.scheme == "https") != up.tls {
+			if client = n.alt; client == nil {
+				n.active.Add(-1)
+				rc.reply(gateway.Reply{Status: http.StatusServiceUnavailable}) // APISIX: Can't detect upstream's scheme
+				return
+			}
+		}
+		err := client.do(req, &fc.Response, &ex)
 		n.active.Add(-1)
 		if rc.timed {
 			rc.log.UpstreamTime += time.Since(t0)

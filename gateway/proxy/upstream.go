@@ -100,6 +100,7 @@ type nodeRT struct {
 	weight   int
 	priority int
 	client   *nodePool
+	alt      *nodePool // the other scheme's (proxy-rewrite's scheme); nil for a node without port
 	health   *nodeHealth
 	active   *atomic.Int64 // requests in flight (least_conn)
 }
@@ -113,6 +114,7 @@ type upstreamRT struct {
 	retryTimeout time.Duration
 	passHost     string
 	upstreamHost string
+	tls          bool
 	timeout      time.Duration // whole attempt (connect+send+read), for error mapping only
 
 	rotate  atomic.Uint64 // least_conn tie breaking
@@ -130,6 +132,7 @@ type ringPoint struct {
 func newUpstreamRT(p *pools, key string, u *gateway.Upstream, t *gateway.Timeout) *upstreamRT {
 	rt := &upstreamRT{key: key, u: u, passHost: u.PassHost, upstreamHost: u.UpstreamHost, checks: u.Checks}
 	tls := u.Scheme == "https"
+	rt.tls = tls
 	ck := clientKey{tls: tls, connect: defaultTimeout, send: defaultTimeout, read: defaultTimeout,
 		size: defaultPoolSize, requests: defaultConnReqs, idle: defaultIdle, insecureSkipVerifyHost: true}
 	if t != nil {
@@ -152,9 +155,15 @@ func newUpstreamRT(p *pools, key string, u *gateway.Upstream, t *gateway.Timeout
 		addr := net.JoinHostPort(n.Host, strconv.Itoa(port))
 		k := ck
 		k.addr = addr
+		var alt *nodePool
+		if n.Port != 0 {
+			ak := k
+			ak.tls = !tls
+			alt = p.client(ak) // connects only when a request asks for it
+		}
 		rt.nodes = append(rt.nodes, &nodeRT{
 			addr: addr, host: n.Host, hostPort: hostPort, weight: n.Weight, priority: n.Priority,
-			client: p.client(k),
+			client: p.client(k), alt: alt,
 			health: p.nodeHealth(key + " " + addr),
 			active: p.activeCounter(key + " " + addr),
 		})

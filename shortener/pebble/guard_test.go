@@ -70,6 +70,21 @@ func checkAll(t *testing.T, s shortener.Store, ids []string) {
 	}
 }
 
+// reopenAndCheck closes s, opens the store "links" again with opts and
+// checks that every acknowledged create is there.
+func reopenAndCheck(t *testing.T, s *pebble.Store, opts pebble.Options, acked []string) {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := pebble.Open("links", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkAll(t, s, acked)
+}
+
 // Below MinFreeBytes every kind of write is refused with ErrUnavailable
 // (and ErrDiskFull), reads go on, and writes resume once the space is
 // back above it plus an eighth; nothing acknowledged is lost.
@@ -127,15 +142,7 @@ func TestDiskNearlyFullRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	acked = acked[1:]
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = pebble.Open("links", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	checkAll(t, s, acked)
+	reopenAndCheck(t, s, opts, acked)
 }
 
 // enospcFS is pebble's in-memory file system on which every write fails
@@ -204,19 +211,7 @@ func TestENOSPCReleasesTheBallast(t *testing.T) {
 	if _, err := mem.Stat("links/BALLAST"); err != nil {
 		t.Errorf("the ballast was not made again: %v", err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = pebble.Open("links", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for _, id := range acked {
-		if l, err := s.Get(ctx, id); err != nil || l.URL != "https://full.example/"+id {
-			t.Fatalf("acknowledged create %s after reopen: %+v, %v", id, l, err)
-		}
-	}
+	reopenAndCheck(t, s, opts, acked)
 }
 
 // The guard and the ballast are what keeps the process alive: without

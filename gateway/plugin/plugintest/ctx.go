@@ -24,6 +24,8 @@ type Ctx struct {
 	RemotePort      int
 	UpstreamURI     string
 	UpstreamHost    string
+	UpstreamMethod  string
+	UpstreamScheme  string
 	UpstreamHeaders []Header // set by the plugin; "" value: removed
 	RespHeaders     []Header // the response's; Add appends, Set replaces
 	StatusCode      int
@@ -127,6 +129,10 @@ func (c *Ctx) Var(name string) string {
 
 func (c *Ctx) SetUpstreamURI(uri string)   { c.UpstreamURI = uri }
 func (c *Ctx) SetUpstreamHost(host string) { c.UpstreamHost = host }
+
+func (c *Ctx) SetUpstreamMethod(method string) { c.UpstreamMethod = method }
+
+func (c *Ctx) SetUpstreamScheme(scheme string) { c.UpstreamScheme = scheme }
 func (c *Ctx) SetUpstreamHeader(name, value string) {
 	c.UpstreamHeaders = append(c.UpstreamHeaders, Header{name, value})
 }

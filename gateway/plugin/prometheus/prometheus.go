@@ -101,8 +101,15 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 	return &instance{f: f, preferName: c.PreferName}, nil
 }
 
-// Log records one finished request.
-func (in *instance) Log(_ gateway.Ctx, e *gateway.LogEntry) {
+// Log records one finished request, once: prometheus on the route and on
+// a global rule counts it one time, with the route's configuration (the
+// engine logs the route's plugins first), as APISIX's run_policy
+// prefer_route.
+func (in *instance) Log(c gateway.Ctx, e *gateway.LogEntry) {
+	if _, done := c.Value(in.f); done {
+		return
+	}
+	c.SetValue(in.f, 1)
 	route, service := e.RouteID, e.ServiceID
 	if in.preferName {
 		if e.RouteName != "" {
@@ -177,8 +184,16 @@ type ServerStats struct {
 // at scrape time.
 func (f *Factory) Handler(stats func() ServerStats, reachable func() bool) http.Handler {
 	f.reg.MustRegister(&processCollector{stats: stats, reachable: reachable, modify: &f.modify})
+	export := promhttp.HandlerFor(f.reg, promhttp.HandlerOpts{})
 	mux := http.NewServeMux()
-	mux.Handle("GET "+ExportURI, promhttp.HandlerFor(f.reg, promhttp.HandlerOpts{}))
+	// Only GET (and HEAD) is routed, as APISIX's: other methods find no route, 404.
+	mux.HandleFunc(ExportURI, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.NotFound(w, r)
+			return
+		}
+		export.ServeHTTP(w, r)
+	})
 	return mux
 }
 

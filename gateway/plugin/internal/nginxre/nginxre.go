@@ -7,6 +7,7 @@
 package nginxre
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -121,6 +122,32 @@ func stripExtended(p string) string {
 }
 
 var dollarN = regexp.MustCompile(`\$(\d+)`)
+
+// CheckTemplate reports what ngx.re.sub says of a replacement whose "$"
+// is not followed by a group number, "{N}" or "$".
+func CheckTemplate(t string) error {
+	for i := 0; i < len(t); i++ {
+		if t[i] != '$' {
+			continue
+		}
+		i++
+		switch {
+		case i < len(t) && (t[i] == '$' || '0' <= t[i] && t[i] <= '9'):
+		case i < len(t) && t[i] == '{':
+			j := i + 1
+			for j < len(t) && '0' <= t[j] && t[j] <= '9' {
+				j++
+			}
+			if j == i+1 || j == len(t) || t[j] != '}' {
+				return errors.New("invalid capturing variable name found")
+			}
+			i = j
+		default:
+			return errors.New("invalid capturing variable name found")
+		}
+	}
+	return nil
+}
 
 // Template turns an ngx.re replacement ("$1", "${1}", "$0", "$$") into
 // regexp.Expand's form.

@@ -37,3 +37,14 @@ func TestSubGsub(t *testing.T) {
 		t.Error("a backreference compiled")
 	}
 }
+
+func TestCheckTemplate(t *testing.T) {
+	for tmpl, ok := range map[string]bool{
+		"/$1": true, "/${1}/x": true, "$0$$": true, "no vars": true,
+		"/$`1": false, "/$x": false, "/${x}": false, "/${1": false, "/$": false,
+	} {
+		if err := CheckTemplate(tmpl); (err == nil) != ok {
+			t.Errorf("CheckTemplate(%q) = %v, want ok %v", tmpl, err, ok)
+		}
+	}
+}
