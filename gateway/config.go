@@ -85,6 +85,9 @@ type Route struct {
 	PluginConfigID FlexID            `json:"plugin_config_id"`
 	Timeout        *Timeout          `json:"timeout"`
 	Status         int               `json:"status"`
+	// EnableWebsocket lets clients upgrade to WebSocket (nil: the
+	// service's setting).
+	EnableWebsocket *bool `json:"enable_websocket"`
 }
 
 // Paths returns the route's uri or uris.
@@ -117,7 +120,11 @@ type Upstream struct {
 	PassHost     string   `json:"pass_host"`
 	UpstreamHost string   `json:"upstream_host"`
 	Checks       *Checks  `json:"checks"`
-	Keepalive    *struct {
+	// EnableWebsocket is APISIX's legacy upstream switch (not in its 2.14
+	// schema, still read by its init.lua): true in a route's inline
+	// upstream lets the route upgrade.
+	EnableWebsocket bool `json:"enable_websocket"`
+	Keepalive       *struct {
 		Size        int     `json:"size"`
 		IdleTimeout float64 `json:"idle_timeout"`
 		Requests    int     `json:"requests"`
@@ -261,6 +268,8 @@ type Service struct {
 	Upstream   *Upstream `json:"upstream"`
 	UpstreamID FlexID    `json:"upstream_id"`
 	Hosts      []string  `json:"hosts"`
+	// EnableWebsocket applies to its routes that do not say.
+	EnableWebsocket *bool `json:"enable_websocket"`
 }
 
 // Consumer is an API user; authentication plugins map credentials to it.

@@ -246,6 +246,9 @@ type RouteEntry struct {
 	// Timeout is the route's timeout, else the upstream's, else nil.
 	Timeout *Timeout
 	Chain   Chain
+	// WebSocket: clients may upgrade (enable_websocket of the route, else
+	// of its service, or of its inline upstream as APISIX's init.lua).
+	WebSocket bool
 	// Fail, when not 0, is the status every request matching the route
 	// gets: it names a resource that is not loaded (see missingRef).
 	Fail int
@@ -535,6 +538,11 @@ func compileRoute(cfg *Config, reg *Registry, r *Route) (e *RouteEntry, err erro
 	if e.Timeout == nil && e.Upstream != nil {
 		e.Timeout = e.Upstream.Timeout
 	}
+	ws := r.EnableWebsocket
+	if ws == nil && svc != nil {
+		ws = svc.EnableWebsocket
+	}
+	e.WebSocket = ws != nil && *ws || r.Upstream != nil && r.Upstream.EnableWebsocket
 	return e, nil
 }
 

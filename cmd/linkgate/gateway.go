@@ -49,6 +49,7 @@ type gatewayConfig struct {
 	adminKeys, viewerKeys, allowAdmin                                              string
 	maxBodySize, httpsPort, requestIDMachine                                       int
 	showUpstreamStatus                                                             bool
+	wsMaxDuration                                                                  time.Duration
 }
 
 // splitList splits a comma-separated flag value.
@@ -74,7 +75,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	fs.StringVar(&c.allowAdmin, "allow-admin", "127.0.0.0/24", "client networks (CIDR or IP) allowed to reach the admin API, comma-separated")
 	fs.StringVar(&c.prometheusListen, "prometheus-listen", "127.0.0.1:9091", `address of the prometheus exporter ("" disables it)`)
 	fs.StringVar(&c.controlListen, "control-listen", "", `address of the control API (/v1/routes, /v1/config; APISIX uses 127.0.0.1:9090; "" disables it)`)
-	fs.StringVar(&c.store, "config-store", "bolt:data/gateway.db", "config store: bolt:PATH, etcd://HOST:PORT[,HOST:PORT][?prefix=/apisix], or file:PATH (APISIX's standalone apisix.yaml, reloaded when it changes; the admin API is read-only)")
+	fs.StringVar(&c.store, "config-store", "bolt:data/gateway.db", "config store: bolt:PATH, etcd://[USER@]HOST:PORT[,HOST:PORT][?prefix=/apisix] (etcds:// over TLS, with &ca=FILE&cert=FILE&key=FILE; the password from password_file=FILE or $LINKGATE_ETCD_PASSWORD), or file:PATH (APISIX's standalone apisix.yaml, reloaded when it changes; the admin API is read-only)")
 	fs.BoolVar(&c.showUpstreamStatus, "show-upstream-status", false, "send X-APISIX-Upstream-Status on every proxied response, not only after a 5xx (APISIX's show_upstream_status_in_response_header)")
 	fs.StringVar(&c.router, "router", "radixtree_uri", "route matching, as APISIX's apisix.router.http: radixtree_uri, radixtree_host_uri or radixtree_uri_with_parameter")
 	fs.StringVar(&c.adminVersion, "admin-api-version", "v2", "admin API envelopes: v2 (APISIX 2.14) or v3 (APISIX 3.x)")
@@ -84,6 +85,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	fs.StringVar(&c.listenTLS, "listen-tls", ":9443", `address of the TLS listener (HTTP/1.1 and HTTP/2, certificates from the ssl resources; "" disables it)`)
 	fs.StringVar(&c.sslKeySalt, "ssl-key-encrypt-salt", gateway.DefaultKeySalt, `16 bytes encrypting ssl private keys at rest, as APISIX's key_encrypt_salt (its default); "" stores them as given`)
 	fs.IntVar(&c.httpsPort, "https-port", 0, "port the redirect plugin's http_to_https sends clients to (0: the --listen-tls port, else 443)")
+	fs.DurationVar(&c.wsMaxDuration, "websocket-max-duration", 0, "longest a WebSocket tunnel stays open (0: no limit; an idle one closes after its route's read timeout, 60s by default)")
 	fs.IntVar(&c.requestIDMachine, "request-id-machine", 0, "this node's snowflake data machine id (0-4095) for request-id; distinct per node")
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {
 		return err
@@ -112,7 +114,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	}
 	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
 
-	store, prefix, err := openGatewayStore(ctx, c.store, logger)
+	store, prefix, err := openGatewayStore(ctx, c.store, env.Getenv, logger)
 	if err != nil {
 		return err
 	}
@@ -152,7 +154,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 		ReadOnly: readOnly,
 	})
 	gw := proxy.New(proxy.Options{Logger: logger, Admin: adminAPI, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize, Router: routerMode,
-		ShowUpstreamStatus: c.showUpstreamStatus, Certs: certs.NewManager(nil)})
+		ShowUpstreamStatus: c.showUpstreamStatus, Certs: certs.NewManager(nil), WebSocketMaxDuration: c.wsMaxDuration})
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
@@ -229,7 +231,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 		servers = append(servers, serveHTTP(promLn, metrics.Handler(func() prometheus.ServerStats {
 			s := gw.Stats()
 			return prometheus.ServerStats{Active: s.Active, Accepted: s.Accepted, Handled: s.Handled,
-				Reading: s.Reading, Writing: s.Writing, Waiting: s.Waiting, Requests: s.Requests}
+				Reading: s.Reading, Writing: s.Writing, Waiting: s.Waiting, Requests: s.Requests, WebSockets: s.WebSockets}
 		}, reach), errc))
 		promAddr = promLn.Addr().String()
 	}
@@ -296,17 +298,22 @@ func serveHTTP(ln net.Listener, h http.Handler, errc chan<- error) *http.Server 
 	return srv
 }
 
-// openGatewayStore opens bolt:PATH or etcd://hosts?prefix=P and returns the
-// key prefix shown in admin envelopes.
-func openGatewayStore(ctx context.Context, spec string, logger *slog.Logger) (gateway.Store, string, error) {
+// openGatewayStore opens bolt:PATH, etcd[s]://hosts?prefix=P or file:PATH
+// and returns the key prefix shown in admin envelopes. An etcd user
+// without a password in the URL (or its password_file) takes
+// $LINKGATE_ETCD_PASSWORD, which stays out of the process arguments.
+func openGatewayStore(ctx context.Context, spec string, getenv func(string) string, logger *slog.Logger) (gateway.Store, string, error) {
 	switch {
 	case strings.HasPrefix(spec, "bolt:"):
 		s, err := bolt.Open(strings.TrimPrefix(spec, "bolt:"))
 		return s, "/apisix", err
-	case strings.HasPrefix(spec, "etcd://"):
+	case strings.HasPrefix(spec, "etcd://"), strings.HasPrefix(spec, "etcds://"):
 		cfg, err := etcd.ParseURL(spec)
 		if err != nil {
 			return nil, "", cli.Usagef("--config-store: %v", err)
+		}
+		if cfg.Username != "" && cfg.Password == "" {
+			cfg.Password = getenv("LINKGATE_ETCD_PASSWORD")
 		}
 		s, err := etcd.Open(ctx, cfg, logger)
 		return s, cfg.Prefix, err
@@ -314,5 +321,5 @@ func openGatewayStore(ctx context.Context, spec string, logger *slog.Logger) (ga
 		s, err := yamlfile.Open(strings.TrimPrefix(spec, "file:"), logger, 0)
 		return s, "/apisix", err
 	}
-	return nil, "", cli.Usagef("--config-store %q: want bolt:PATH, etcd://HOST:PORT[,HOST:PORT][?prefix=/apisix] or file:PATH", spec)
+	return nil, "", cli.Usagef("--config-store %q: want bolt:PATH, etcd://HOST:PORT[,HOST:PORT][?prefix=/apisix], etcds://… or file:PATH", spec)
 }

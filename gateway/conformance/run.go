@@ -668,12 +668,19 @@ func send(g *gatewayProc, m *mapper, method, target string, s Step) (*Response, 
 	if _, err := io.WriteString(conn, req.String()); err != nil {
 		return nil, err
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	var rest io.Reader = resp.Body
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// An upgraded connection: what follows, until it closes, is the
+		// body, as Test::Nginx's raw_request reads it (WebSocket frames).
+		rest = br
+	}
+	b, err := io.ReadAll(rest)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, err
 	}

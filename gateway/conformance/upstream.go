@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // Upstream is the test upstream APISIX's suite proxies to: the server on
@@ -193,13 +195,15 @@ func init() {
 				}
 			}
 		},
-		"hello1":             say("hello1 world"),
-		"course_foo":         say("course foo"),
-		"opentracing":        say("opentracing"),
-		"server_port":        serverPort,
-		"server_port_route2": serverPort,
-		"server_port_hello":  serverPort,
-		"server_port_aa":     serverPort,
+		"websocket_handshake":       websocketHandshake,
+		"websocket_handshake_route": websocketHandshake,
+		"hello1":                    say("hello1 world"),
+		"course_foo":                say("course foo"),
+		"opentracing":               say("opentracing"),
+		"server_port":               serverPort,
+		"server_port_route2":        serverPort,
+		"server_port_hello":         serverPort,
+		"server_port_aa":            serverPort,
 		"limit_conn": func(h *upstreamHandler, w http.ResponseWriter, r *http.Request) {
 			time.Sleep(300 * time.Millisecond)
 			io.WriteString(w, "hello world\n")
@@ -297,6 +301,27 @@ func init() {
 			io.WriteString(w, s)
 		},
 	}
+}
+
+// websocketHandshake is server.lua's websocket_handshake: a WebSocket
+// server (gorilla/websocket for lua-resty-websocket) that sends "hello"
+// and closes; a request that is not an upgrade gets nginx's 400.
+func websocketHandshake(h *upstreamHandler, w http.ResponseWriter, r *http.Request) {
+	up := websocket.Upgrader{
+		Subprotocols: websocket.Subprotocols(r), // resty.websocket.server echoes the protocol
+		CheckOrigin:  func(*http.Request) bool { return true },
+		Error: func(w http.ResponseWriter, _ *http.Request, status int, _ error) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(status)
+			io.WriteString(w, nginxPage(status))
+		},
+	}
+	c, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	_ = c.WriteMessage(websocket.TextMessage, []byte("hello"))
 }
 
 func say(s string) action {

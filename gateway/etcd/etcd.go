@@ -11,10 +11,13 @@ package etcd
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -33,21 +36,37 @@ type Config struct {
 	Prefix    string // "/apisix" by default
 	Username  string
 	Password  string
+	// TLS, when set, connects over TLS (etcds:// URLs).
+	TLS *tls.Config
 	// Timeout bounds each request (5 s by default).
 	Timeout time.Duration
 }
 
-// ParseURL reads etcd://[user:pass@]host:port[,host:port][?prefix=/apisix].
+// ParseURL reads etcd://[user[:pass]@]host:port[,host:port][?prefix=/apisix],
+// or etcds://… over TLS with ca=FILE (the CA verifying etcd, else the
+// system's) and cert=FILE&key=FILE (a client certificate, for etcd's
+// --client-cert-auth), loading the files it names. password_file=FILE
+// reads the password from a file, so that it is not in the arguments.
 func ParseURL(s string) (Config, error) {
 	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "etcd" || u.Host == "" {
-		return Config{}, fmt.Errorf("invalid etcd URL %q: want etcd://HOST:PORT[,HOST:PORT][?prefix=/apisix]", s)
+	if err != nil || (u.Scheme != "etcd" && u.Scheme != "etcds") || u.Host == "" {
+		return Config{}, fmt.Errorf("invalid etcd URL %q: want etcd://HOST:PORT[,HOST:PORT][?prefix=/apisix] or etcds://…[&ca=FILE&cert=FILE&key=FILE]", s)
 	}
+	q := u.Query()
 	c := Config{Prefix: "/apisix"}
-	for _, h := range strings.Split(u.Host, ",") {
-		c.Endpoints = append(c.Endpoints, "http://"+h)
+	scheme := "http://"
+	if u.Scheme == "etcds" {
+		scheme = "https://"
+		if c.TLS, err = tlsConfig(q.Get("ca"), q.Get("cert"), q.Get("key")); err != nil {
+			return Config{}, err
+		}
+	} else if q.Get("ca") != "" || q.Get("cert") != "" || q.Get("key") != "" {
+		return Config{}, fmt.Errorf("invalid etcd URL %q: ca, cert and key need etcds://", s)
 	}
-	if p := u.Query().Get("prefix"); p != "" {
+	for _, h := range strings.Split(u.Host, ",") {
+		c.Endpoints = append(c.Endpoints, scheme+h)
+	}
+	if p := q.Get("prefix"); p != "" {
 		if !strings.HasPrefix(p, "/") {
 			return Config{}, fmt.Errorf("invalid etcd prefix %q: must start with /", p)
 		}
@@ -57,7 +76,40 @@ func ParseURL(s string) (Config, error) {
 		c.Username = u.User.Username()
 		c.Password, _ = u.User.Password()
 	}
+	if f := q.Get("password_file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return Config{}, fmt.Errorf("etcd password_file: %w", err)
+		}
+		c.Password = strings.TrimRight(string(b), "\r\n")
+	}
 	return c, nil
+}
+
+// tlsConfig builds the client TLS configuration of an etcds:// URL.
+func tlsConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcd ca: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("etcd ca %s: no PEM certificate in it", caFile)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("etcd: cert and key go together")
+	}
+	if certFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcd client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
 }
 
 // Store is a gateway.Store backed by etcd.
@@ -90,6 +142,7 @@ func Open(_ context.Context, cfg Config, logger *slog.Logger) (*Store, error) {
 		DialKeepAliveTimeout: 3 * time.Second,
 		Username:             cfg.Username,
 		Password:             cfg.Password,
+		TLS:                  cfg.TLS,
 		// Reconnect quickly after an outage: exponential backoff capped at 2 s
 		// (gRPC's default cap is 120 s).
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{

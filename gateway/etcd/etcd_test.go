@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -246,5 +248,78 @@ func TestOutageAndRecovery(t *testing.T) {
 		case <-deadline:
 			t.Fatal("change after restart not delivered")
 		}
+	}
+}
+
+// TestTLS: etcds:// with a CA and a client certificate reaches an etcd
+// that requires client certificates (--client-cert-auth); without the
+// certificate, with another CA, or in cleartext it does not.
+func TestTLS(t *testing.T) {
+	ca := testcert.NewCA(t, "etcd test CA")
+	srvDir, cliDir := t.TempDir(), t.TempDir()
+	caFile, certFile, keyFile := testcert.WriteFiles(t, srvDir, ca,
+		ca.Issue(t, testcert.Options{DNS: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}}))
+	_, cliCert, cliKey := testcert.WriteFiles(t, cliDir, ca, ca.Issue(t, testcert.Options{DNS: []string{"gateway"}, Client: true}))
+	other := testcert.NewCA(t, "another CA")
+	otherCA, _, _ := testcert.WriteFiles(t, t.TempDir(), other, other.Issue(t, testcert.Options{DNS: []string{"x"}}))
+	srv := etcdtest.StartTLS(t, certFile, keyFile, caFile)
+
+	try := func(url string) error {
+		cfg, err := etcd.ParseURL(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Timeout = 2 * time.Second
+		s, err := etcd.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if _, _, err := s.Put(t.Context(), gateway.KindRoute, "1", []byte(`{"uri":"/tls"}`), 0); err != nil {
+			return err
+		}
+		e, err := s.Get(t.Context(), gateway.KindRoute, "1")
+		if err == nil && !strings.Contains(string(e.Value), "/tls") {
+			err = fmt.Errorf("read back %s", e.Value)
+		}
+		return err
+	}
+	base := "etcds://" + srv.Endpoint() + "?prefix=/tls&ca=" + caFile
+	if err := try(base + "&cert=" + cliCert + "&key=" + cliKey); err != nil {
+		t.Fatalf("with the CA and a client certificate: %v", err)
+	}
+	for name, url := range map[string]string{
+		"no client certificate": base,
+		"another CA":            "etcds://" + srv.Endpoint() + "?ca=" + otherCA + "&cert=" + cliCert + "&key=" + cliKey,
+		"cleartext":             "etcd://" + srv.Endpoint(),
+	} {
+		if err := try(url); err == nil {
+			t.Errorf("%s: the write succeeded", name)
+		}
+	}
+}
+
+// TestParseURLSecrets: TLS files must exist and go together; the password
+// may come from a file.
+func TestParseURLSecrets(t *testing.T) {
+	dir := t.TempDir()
+	pw := dir + "/pw"
+	os.WriteFile(pw, []byte("s3cret\n"), 0o600)
+	c, err := etcd.ParseURL("etcd://root@127.0.0.1:2379?password_file=" + pw)
+	if err != nil || c.Username != "root" || c.Password != "s3cret" {
+		t.Errorf("password_file: %+v %v", c, err)
+	}
+	for _, bad := range []string{
+		"etcd://127.0.0.1:2379?ca=/x",                // TLS options need etcds
+		"etcds://127.0.0.1:2379?ca=" + dir + "/none", // missing file
+		"etcds://127.0.0.1:2379?cert=" + pw,          // cert without key
+		"etcd://127.0.0.1:2379?password_file=/nonexistent",
+	} {
+		if _, err := etcd.ParseURL(bad); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+	if c, err := etcd.ParseURL("etcds://a:1,b:2"); err != nil || c.TLS == nil || c.Endpoints[1] != "https://b:2" {
+		t.Errorf("etcds without files (system CAs): %+v %v", c, err)
 	}
 }

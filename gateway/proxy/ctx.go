@@ -37,8 +37,10 @@ type reqCtx struct {
 	responding bool   // header filter phase: headers change the response in place
 	h2         bool   // received over HTTP/2
 	upRef      *gateway.UpstreamRef
-	reqLen     int64         // request size for the log phase
-	streamed   *upstreamBody // the response body streams: the request ends when it is sent
+	reqLen     int64     // request size for the log phase
+	async      bool      // a streamed body or a tunnel ends the request later (finish)
+	upgrade    bool      // the client asks for a protocol upgrade
+	h2req      *h2Stream // an HTTP/2 WebSocket's stream (extended CONNECT)
 	start      time.Time
 	respHdrs   []respHeader
 	values     []ctxValue
@@ -75,7 +77,8 @@ const maxPooledBuf = 1 << 20
 var _ gateway.Ctx = (*reqCtx)(nil)
 
 func (rc *reqCtx) reset() {
-	rc.fc, rc.snap, rc.route, rc.consumer, rc.upRef, rc.streamed = nil, nil, nil, nil, nil, nil
+	rc.fc, rc.snap, rc.route, rc.consumer, rc.upRef, rc.h2req = nil, nil, nil, nil, nil, nil
+	rc.async, rc.upgrade = false, false
 	rc.reqLen = 0
 	rc.match = router.Match{}
 	rc.remoteAddr, rc.remotePort, rc.realAddr = netip.Addr{}, 0, false

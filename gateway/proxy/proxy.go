@@ -64,6 +64,10 @@ type Options struct {
 	MaxConcurrentStreams uint32
 	// MaxHeaderBytes bounds an HTTP/2 request's header block (default 32 KiB).
 	MaxHeaderBytes int
+	// WebSocketMaxDuration ends a WebSocket tunnel after this long (0: no
+	// limit); an idle one ends after its route's read timeout
+	// (websocket.go).
+	WebSocketMaxDuration time.Duration
 }
 
 // Gateway serves traffic with the latest loaded configuration.
@@ -81,6 +85,10 @@ type Gateway struct {
 
 	mu       sync.Mutex // guards checkers
 	checkers map[checkerKey]*checker
+
+	tunMu     sync.Mutex // guards tunnels and tunClosed
+	tunnels   map[*tunnel]struct{}
+	tunClosed bool
 
 	accepted atomic.Int64
 	requests atomic.Int64
@@ -372,6 +380,7 @@ func (g *Gateway) newServer() *fasthttp.Server {
 // and stops the health checkers.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.closeTLS()
+	g.closeTunnels()
 	err := g.server.ShutdownWithContext(ctx)
 	if herr := g.shutdownHTTP2(ctx); err == nil {
 		err = herr
@@ -390,6 +399,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 // Stats are the connection gauges of APISIX's prometheus exporter.
 type Stats struct {
 	Active, Accepted, Handled, Reading, Writing, Waiting, Requests int64
+	// WebSockets are the open WebSocket tunnels.
+	WebSockets int64
 }
 
 // Stats reads the current connection and request counts.
@@ -403,6 +414,7 @@ func (g *Gateway) Stats() Stats {
 	s.Accepted = g.accepted.Load()
 	s.Handled = s.Accepted
 	s.Requests = g.requests.Load()
+	s.WebSockets = g.openTunnels()
 	return s
 }
 
@@ -435,11 +447,12 @@ var (
 // Handle serves one HTTP/1.1 request. It is the engine's hot path.
 func (g *Gateway) Handle(fc *fasthttp.RequestCtx) {
 	deadline.Handling(fc.Conn())
-	g.handle(fc, false)
+	g.handle(fc, false, nil)
 }
 
-// handle serves one request, received over HTTP/2 when h2.
-func (g *Gateway) handle(fc *fasthttp.RequestCtx, h2 bool) {
+// handle serves one request, received over HTTP/2 when h2; ws is an
+// HTTP/2 WebSocket's stream (extended CONNECT).
+func (g *Gateway) handle(fc *fasthttp.RequestCtx, h2 bool, ws *h2Stream) {
 	g.requests.Add(1)
 	if p := fc.Path(); g.admin != nil && hasPrefix(p, adminPrefix) && (len(p) == len(adminPrefix) || p[len(adminPrefix)] == '/') {
 		g.admin(fc)
@@ -447,7 +460,7 @@ func (g *Gateway) handle(fc *fasthttp.RequestCtx, h2 bool) {
 	}
 	rc := g.ctxs.Get().(*reqCtx)
 	rc.init(fc)
-	rc.h2 = h2
+	rc.h2, rc.h2req = h2, ws
 	s := g.snap.Load()
 	rc.snap = s
 	rc.match = s.router.Match(b2s(fc.Method()), rc.host, b2s(fc.Path()), rc.remoteAddr, rc)
@@ -468,10 +481,9 @@ func (g *Gateway) handle(fc *fasthttp.RequestCtx, h2 bool) {
 	g.serve(rc)
 	rc.applyRespHeaders()
 	g.filter(rc)
-	if b := rc.streamed; b != nil {
-		// The body goes to the client after this returns; the request
-		// ends when it has (or the client has gone).
-		b.done = func(b *upstreamBody) { g.finish(rc, b.n) }
+	if rc.async {
+		// The body goes to the client after this returns, or a tunnel
+		// runs: the request ends when it has (or the client has gone).
 		return
 	}
 	g.finish(rc, 0)
@@ -692,6 +704,21 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		req.SetRequestURIBytes(req.Header.RequestURI())
 	}
 	req.UseHostHeader = true
+	if rc.upgrade {
+		if rc.route.e.WebSocket {
+			g.proxyWebSocket(rc, up)
+			return
+		}
+		if rc.h2req != nil {
+			// An extended CONNECT has no plain-request meaning.
+			rc.reply(gateway.Reply{Status: http.StatusBadRequest, Body: wsDisabled})
+			return
+		}
+		dropUpgrade(&req.Header) // as APISIX without enable_websocket
+	} else if closeClient && rc.route.e.WebSocket {
+		// APISIX passes the client's Connection header on such routes.
+		req.Header.SetConnectionClose()
+	}
 	ex := exchange{stream: !rc.needsBody()}
 	if req.IsBodyStream() && !g.prepareBody(rc, &ex) {
 		return
@@ -719,14 +746,7 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 			tried |= 1 << uint(i)
 		}
 		n := up.nodes[i]
-		if !rc.hostSet {
-			switch up.passHost {
-			case "node":
-				req.Header.SetHost(n.hostPort)
-			case "rewrite":
-				req.Header.SetHost(up.upstreamHost)
-			}
-		}
+		rc.setUpstreamHost(up, n)
 		rc.node, rc.nodeAddr = n.host, n.addr
 		n.active.Add(1)
 		var t0 time.Time
@@ -760,8 +780,9 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 			if closeClient {
 				fc.SetConnectionClose()
 			}
-			if ex.body != nil {
-				rc.streamed = ex.body
+			if b := ex.body; b != nil {
+				rc.async = true
+				b.done = func(b *upstreamBody) { g.finish(rc, b.n) }
 				g.streamTimeouts(rc)
 			}
 			return
@@ -805,6 +826,20 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 	}
 }
 
+// setUpstreamHost sets the Host header for node n as up's pass_host says,
+// unless a plugin set it.
+func (rc *reqCtx) setUpstreamHost(up *upstreamRT, n *nodeRT) {
+	if rc.hostSet {
+		return
+	}
+	switch up.passHost {
+	case "node":
+		rc.fc.Request.Header.SetHost(n.hostPort)
+	case "rewrite":
+		rc.fc.Request.Header.SetHost(up.upstreamHost)
+	}
+}
+
 // setForwardedHeaders sets what APISIX sends upstream: X-Real-IP, an
 // appended X-Forwarded-For, and X-Forwarded-Proto/Host/Port unless the
 // client sent them. One pass finds what the client sent; the names are
@@ -824,6 +859,8 @@ func (rc *reqCtx) setForwardedHeaders() {
 			hasHost = true
 		case len(k) == len(headerXFPort) && equalFold(k, headerXFPort):
 			hasPort = true
+		case len(k) == len(headerUpgrade) && equalFold(k, headerUpgrade):
+			rc.upgrade = true
 		}
 	}
 	h.SetCanonical(headerXRealIP, rc.remoteStr)

@@ -184,12 +184,25 @@ func (g *Gateway) serveH2Request(w http.ResponseWriter, r *http.Request) {
 			req.Header.Add(k, v)
 		}
 	}
-	if r.ContentLength != 0 {
+	var ws *h2Stream
+	if proto, ok := extendedConnect(r); ok {
+		if proto != "websocket" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write(wsBadProtocol)
+			return
+		}
+		ws = newH2Stream(w, r, req) // the stream is the tunnel, not a body
+	} else if r.ContentLength != 0 {
 		// Read as HTTP/1.1 bodies are: whole when small, else streamed.
 		// (Not an io.Closer: net/http closes it after the handler.)
 		req.SetBodyStream(struct{ io.Reader }{r.Body}, int(r.ContentLength))
 	}
-	g.handle(fc, true)
+	g.handle(fc, true, ws)
+	if ws != nil && ws.tunnel != nil {
+		ws.runH2(g.opts.ServerHeader)
+		return
+	}
 	resp := &fc.Response
 	h := w.Header()
 	for k, v := range resp.Header.All() {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -19,12 +20,25 @@ type Server struct {
 	clientPort int
 	peerPort   int
 	e          *embed.Etcd
+	tls        *transport.TLSInfo // clients over TLS (StartTLS)
 }
 
 // Start starts etcd; it is stopped when the test ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	s := &Server{tb: tb, dir: tb.TempDir(), clientPort: freePort(tb), peerPort: freePort(tb)}
+	s.start()
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// StartTLS starts etcd serving clients over TLS with the server
+// certificate in certFile/keyFile; clients must present a certificate
+// signed by the CA in caFile (etcd's --client-cert-auth).
+func StartTLS(tb testing.TB, certFile, keyFile, caFile string) *Server {
+	tb.Helper()
+	s := &Server{tb: tb, dir: tb.TempDir(), clientPort: freePort(tb), peerPort: freePort(tb),
+		tls: &transport.TLSInfo{CertFile: certFile, KeyFile: keyFile, TrustedCAFile: caFile, ClientCertAuth: true}}
 	s.start()
 	tb.Cleanup(s.Stop)
 	return s
@@ -37,6 +51,10 @@ func (s *Server) start() {
 	cfg.Dir = s.dir
 	cfg.LogLevel = "error"
 	cu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", s.clientPort)}
+	if s.tls != nil {
+		cu.Scheme = "https"
+		cfg.ClientTLSInfo = *s.tls
+	}
 	pu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", s.peerPort)}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}

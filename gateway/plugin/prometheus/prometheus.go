@@ -178,6 +178,8 @@ func (f *Factory) Register(cs ...prometheus.Collector) { f.reg.MustRegister(cs..
 // ServerStats are the engine's connection and request counts.
 type ServerStats struct {
 	Active, Accepted, Handled, Reading, Writing, Waiting, Requests int64
+	// WebSockets are the open WebSocket tunnels (linkgate's own gauge).
+	WebSockets int64
 }
 
 // Handler serves the registry at ExportURI; stats and reachable are read
@@ -204,6 +206,7 @@ var (
 	descModify    = prometheus.NewDesc(prefix+"etcd_modify_indexes", "Etcd modify index for APISIX keys", []string{"key"}, nil)
 	descNodeInfo  = prometheus.NewDesc(prefix+"node_info", "Info of APISIX node", []string{"hostname"}, nil)
 	descErrors    = prometheus.NewDesc(prefix+"nginx_metric_errors_total", "Number of nginx-lua-prometheus errors", nil, nil)
+	descTunnels   = prometheus.NewDesc("linkgate_websocket_tunnels", "Number of open WebSocket tunnels (each is also counted in apisix_http_status with code 101 when it ends)", nil, nil)
 )
 
 // processCollector reads the gauges that are not per request.
@@ -214,7 +217,7 @@ type processCollector struct {
 }
 
 func (c *processCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descRequests, descReachable, descModify, descNodeInfo, descErrors} {
+	for _, d := range []*prometheus.Desc{descConns, descRequests, descReachable, descModify, descNodeInfo, descErrors, descTunnels} {
 		ch <- d
 	}
 }
@@ -251,4 +254,5 @@ func (c *processCollector) Collect(ch chan<- prometheus.Metric) {
 	host, _ := os.Hostname()
 	ch <- prometheus.MustNewConstMetric(descNodeInfo, prometheus.GaugeValue, 1, host)
 	ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, 0)
+	ch <- prometheus.MustNewConstMetric(descTunnels, prometheus.GaugeValue, float64(s.WebSockets))
 }
