@@ -1,8 +1,13 @@
 package bench
 
 import (
+	"bytes"
+	"compress/zlib"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -56,18 +61,22 @@ func ResultFromSummary(s *Summary) (*Result, error) {
 		Duration: time.Duration(s.DurationSeconds * float64(time.Second)),
 		Elapsed:  time.Duration(s.ElapsedSeconds * float64(time.Second)),
 		Requests: s.Requests, Bytes: s.Bytes, Errors: s.Errors, InFlightAtEnd: s.InFlightEnd, UnsentAtEnd: s.UnsentAtEnd,
-		Series: seriesFromSummary(s.Series),
+	}
+	var err error
+	if r.Series, err = seriesFromSummary(s.Series); err != nil {
+		return nil, err
 	}
 	if r.Errors.Status == nil {
 		r.Errors.Status = map[int]int64{}
 	}
 	for _, x := range []struct {
-		name string
-		enc  string
-		dst  **hdrhistogram.Histogram
-	}{{"latency", s.Histograms.Latency, &r.Latency}, {"uncorrected", s.Histograms.Uncorrected, &r.Uncorrected},
-		{"send_lag", s.Histograms.SendLag, &r.SendLag}, {"thread_requests_per_sec", s.Histograms.ThreadRate, &r.ReqPerSec}} {
-		h, err := hdrhistogram.Decode([]byte(x.enc))
+		name    string
+		enc     string
+		highest int64
+		dst     **hdrhistogram.Histogram
+	}{{"latency", s.Histograms.Latency, histMax, &r.Latency}, {"uncorrected", s.Histograms.Uncorrected, histMax, &r.Uncorrected},
+		{"send_lag", s.Histograms.SendLag, histMax, &r.SendLag}, {"thread_requests_per_sec", s.Histograms.ThreadRate, rateHistMax, &r.ReqPerSec}} {
+		h, err := decodeHistogram(x.enc, x.highest)
 		if err != nil {
 			return nil, fmt.Errorf("histogram %s: %w", x.name, err)
 		}
@@ -79,7 +88,7 @@ func ResultFromSummary(s *Summary) (*Result, error) {
 	if s.TLS != nil {
 		r.TLS = &TLSResult{Version: s.TLS.Version, ALPN: s.TLS.ALPN, Resumed: s.TLS.Resumed, Handshake: newHistogram()}
 		if s.Histograms.Handshake != "" {
-			h, err := hdrhistogram.Decode([]byte(s.Histograms.Handshake))
+			h, err := decodeHistogram(s.Histograms.Handshake, histMax)
 			if err != nil {
 				return nil, fmt.Errorf("histogram tls_handshake: %w", err)
 			}
@@ -87,6 +96,38 @@ func ResultFromSummary(s *Summary) (*Result, error) {
 		}
 	}
 	return r, nil
+}
+
+// rateHistMax bounds the histogram of per-thread request rates.
+const rateHistMax = 1 << 40
+
+// decodeHistogram decodes one of a result file's histograms, which must
+// have the geometry linkgate bench records with: 1 µs – 1 h (latencies)
+// or 1 – highest (rates), at 3 digits.
+// That is checked in the header before hdrhistogram.Decode allocates the
+// counts the header asks for: a 56-byte histogram of 1 – 2^62 at 5 digits
+// would cost 49 MB, and a file can hold thousands.
+func decodeHistogram(enc string, highest int64) (*hdrhistogram.Histogram, error) {
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil || len(raw) < 8 {
+		return nil, errors.New("not a base64 V2 compressed HdrHistogram")
+	}
+	z, err := zlib.NewReader(bytes.NewReader(raw[8:]))
+	if err != nil {
+		return nil, fmt.Errorf("not a V2 compressed HdrHistogram: %w", err)
+	}
+	var hdr struct {
+		Cookie, PayloadLength, NormalizingIndexOffset, Digits int32
+		Lowest, Highest                                       int64
+	}
+	if err := binary.Read(io.LimitReader(z, 32), binary.BigEndian, &hdr); err != nil {
+		return nil, fmt.Errorf("not a V2 compressed HdrHistogram: %w", err)
+	}
+	if hdr.Lowest != histMin || hdr.Highest != highest || hdr.Digits != histDigits {
+		return nil, fmt.Errorf("a histogram of %d–%d at %d digits, not linkgate bench's %d–%d at %d", hdr.Lowest, hdr.Highest, hdr.Digits,
+			histMin, highest, histDigits)
+	}
+	return hdrhistogram.Decode([]byte(enc))
 }
 
 // Merge combines the results of generators that ran side by side against
@@ -99,7 +140,7 @@ func Merge(rs []*Result) (*Result, error) {
 	}
 	m := &Result{
 		Latency: newHistogram(), Uncorrected: newHistogram(), SendLag: newHistogram(),
-		ReqPerSec: hdrhistogram.New(1, 1<<40, histDigits), Errors: Errors{Status: map[int]int64{}},
+		ReqPerSec: hdrhistogram.New(1, rateHistMax, histDigits), Errors: Errors{Status: map[int]int64{}},
 	}
 	var urls []string
 	for _, r := range rs {

@@ -3,9 +3,12 @@ package bench_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/linkgate/linkgate/bench"
 )
@@ -98,5 +101,54 @@ func TestMergeTwoGeneratorsAtHalfRate(t *testing.T) {
 	if slack := max(p1, p2) / 500; pm < min(p1, p2)-slack || pm > max(p1, p2)+slack || min(p1, p2, one.Latency.ValueAtPercentile(50)) < 2000 {
 		t.Errorf("p50 halves %dµs and %dµs, merged %dµs, one generator %dµs: want the merged between the halves, all ≥ 2 ms",
 			p1, p2, pm, one.Latency.ValueAtPercentile(50))
+	}
+}
+
+// FuzzMergeInput: bench merge reads files anyone may hand it. No JSON
+// makes decoding or merging panic, and what decodes merges.
+func FuzzMergeInput(f *testing.F) {
+	r := &bench.Result{URL: "http://h/", Threads: 1, Connections: 2, Rate: 100, Duration: time.Second, Elapsed: time.Second}
+	for _, h := range []**hdrhistogram.Histogram{&r.Latency, &r.Uncorrected, &r.SendLag, &r.ReqPerSec} {
+		*h = hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
+		_ = (*h).RecordValue(1234)
+	}
+	r.Errors.Status = map[int]int64{503: 1}
+	r.Series = []bench.Second{{Index: 0, Requests: 1, Latency: r.Latency}}
+	good, _ := json.Marshal(r.Summarize(true))
+	f.Add(good)
+	f.Add([]byte(`{"histograms":{"latency":"HISTFAAAAB94nJNpmSzMwMDAxQABzFCaEUzOmTTLHsJ""}}`))
+	f.Add([]byte(`{"series":[{"second":-1,"histogram":"x"}],"histograms":{}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var s bench.Summary
+		if json.Unmarshal(b, &s) != nil {
+			return
+		}
+		res, err := bench.ResultFromSummary(&s)
+		if err != nil {
+			return
+		}
+		if _, err := bench.Merge([]*bench.Result{res, res}); err != nil {
+			return
+		}
+	})
+}
+
+// A histogram of another geometry in a result file is refused before it
+// is decoded: its header alone could ask for gigabytes.
+func TestMergeInputGeometry(t *testing.T) {
+	huge := hdrhistogram.New(1, 1<<62, 5)
+	enc, _ := huge.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	ours := hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
+	good, _ := ours.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	rates, _ := hdrhistogram.New(1, 1<<40, 3).Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	for name, s := range map[string]bench.Summary{
+		"latency": {Histograms: &bench.Histograms{Latency: string(enc), Uncorrected: string(good), SendLag: string(good), ThreadRate: string(rates)}},
+		"series": {Histograms: &bench.Histograms{Latency: string(good), Uncorrected: string(good), SendLag: string(good), ThreadRate: string(rates)},
+			Series: []bench.SecondSummary{{Second: 0, Histogram: string(enc)}}},
+		"garbage": {Histograms: &bench.Histograms{Latency: "HISTFAAAACB4nJNpmSzMwMDAxQABzFCaEUzOmTTLHsJ", Uncorrected: string(good), SendLag: string(good), ThreadRate: string(rates)}},
+	} {
+		if _, err := bench.ResultFromSummary(&s); err == nil || (name != "garbage" && !strings.Contains(err.Error(), name)) {
+			t.Errorf("%s: error %v", name, err)
+		}
 	}
 }

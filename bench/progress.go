@@ -50,7 +50,9 @@ func monitor(c *Config, recs []*recorder, base time.Time, warm time.Duration) (s
 				if now < next {
 					continue
 				}
-				next += time.Second
+				for next <= now {
+					next += time.Second
+				}
 			} else {
 				closed := recs[0].closedSecs.Load()
 				for _, r := range recs[1:] {

@@ -148,7 +148,7 @@ func merge(res *Result, recs []*recorder, withTLS bool) {
 		res.TLS = &TLSResult{Handshake: newHistogram()}
 	}
 	res.Latency, res.Uncorrected = newHistogram(), newHistogram()
-	res.SendLag, res.ReqPerSec = newHistogram(), hdrhistogram.New(1, 1<<40, histDigits)
+	res.SendLag, res.ReqPerSec = newHistogram(), hdrhistogram.New(1, rateHistMax, histDigits)
 	res.Errors.Status = map[int]int64{}
 	for _, r := range recs {
 		res.Latency.Merge(r.latency)

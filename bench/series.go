@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -98,14 +99,17 @@ func summarizeSeries(series []Second) []SecondSummary {
 	return out
 }
 
-func seriesFromSummary(ss []SecondSummary) []Second {
+func seriesFromSummary(ss []SecondSummary) ([]Second, error) {
 	out := make([]Second, 0, len(ss))
 	for _, s := range ss {
-		h, err := hdrhistogram.Decode([]byte(s.Histogram))
+		if s.Second < 0 {
+			return nil, fmt.Errorf("series: second %d", s.Second)
+		}
+		h, err := decodeHistogram(s.Histogram, histMax)
 		if err != nil {
-			h = newHistogram()
+			return nil, fmt.Errorf("series: second %d: %w", s.Second, err)
 		}
 		out = append(out, Second{Index: s.Second, Requests: s.Requests, Errors: s.Errors, Latency: h})
 	}
-	return out
+	return out, nil
 }

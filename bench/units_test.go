@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -125,6 +126,43 @@ func FuzzParseMetric(f *testing.F) {
 		v, err := bench.ParseMetric(s)
 		if err == nil && (v < 0 || v != v) {
 			t.Fatalf("ParseMetric(%q) = %v", s, v)
+		}
+	})
+}
+
+// FuzzParseHeader: a -H value is accepted only as one header line that
+// cannot split the request (no CR or LF, a name without spaces), and the
+// request built with it frames as one request.
+func FuzzParseHeader(f *testing.F) {
+	for _, s := range []string{"X-Test: yes", "Host:h", ":x", "A B: c", "X: a\r\nY: b", "X:", "  X  :  v  "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := bench.ParseHeader(s)
+		if err != nil {
+			return
+		}
+		if h.Name == "" || strings.ContainsAny(h.Name+h.Value, "\r\n") || strings.ContainsAny(h.Name, " \t:") {
+			t.Fatalf("ParseHeader(%q) = %+v", s, h)
+		}
+		req := bench.AppendRequest(nil, "GET", "/", bench.Fields{h}, nil)
+		if n := strings.Count(string(req), "\r\n\r\n"); n != 1 || !strings.HasSuffix(string(req), "\r\n\r\n") {
+			t.Fatalf("-H %q: request %q", s, req)
+		}
+	})
+}
+
+// FuzzParseScenario: a scenario parses to a known name with a redirect
+// share within 0–100%.
+func FuzzParseScenario(f *testing.F) {
+	for _, s := range []string{"shorten", "redirect", "mixed", "mixed:90", "mixed:101", "mixed:-1", "redirect:5", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sc, err := bench.ParseScenario(s)
+		if err == nil && (sc.RedirectPercent < 0 || sc.RedirectPercent > 100 ||
+			(sc.Name != "shorten" && sc.Name != "redirect" && sc.Name != "mixed")) {
+			t.Fatalf("ParseScenario(%q) = %+v", s, sc)
 		}
 	})
 }

@@ -204,7 +204,7 @@ func TestRuntimeErrors(t *testing.T) {
 		return p
 	}
 	u := &url.URL{Scheme: "http", Host: "127.0.0.1:1", Path: "/"}
-	if _, err := lua.Load(lua.Options{Path: write("top.lua", `error("at load")`), URL: u}); err == nil || !strings.Contains(err.Error(), "at load") {
+	if _, err := lua.Load(lua.Options{Path: write("top.lua", `error("at load")`), URL: u}); err == nil || !strings.Contains(err.Error(), "top.lua:1: at load") {
 		t.Errorf("load error %v", err)
 	}
 	s, err := lua.Load(lua.Options{Path: write("init.lua", `function init(a) error("in init") end`), URL: u})
@@ -212,7 +212,7 @@ func TestRuntimeErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.NewRequester(0); err == nil || !strings.Contains(err.Error(), "in init") {
+	if _, err := s.NewRequester(0); err == nil || !strings.Contains(err.Error(), "init.lua:1: in init") {
 		t.Errorf("init error %v", err)
 	}
 	s2, err := lua.Load(lua.Options{Path: write("req.lua", `function request() return 42 end`), URL: u})
