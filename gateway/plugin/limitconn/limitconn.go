@@ -70,22 +70,14 @@ type Conf struct {
 	Burst               int64   `json:"burst"`
 	DefaultConnDelay    float64 `json:"default_conn_delay"`
 	OnlyUseDefaultDelay bool    `json:"only_use_default_delay"`
-	Key                 string  `json:"key"`
-	KeyType             string  `json:"key_type"`
-	RejectedCode        int     `json:"rejected_code"`
-	RejectedMsg         string  `json:"rejected_msg"`
-	AllowDegradation    bool    `json:"allow_degradation"`
 	KeyTTL              int     `json:"key_ttl"`
-	redis.Conf
+	limitkey.Conf
 }
 
 type instance struct {
-	f        *Factory
-	c        Conf
-	key      limitkey.Key
-	rejected gateway.Reply
-	failed   gateway.Reply
-	redis    *redis.Client
+	f *Factory
+	c Conf
+	limitkey.Limiter
 	// unitDelay (float64 seconds, as bits) is the delay per conn over the
 	// limit: default_conn_delay, moved halfway to each request's latency.
 	unitDelay atomic.Uint64
@@ -95,43 +87,35 @@ type count struct{ n int64 }
 
 // New builds an instance for scope.
 func (f *Factory) New(raw json.RawMessage, scope gateway.Scope) (any, error) {
-	c := Conf{KeyType: "var", RejectedCode: 503, KeyTTL: 3600}
+	c := Conf{Conf: limitkey.Defaults, KeyTTL: 3600}
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
-	in := &instance{f: f, c: c, key: limitkey.New(scope, raw, c.KeyType, c.Key, ""),
-		rejected: limitkey.Rejected(c.RejectedCode, c.RejectedMsg), failed: gateway.Reply{Status: 500}}
-	in.unitDelay.Store(math.Float64bits(c.DefaultConnDelay))
-	if c.Shared() {
-		rc, err := f.redis.Client(c.Conf)
-		if err != nil {
-			return nil, err
-		}
-		in.redis = rc
+	l, err := limitkey.NewLimiter(Name, f.log, f.redis, scope, raw, c.Conf)
+	if err != nil {
+		return nil, err
 	}
+	in := &instance{f: f, c: c, Limiter: l}
+	in.unitDelay.Store(math.Float64bits(c.DefaultConnDelay))
 	return in, nil
 }
 
 // Access counts the request in, and delays or rejects it over the limit.
 func (in *instance) Access(c gateway.Ctx) gateway.Reply {
 	var arr [128]byte
-	key := in.key.Append(arr[:0], c)
+	key := in.Key.Append(arr[:0], c)
 	var conn int64
 	var ok bool
-	if in.redis != nil {
+	if in.Redis != nil {
 		var err error
 		if conn, ok, err = in.incomingRedis(string(key)); err != nil {
-			in.f.log.Error("limit-conn failed", "policy", in.c.Policy, "err", err)
-			if in.c.AllowDegradation {
-				return gateway.Reply{}
-			}
-			return in.failed
+			return in.Failed(err)
 		}
 	} else {
 		conn, ok = in.incoming(unsafe.String(unsafe.SliceData(key), len(key)))
 	}
 	if !ok {
-		return in.rejected
+		return in.Rejected
 	}
 	var delay time.Duration
 	if conn > in.c.Conn {
@@ -164,8 +148,8 @@ func (in *instance) Log(c gateway.Ctx, e *gateway.LogEntry) {
 		return
 	}
 	var arr [128]byte
-	key := in.key.Append(arr[:0], c)
-	if in.redis != nil {
+	key := in.Key.Append(arr[:0], c)
+	if in.Redis != nil {
 		if err := in.leavingRedis(string(key)); err != nil {
 			in.f.log.Error("limit-conn failed to count a request out", "policy", in.c.Policy, "err", err)
 		}
@@ -216,7 +200,7 @@ return {n}
 const keyPrefix = "linkgate:limit-conn:v1:"
 
 func (in *instance) incomingRedis(key string) (int64, bool, error) {
-	res, err := in.redis.Ints(inScript, []string{keyPrefix + key}, in.c.Conn+in.c.Burst, max(in.c.KeyTTL, 1))
+	res, err := in.Redis.Ints(inScript, []string{keyPrefix + key}, in.c.Conn+in.c.Burst, max(in.c.KeyTTL, 1))
 	if err != nil {
 		return 0, false, err
 	}
@@ -227,6 +211,6 @@ func (in *instance) incomingRedis(key string) (int64, bool, error) {
 }
 
 func (in *instance) leavingRedis(key string) error {
-	_, err := in.redis.Ints(outScript, []string{keyPrefix + key})
+	_, err := in.Redis.Ints(outScript, []string{keyPrefix + key})
 	return err
 }

@@ -61,7 +61,7 @@ func TestLocal(t *testing.T) {
 		in.Log(c, &gateway.LogEntry{RequestTime: time.Second}) // not proxied: request time minus the delay
 	}
 	n := int64(-1)
-	f.local.Update(string(in.(*instance).key.Append(nil, plugintest.NewCtx(nil))), 0, func(ct *count, _ bool) bool { n = ct.n; return true })
+	f.local.Update(string(in.(*instance).Key.Append(nil, plugintest.NewCtx(nil))), 0, func(ct *count, _ bool) bool { n = ct.n; return true })
 	if n != 0 || f.local.Len() != 1 {
 		t.Errorf("count %d in %d keys after every request left, want 0 in 1", n, f.local.Len())
 	}

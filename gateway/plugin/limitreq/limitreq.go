@@ -64,42 +64,29 @@ func (*Factory) Schema() *gateway.Schema { return schema }
 
 // Conf is a validated configuration.
 type Conf struct {
-	Rate             float64 `json:"rate"`
-	Burst            float64 `json:"burst"`
-	Key              string  `json:"key"`
-	KeyType          string  `json:"key_type"`
-	RejectedCode     int     `json:"rejected_code"`
-	RejectedMsg      string  `json:"rejected_msg"`
-	NoDelay          bool    `json:"nodelay"`
-	AllowDegradation bool    `json:"allow_degradation"`
-	redis.Conf
+	Rate    float64 `json:"rate"`
+	Burst   float64 `json:"burst"`
+	NoDelay bool    `json:"nodelay"`
+	limitkey.Conf
 }
 
 type instance struct {
-	f        *Factory
-	c        Conf
-	key      limitkey.Key
-	rejected gateway.Reply
-	failed   gateway.Reply
-	redis    *redis.Client
+	f *Factory
+	c Conf
+	limitkey.Limiter
 }
 
 // New builds an instance for scope.
 func (f *Factory) New(raw json.RawMessage, scope gateway.Scope) (any, error) {
-	c := Conf{KeyType: "var", RejectedCode: 503}
+	c := Conf{Conf: limitkey.Defaults}
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
-	in := &instance{f: f, c: c, key: limitkey.New(scope, raw, c.KeyType, c.Key, ""),
-		rejected: limitkey.Rejected(c.RejectedCode, c.RejectedMsg), failed: gateway.Reply{Status: 500}}
-	if c.Shared() {
-		rc, err := f.redis.Client(c.Conf)
-		if err != nil {
-			return nil, err
-		}
-		in.redis = rc
+	l, err := limitkey.NewLimiter(Name, f.log, f.redis, scope, raw, c.Conf)
+	if err != nil {
+		return nil, err
 	}
-	return in, nil
+	return &instance{f: f, c: c, Limiter: l}, nil
 }
 
 // bucket is one key's state: how many requests over the rate are queued
@@ -121,24 +108,19 @@ func Leak(excess float64, elapsed time.Duration, rate, burst float64) (float64, 
 // Access admits, delays or rejects the request.
 func (in *instance) Access(c gateway.Ctx) gateway.Reply {
 	var arr [128]byte
-	key := in.key.Append(arr[:0], c)
+	key := in.Key.Append(arr[:0], c)
 	var excess float64
 	var ok bool
-	if in.redis != nil {
+	if in.Redis != nil {
 		var err error
-		excess, ok, err = in.incomingRedis(string(key))
-		if err != nil {
-			in.f.log.Error("limit-req failed", "policy", in.c.Policy, "err", err)
-			if in.c.AllowDegradation {
-				return gateway.Reply{}
-			}
-			return in.failed
+		if excess, ok, err = in.incomingRedis(string(key)); err != nil {
+			return in.Failed(err)
 		}
 	} else {
 		excess, ok = in.incoming(unsafe.String(unsafe.SliceData(key), len(key)))
 	}
 	if !ok {
-		return in.rejected
+		return in.Rejected
 	}
 	if delay := time.Duration(excess / in.c.Rate * float64(time.Second)); delay >= time.Millisecond && !in.c.NoDelay {
 		in.f.sleep(delay)
@@ -193,7 +175,7 @@ func (in *instance) incomingRedis(key string) (float64, bool, error) {
 	if in.f.redisNow != nil {
 		now = in.f.redisNow().UnixMilli()
 	}
-	res, err := in.redis.Ints(script, []string{keyPrefix + key}, in.c.Rate*1000, in.c.Burst*1000, now)
+	res, err := in.Redis.Ints(script, []string{keyPrefix + key}, in.c.Rate*1000, in.c.Burst*1000, now)
 	if err != nil {
 		return 0, false, err
 	}

@@ -4,14 +4,18 @@
 // constant, the client address when that is empty, and a prefix naming
 // the plugin instance stably — the resource it is configured on and a
 // hash of its configuration, or a group — never a node-local version, so
-// every node counts the same key (APISIX #6760). And their rejection.
+// every node counts the same key (APISIX #6760). And their rejection,
+// and for limit-req and limit-conn the rest of an instance's plumbing:
+// their common configuration, the redis client and its failure reply.
 package limitkey
 
 import (
 	"encoding/json"
+	"log/slog"
 	"strconv"
 
 	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/gateway/plugin/redis"
 )
 
 // Key builds the counter key of a request.
@@ -61,4 +65,53 @@ func Rejected(code int, msg string) gateway.Reply {
 		return gateway.JSONReply(code, "error_msg", msg)
 	}
 	return gateway.Reply{Status: code}
+}
+
+// Conf is the configuration limit-req and limit-conn share.
+type Conf struct {
+	Key              string `json:"key"`
+	KeyType          string `json:"key_type"`
+	RejectedCode     int    `json:"rejected_code"`
+	RejectedMsg      string `json:"rejected_msg"`
+	AllowDegradation bool   `json:"allow_degradation"`
+	redis.Conf
+}
+
+// Defaults is Conf's schema defaults: key_type var, rejected_code 503.
+var Defaults = Conf{KeyType: "var", RejectedCode: 503}
+
+// Limiter is a limit-req or limit-conn instance's plumbing: its key, its
+// rejection and, for a shared policy, its redis client.
+type Limiter struct {
+	Key      Key
+	Rejected gateway.Reply
+	Redis    *redis.Client // nil: the counts are local
+	plugin   string
+	log      *slog.Logger
+	c        Conf
+}
+
+// NewLimiter returns the plumbing of plugin's instance configured with
+// raw (decoded as c) on scope; a shared policy takes its client from pool.
+func NewLimiter(plugin string, log *slog.Logger, pool *redis.Pool, scope gateway.Scope, raw json.RawMessage, c Conf) (Limiter, error) {
+	l := Limiter{Key: New(scope, raw, c.KeyType, c.Key, ""), Rejected: Rejected(c.RejectedCode, c.RejectedMsg),
+		plugin: plugin, log: log, c: c}
+	if c.Shared() {
+		rc, err := pool.Client(c.Conf)
+		if err != nil {
+			return Limiter{}, err
+		}
+		l.Redis = rc
+	}
+	return l, nil
+}
+
+// Failed logs a redis failure and returns the reply to it: none (the
+// request passes uncounted) with allow_degradation, else a 500.
+func (l *Limiter) Failed(err error) gateway.Reply {
+	l.log.Error(l.plugin+" failed", "policy", l.c.Policy, "err", err)
+	if l.c.AllowDegradation {
+		return gateway.Reply{}
+	}
+	return gateway.Reply{Status: 500}
 }
