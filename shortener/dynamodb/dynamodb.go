@@ -216,14 +216,20 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if !validKey(id) {
 		return shortener.ErrNotFound
 	}
+	return s.deleteItem(ctx, "delete link", id, key(id))
+}
+
+// deleteItem deletes the item under k if there is one (ErrNotFound if
+// not); op and id name it in the error.
+func (s *Store) deleteItem(ctx context.Context, op, id string, k map[string]types.AttributeValue) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	_, err := s.client.DeleteItem(ctx, &ddb.DeleteItemInput{
 		TableName:           &s.table,
-		Key:                 key(id),
+		Key:                 k,
 		ConditionExpression: aws.String("attribute_exists(" + AttrID + ")"),
 	})
-	return s.conditional("delete link", id, err, shortener.ErrNotFound)
+	return s.conditional(op, id, err, shortener.ErrNotFound)
 }
 
 // List scans the table, one Scan call per page, in DynamoDB's order (by

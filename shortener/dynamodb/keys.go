@@ -161,14 +161,7 @@ func (s *Store) DeleteKey(ctx context.Context, id string) error {
 	if !shortener.ValidKeyID(id) {
 		return shortener.ErrNotFound
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	_, err := s.client.DeleteItem(ctx, &ddb.DeleteItemInput{
-		TableName:           &s.table,
-		Key:                 keyItemKey(id),
-		ConditionExpression: aws.String("attribute_exists(" + AttrID + ")"),
-	})
-	return s.conditional("delete key", id, err, shortener.ErrNotFound)
+	return s.deleteItem(ctx, "delete key", id, keyItemKey(id))
 }
 
 // TouchKey sets the key's last use to t when that is later than the
