@@ -73,29 +73,38 @@ func TestParseResponse(t *testing.T) {
 	}
 }
 
-// Through the meter, DynamoDB Local's own figures are counted: item sizes
-// by DynamoDB's rules (names plus values), writes rounded up to 1 KB,
-// eventually consistent reads to half a unit per 4 KB.
-func TestMeterAgainstDynamoDBLocal(t *testing.T) {
+// meteredTable starts a meter in front of DynamoDB Local and creates a
+// table named after prefix there, deleted when the test ends; it returns
+// clients to DynamoDB Local direct and through the meter.
+func meteredTable(t *testing.T, prefix string) (ctx context.Context, m *meter, direct, metered *ddb.Client, table string) {
+	t.Helper()
 	endpoint := testdep.Env(t, testdep.DynamoDBEndpoint)
 	target, _ := url.Parse(endpoint)
-	m := newMeter(target)
+	m = newMeter(target)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go http.Serve(ln, m)
 	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("t", "t", "")}
-	direct := dynamodb.NewClient(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(endpoint) })
-	metered := dynamodb.NewClient(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String("http://" + ln.Addr().String()) })
+	direct = dynamodb.NewClient(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	metered = dynamodb.NewClient(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String("http://" + ln.Addr().String()) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	table := "meter-" + time.Now().Format("150405.000000")
+	t.Cleanup(cancel)
+	table = prefix + "-" + time.Now().Format("150405.000000")
 	if err := dynamodb.CreateTable(ctx, direct, table, true, time.Minute, nopWriter{}); err != nil {
 		t.Fatal(err)
 	}
-	defer direct.DeleteTable(ctx, &ddb.DeleteTableInput{TableName: &table})
+	t.Cleanup(func() { direct.DeleteTable(ctx, &ddb.DeleteTableInput{TableName: &table}) })
+	return ctx, m, direct, metered, table
+}
+
+// Through the meter, DynamoDB Local's own figures are counted: item sizes
+// by DynamoDB's rules (names plus values), writes rounded up to 1 KB,
+// eventually consistent reads to half a unit per 4 KB.
+func TestMeterAgainstDynamoDBLocal(t *testing.T) {
+	ctx, m, _, metered, table := meteredTable(t, "meter")
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	// shortURL (8) + "abcdefghij" (10) + originalURL (11) + 996 = 1025 bytes: 2 write units.
 	item := map[string]types.AttributeValue{"shortURL": s("abcdefghij"), "originalURL": s(strings.Repeat("x", 996))}
@@ -105,7 +114,7 @@ func TestMeterAgainstDynamoDBLocal(t *testing.T) {
 	if _, err := metered.GetItem(ctx, &ddb.GetItemInput{TableName: &table, Key: map[string]types.AttributeValue{"shortURL": s("abcdefghij")}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = metered.PutItem(ctx, &ddb.PutItemInput{TableName: &table, Item: item, ConditionExpression: aws.String("attribute_not_exists(shortURL)")})
+	_, err := metered.PutItem(ctx, &ddb.PutItemInput{TableName: &table, Item: item, ConditionExpression: aws.String("attribute_not_exists(shortURL)")})
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
 		t.Fatalf("conditional put: %v, want ConditionalCheckFailedException", err)
@@ -128,25 +137,7 @@ func TestMeterAgainstDynamoDBLocal(t *testing.T) {
 // refused conditional writes sized by the existing item, a cancelled
 // transaction, keys a batch did not find.
 func TestComputedUnitsAgainstDynamoDBLocal(t *testing.T) {
-	endpoint := testdep.Env(t, testdep.DynamoDBEndpoint)
-	target, _ := url.Parse(endpoint)
-	m := newMeter(target)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go http.Serve(ln, m)
-	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("t", "t", "")}
-	direct := dynamodb.NewClient(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String(endpoint) })
-	metered := dynamodb.NewClient(cfg, func(o *ddb.Options) { o.BaseEndpoint = aws.String("http://" + ln.Addr().String()) })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	table := "units-" + time.Now().Format("150405.000000")
-	if err := dynamodb.CreateTable(ctx, direct, table, true, time.Minute, nopWriter{}); err != nil {
-		t.Fatal(err)
-	}
-	defer direct.DeleteTable(ctx, &ddb.DeleteTableInput{TableName: &table})
+	ctx, m, direct, metered, table := meteredTable(t, "units")
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
 	b := func(n int) types.AttributeValue { return &types.AttributeValueMemberB{Value: make([]byte, n)} }
