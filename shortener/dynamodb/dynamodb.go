@@ -159,14 +159,20 @@ func (s *Store) Create(ctx context.Context, l shortener.Link) error {
 	if err := checkItem(l); err != nil {
 		return err
 	}
+	return s.putNew(ctx, "create link", l.ID, encode(l))
+}
+
+// putNew writes item unless one exists under its key (ErrConflict); op
+// and id name it in the error.
+func (s *Store) putNew(ctx context.Context, op, id string, item map[string]types.AttributeValue) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	_, err := s.client.PutItem(ctx, &ddb.PutItemInput{
 		TableName:           &s.table,
-		Item:                encode(l),
+		Item:                item,
 		ConditionExpression: aws.String("attribute_not_exists(" + AttrID + ")"),
 	})
-	return s.conditional("create link", l.ID, err, shortener.ErrConflict)
+	return s.conditional(op, id, err, shortener.ErrConflict)
 }
 
 // conditional maps the outcome of a conditional write: a failed

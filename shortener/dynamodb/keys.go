@@ -88,14 +88,7 @@ func (s *Store) CreateKey(ctx context.Context, k shortener.APIKey) error {
 	if !shortener.ValidKeyID(k.ID) {
 		return shortener.Errorf(shortener.InvalidParameter, "invalid key id")
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	_, err := s.client.PutItem(ctx, &ddb.PutItemInput{
-		TableName:           &s.table,
-		Item:                encodeKeyItem(k),
-		ConditionExpression: aws.String("attribute_not_exists(" + AttrID + ")"),
-	})
-	return s.conditional("create key", k.ID, err, shortener.ErrConflict)
+	return s.putNew(ctx, "create key", k.ID, encodeKeyItem(k))
 }
 
 // GetKey reads the key's item, strongly consistent.
