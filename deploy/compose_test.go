@@ -380,7 +380,13 @@ func TestComposeGatewayClusterOnLoopback(t *testing.T) {
 	if len(gateways) != 2 {
 		t.Fatalf("gateways %v, want two", gateways)
 	}
-	// Both nodes serve both routes (gateway-2 got them from etcd).
+	// Both nodes serve both routes (gateway-2 got them from etcd). Each
+	// route reaches a node's router on its own watch event, so wait for
+	// both on both nodes before counting.
+	for _, g := range gateways {
+		eventually(t, l.procs[g].url+"/anything/das", http.StatusOK)
+		eventually(t, l.procs[g].url+"/hello", http.StatusOK)
+	}
 	remaining := -1
 	for i := range 4 {
 		g := l.procs[gateways[i%2]]
