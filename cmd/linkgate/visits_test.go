@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/shortener/dynamodb"
 	"github.com/linkgate/linkgate/shortener/pebble"
 )
@@ -159,16 +160,13 @@ func TestMaxVisitsOnDynamoDB(t *testing.T) {
 	if status, _, body := call(t, "GET", a.URL+"/max-visits-3", ""); status != http.StatusGone {
 		t.Errorf("4th visit on the same instance: %d %s, want 410 at once", status, body)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		_, _, metrics := call(t, "GET", a.URL+"/metrics", "")
-		if m := flushedRE.FindStringSubmatch(metrics); m != nil && m[1] == "3" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("visits not flushed within 20s:\n%s", grep(metrics, "linkgate_visits"))
-		}
-		time.Sleep(50 * time.Millisecond)
+	var metrics string
+	if !eventually.Within(20*time.Second, func() bool {
+		_, _, metrics = call(t, "GET", a.URL+"/metrics", "")
+		m := flushedRE.FindStringSubmatch(metrics)
+		return m != nil && m[1] == "3"
+	}) {
+		t.Fatalf("visits not flushed within 20s:\n%s", grep(metrics, "linkgate_visits"))
 	}
 	b := startServe(t, nil, args...)
 	if status, _, body := call(t, "GET", b.URL+"/max-visits-3", ""); status != http.StatusGone {

@@ -67,13 +67,14 @@ func procGateway(t *testing.T) (addr, tlsAddr string, pid int) {
 			<-done
 		}
 	})
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if m := listeningLine.FindStringSubmatch(stderr.String()); m != nil {
-			return m[1], m[2], cmd.Process.Pid
-		}
+	var m []string
+	if !eventually.Within(20*time.Second, func() bool {
+		m = listeningLine.FindStringSubmatch(stderr.String())
+		return m != nil
+	}) {
+		t.Fatalf("gateway did not start:\n%s", stderr.String())
 	}
-	t.Fatalf("gateway did not start:\n%s", stderr.String())
-	return "", "", 0
+	return m[1], m[2], cmd.Process.Pid
 }
 
 const adminKeyForProc = "edd1c9f034335f136f87ad84b625c8f1"

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/httpapi"
 )
@@ -116,33 +117,22 @@ func TestKeyRevocation(t *testing.T) {
 			t.Fatalf("create before the revocation: %d %q", r.Status, r.Body)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var got keyBody
+	var listed string
+	if !eventually.Within(10*time.Second, func() bool {
 		r := a.do(t, "GET", "/api/v1/keys", "", "X-API-Key", "root")
+		listed = r.Body
 		var list struct{ Keys []keyBody }
 		json.Unmarshal([]byte(r.Body), &list)
-		if len(list.Keys) == 1 {
-			got = list.Keys[0]
-		}
-		if got.LastUsed != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("last_used never set: %q", r.Body)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return len(list.Keys) == 1 && list.Keys[0].LastUsed != nil
+	}) {
+		t.Fatalf("last_used never set: %q", listed)
 	}
 	if r := a.do(t, "DELETE", "/api/v1/keys/"+k.ID, "", "X-API-Key", "root"); r.Status != 204 {
 		t.Fatalf("revoke: %d %q", r.Status, r.Body)
 	}
 	wantError(t, a.do(t, "POST", "/api/v1/links", body, "X-API-Key", k.Token), 401, "unauthorized")
-	revoked := time.Now()
-	for b.do(t, "POST", "/api/v1/links", body, "X-API-Key", k.Token).Status != 401 {
-		if time.Since(revoked) > httpapi.KeyTTL+2*time.Second {
-			t.Fatal("the other instance still takes the revoked key")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, httpapi.KeyTTL+2*time.Second, "the other instance to refuse the revoked key", func() bool {
+		return b.do(t, "POST", "/api/v1/links", body, "X-API-Key", k.Token).Status == 401
+	})
 	wantError(t, a.do(t, "DELETE", "/api/v1/keys/"+k.ID, "", "X-API-Key", "root"), 404, "not_found")
 }
