@@ -278,12 +278,11 @@ func readCSV(cols map[string][]string, r io.Reader, fn func(importLine) error) e
 		return fmt.Errorf("line 1: no URL column (one of %q) in the header %q", cols["url"], head)
 	}
 	for {
-		line, _ := cr.FieldPos(0)
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
-		l := importLine{Line: line + 1}
+		var l importLine
 		if err != nil {
 			var pe *csv.ParseError
 			if !errors.As(err, &pe) {
@@ -291,6 +290,9 @@ func readCSV(cols map[string][]string, r io.Reader, fn func(importLine) error) e
 			}
 			l.Line, l.Err = pe.Line, pe.Err
 		} else {
+			// The record just read has at least one field; asking before
+			// the read panicked when the previous one had failed.
+			l.Line, _ = cr.FieldPos(0)
 			l.Rec, l.Err = csvRecord(at, rec)
 		}
 		if err := fn(l); err != nil {
