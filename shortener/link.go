@@ -8,11 +8,33 @@ import "time"
 // UTC, so every store round-trips them exactly.
 type Link struct {
 	ID        string    // generated id or custom slug; see ValidID
-	URL       string    // target, validated by URLPolicy when created
+	URL       string    // target, validated by URLPolicy when created or edited
 	CreatedAt time.Time // when it was created
 	ExpiresAt time.Time // after this instant it answers 410; zero: never
 	MaxVisits int64     // visit limit, 0: unlimited
 	Visits    int64     // visits recorded in the store so far
+	// Tags label the link for listing (ValidateTags: sorted, distinct);
+	// nil: none. The redirect path never reads them.
+	Tags []string
+	// ForwardQuery says whether a visitor's query string is added to the
+	// target (AppendForwardQuery); ForwardDefault follows the server's
+	// setting.
+	ForwardQuery Forward
+}
+
+// Forward is a link's query-forwarding setting.
+type Forward uint8
+
+const (
+	ForwardDefault Forward = iota // as the server is configured (--forward-query)
+	ForwardOn                     // the visitor's query string is added to the target
+	ForwardOff                    // the target is used as it is
+)
+
+// Enabled reports whether a link with this setting forwards the query
+// string on a server whose default is def.
+func (f Forward) Enabled(def bool) bool {
+	return f == ForwardOn || f == ForwardDefault && def
 }
 
 // Expired reports whether the link no longer redirects at now: its expiry

@@ -54,11 +54,45 @@ func (s *Service) Policy() URLPolicy { return s.policy }
 
 // CreateRequest is a request for a new link.
 type CreateRequest struct {
-	URL       string    // target; checked against the URLPolicy
-	Slug      string    // custom id; "" generates one
-	ExpiresAt time.Time // zero: never expires; else must be in the future
-	MaxVisits int64     // 0: unlimited; negative is invalid
-	Host      string    // Host the request arrived with, for the self-reference check
+	URL          string    // target; checked against the URLPolicy
+	Slug         string    // custom id; "" generates one
+	ExpiresAt    time.Time // zero: never expires; else must be in the future
+	MaxVisits    int64     // 0: unlimited; negative is invalid
+	Tags         []string  // see ValidateTags
+	ForwardQuery Forward   // ForwardDefault: as the server is configured
+	Host         string    // Host the request arrived with, for the self-reference check
+}
+
+// check validates the fields a create or an edit sets (nil: not set) and
+// puts them in their stored form: one set of rules for both. host is the
+// request's Host, for the self-reference check.
+func (s *Service) check(now time.Time, u *LinkUpdate, host string) error {
+	if u.URL != nil {
+		if err := s.policy.Check(*u.URL, host); err != nil {
+			return err
+		}
+	}
+	if u.MaxVisits != nil && *u.MaxVisits < 0 {
+		return Errorf(InvalidParameter, "max_visits must be 0 (unlimited) or more")
+	}
+	if u.ExpiresAt != nil && !u.ExpiresAt.IsZero() {
+		t := u.ExpiresAt.UTC().Truncate(time.Second)
+		if !t.After(now) {
+			return Errorf(InvalidParameter, "expires_at must be in the future")
+		}
+		u.ExpiresAt = &t
+	}
+	if u.Tags != nil {
+		tags, err := ValidateTags(*u.Tags)
+		if err != nil {
+			return err
+		}
+		u.Tags = &tags
+	}
+	if u.ForwardQuery != nil && *u.ForwardQuery > ForwardOff {
+		return Errorf(InvalidParameter, "unknown forward_query setting %d", *u.ForwardQuery)
+	}
+	return nil
 }
 
 // Create validates req and stores a new link. A custom slug that is taken
@@ -66,20 +100,13 @@ type CreateRequest struct {
 // up to the configured number of attempts, then Unavailable. The returned
 // link is durable.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (Link, error) {
-	if err := s.policy.Check(req.URL, req.Host); err != nil {
+	now := s.now().UTC().Truncate(time.Second)
+	f := LinkUpdate{URL: &req.URL, ExpiresAt: &req.ExpiresAt, MaxVisits: &req.MaxVisits, Tags: &req.Tags, ForwardQuery: &req.ForwardQuery}
+	if err := s.check(now, &f, req.Host); err != nil {
 		return Link{}, err
 	}
-	now := s.now().UTC().Truncate(time.Second)
-	l := Link{URL: req.URL, CreatedAt: now, MaxVisits: req.MaxVisits}
-	if req.MaxVisits < 0 {
-		return Link{}, Errorf(InvalidParameter, "max_visits must be 0 (unlimited) or more")
-	}
-	if !req.ExpiresAt.IsZero() {
-		l.ExpiresAt = req.ExpiresAt.UTC().Truncate(time.Second)
-		if !l.ExpiresAt.After(now) {
-			return Link{}, Errorf(InvalidParameter, "expires_at must be in the future")
-		}
-	}
+	l := Link{CreatedAt: now}
+	f.Apply(&l)
 	if req.Slug != "" {
 		if err := ValidateSlug(req.Slug); err != nil {
 			return Link{}, err
@@ -179,6 +206,31 @@ func (s *Service) addPending(l *Link, id []byte) {
 // expired reads the clock only for links that can expire.
 func (s *Service) expired(l Link) bool {
 	return (l.MaxVisits > 0 || !l.ExpiresAt.IsZero()) && l.Expired(s.now())
+}
+
+// Update validates u as Create validates a new link's fields and applies
+// it to the link under id, keeping its id, creation time and statistics.
+// It returns the link as stored after the edit; ErrNotFound if there is
+// none. host is the request's Host, for the self-reference check.
+func (s *Service) Update(ctx context.Context, id string, u LinkUpdate, host string) (Link, error) {
+	if !ValidID(id) {
+		return Link{}, ErrNotFound
+	}
+	if err := s.check(s.now().UTC().Truncate(time.Second), &u, host); err != nil {
+		return Link{}, err
+	}
+	if u == (LinkUpdate{}) {
+		return s.Get(ctx, id) // nothing to change
+	}
+	up, ok := s.store.(Updater)
+	if !ok {
+		return Link{}, ErrNotEditable
+	}
+	l, err := up.Update(ctx, id, u)
+	if err != nil {
+		return Link{}, storeError("update link", err)
+	}
+	return l, nil
 }
 
 // Delete removes the link under id; ErrNotFound if there is none.

@@ -1,6 +1,9 @@
 package shortener
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store keeps links. Implementations (bolt, dynamodb, and decorators such as
 // a read cache) must be safe for concurrent use and pass storetest.Run.
@@ -68,6 +71,58 @@ type URLAppender interface {
 	// other fields (ID and URL left empty). It must not retain id or dst:
 	// id may alias a request buffer that is reused after the call.
 	AppendURL(ctx context.Context, dst, id []byte) ([]byte, Link, error)
+}
+
+// LinkUpdate is an edit of a link: each non-nil field is the new value
+// of that field (a zero ExpiresAt: never; a zero MaxVisits: unlimited; an
+// empty Tags: none). ID, CreatedAt, Visits and the statistics are never
+// edited.
+type LinkUpdate struct {
+	URL          *string
+	ExpiresAt    *time.Time
+	MaxVisits    *int64
+	Tags         *[]string
+	ForwardQuery *Forward
+}
+
+// Apply sets l's fields to the update's.
+func (u LinkUpdate) Apply(l *Link) {
+	if u.URL != nil {
+		l.URL = *u.URL
+	}
+	if u.ExpiresAt != nil {
+		l.ExpiresAt = *u.ExpiresAt
+	}
+	if u.MaxVisits != nil {
+		l.MaxVisits = *u.MaxVisits
+	}
+	if u.Tags != nil {
+		l.Tags = *u.Tags
+		if len(l.Tags) == 0 {
+			l.Tags = nil
+		}
+	}
+	if u.ForwardQuery != nil {
+		l.ForwardQuery = *u.ForwardQuery
+	}
+}
+
+// ErrNotEditable answers an edit of a store that is not an Updater.
+var ErrNotEditable = &Error{Code: Internal, Message: "this store cannot edit links"}
+
+// Updater is the Store extension that edits links in place. Every store
+// of this module implements it; the Service answers ErrNotEditable for one
+// that does not.
+type Updater interface {
+	// Update applies u to the link under id as one atomic step and
+	// returns the link as stored after it, or an error matching
+	// ErrNotFound if there is none. It never creates a link: an update
+	// racing with a Delete either happens before it (and is deleted) or
+	// finds nothing. Two concurrent updates of different fields both take
+	// effect, and visits recorded meanwhile are kept. Once it returns,
+	// Get answers the new fields (decorators such as caches update
+	// themselves before returning). u has been validated by the Service.
+	Update(ctx context.Context, id string, u LinkUpdate) (Link, error)
 }
 
 // LinkRecord is a link with its visit statistics: what exports, imports

@@ -18,10 +18,11 @@
 //
 // Consistency: this instance's own writes are seen at once — Create puts
 // the new link in the cache (so it resolves even if the store's reads are
-// eventually consistent) and drops a remembered miss, Delete drops the
-// entry before returning. Writes made through other instances are not: a
-// link deleted elsewhere keeps resolving here for at most TTL, and a link
-// created elsewhere may answer not-found here for at most NegativeTTL.
+// eventually consistent) and drops a remembered miss, Update puts the
+// edited link in it, Delete drops the entry before returning. Writes made
+// through other instances are not: a link deleted or edited elsewhere keeps
+// resolving here as it was for at most TTL, and a link created elsewhere
+// may answer not-found here for at most NegativeTTL.
 // Expiry and visit limits stay exact, since the Service checks them on every
 // read against the cached link's own fields.
 package cache
@@ -30,10 +31,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -48,6 +51,7 @@ var (
 	_ shortener.Store       = (*Store)(nil)
 	_ shortener.KeyStore    = (*Store)(nil)
 	_ shortener.URLAppender = (*Store)(nil)
+	_ shortener.Updater     = (*Store)(nil)
 )
 
 // Options configure a cache.
@@ -90,7 +94,11 @@ type Store struct {
 	negTTL             time.Duration
 	// deletes counts local deletes, so that a Create that races with a
 	// Delete of the same id never leaves the deleted link cached.
-	deletes    atomic.Uint64
+	deletes atomic.Uint64
+	// writes serialises this instance's updates and deletes of an id
+	// (by a hash of it) from the store call to the cache change, so the
+	// cache ends with the store's last word.
+	writes     [64]sync.Mutex
 	refreshing atomic.Int64 // background reloads in flight
 	logger     *slog.Logger // nil: none
 	m          *metrics
@@ -286,10 +294,39 @@ func (c *Store) Create(ctx context.Context, l shortener.Link) error {
 // Delete removes the link from the store and the cache; once it returns,
 // this instance no longer resolves it.
 func (c *Store) Delete(ctx context.Context, id string) error {
+	mu := c.writeLock(id)
+	mu.Lock()
+	defer mu.Unlock()
 	err := c.store.Delete(ctx, id)
 	c.deletes.Add(1)
 	c.cache.Invalidate(id) // also discards a load of id in flight
 	return err
+}
+
+// Update edits the link in the store and caches the edited link, so this
+// instance redirects to the new target at once (even if the store's reads
+// lag). A failed edit drops the entry: the store may or may not have it.
+func (c *Store) Update(ctx context.Context, id string, u shortener.LinkUpdate) (shortener.Link, error) {
+	up, ok := c.store.(shortener.Updater)
+	if !ok {
+		return shortener.Link{}, shortener.ErrNotEditable
+	}
+	mu := c.writeLock(id)
+	mu.Lock()
+	defer mu.Unlock()
+	l, err := up.Update(ctx, id, u)
+	if err != nil {
+		c.cache.Invalidate(id)
+		return shortener.Link{}, err
+	}
+	c.cache.Set(id, entry{link: l, found: true}) // also discards a load of id in flight
+	return l, nil
+}
+
+var writeSeed = maphash.MakeSeed()
+
+func (c *Store) writeLock(id string) *sync.Mutex {
+	return &c.writes[maphash.String(writeSeed, id)%uint64(len(c.writes))]
 }
 
 // List is not cached.

@@ -39,7 +39,10 @@ import (
 	"github.com/linkgate/linkgate/shortener"
 )
 
-var _ shortener.Store = (*Store)(nil)
+var (
+	_ shortener.Store   = (*Store)(nil)
+	_ shortener.Updater = (*Store)(nil)
+)
 
 // DefaultTable is the seed's table name.
 const DefaultTable = "goUrlShortener"
@@ -213,6 +216,102 @@ func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
 		return shortener.Link{}, fmt.Errorf("get link %q: malformed item: %w", id, err)
 	}
 	s.visits.noticeLegacy(id, out.Item)
+	return l, nil
+}
+
+// Update edits the item under id with one conditional UpdateItem:
+// attribute_exists(shortURL) makes a missing link ErrNotFound (an edit
+// never creates an item, so it cannot bring back a link deleted
+// meanwhile). It SETs the attributes u changes and REMOVEs those it makes
+// zero, touching no other attribute: concurrent edits of other fields and
+// the visit counters are kept. The answer is the item after the edit
+// (ReturnValues ALL_NEW), so no read follows.
+func (s *Store) Update(ctx context.Context, id string, u shortener.LinkUpdate) (shortener.Link, error) {
+	if !validKey(id) {
+		return shortener.Link{}, shortener.ErrNotFound
+	}
+	// What the edit sets must fit an item on its own.
+	var part shortener.Link
+	u.Apply(&part)
+	part.ID = id
+	if err := checkItem(part); err != nil {
+		return shortener.Link{}, err
+	}
+	names := map[string]string{"#id": AttrID}
+	values := map[string]types.AttributeValue{}
+	var set, remove []string
+	field := func(name string, v types.AttributeValue) {
+		ref := fmt.Sprintf("#a%d", len(names))
+		names[ref] = name
+		if v == nil {
+			remove = append(remove, ref)
+			return
+		}
+		values[":"+ref[1:]] = v
+		set = append(set, ref+" = :"+ref[1:])
+	}
+	if u.URL != nil {
+		field(AttrURL, &types.AttributeValueMemberS{Value: *u.URL})
+	}
+	if u.ExpiresAt != nil {
+		var v types.AttributeValue
+		if !u.ExpiresAt.IsZero() {
+			v = number(u.ExpiresAt.Unix())
+		}
+		field(AttrExpiresAt, v)
+	}
+	if u.MaxVisits != nil {
+		var v types.AttributeValue
+		if *u.MaxVisits != 0 {
+			v = number(*u.MaxVisits)
+		}
+		field(AttrMaxVisits, v)
+	}
+	if u.Tags != nil {
+		var v types.AttributeValue
+		if len(*u.Tags) > 0 {
+			v = &types.AttributeValueMemberSS{Value: *u.Tags}
+		}
+		field(AttrTags, v)
+	}
+	if u.ForwardQuery != nil {
+		var v types.AttributeValue
+		if *u.ForwardQuery != shortener.ForwardDefault {
+			v = number(int64(*u.ForwardQuery))
+		}
+		field(AttrForward, v)
+	}
+	expr := ""
+	if len(set) > 0 {
+		expr = "SET " + strings.Join(set, ", ")
+	}
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
+	}
+	in := &ddb.UpdateItemInput{
+		TableName:                &s.table,
+		Key:                      key(id),
+		ConditionExpression:      aws.String("attribute_exists(#id)"),
+		ExpressionAttributeNames: names,
+		ReturnValues:             types.ReturnValueAllNew,
+	}
+	if expr == "" { // nothing to change (the Service sends no such edit)
+		return s.Get(ctx, id)
+	}
+	in.UpdateExpression = aws.String(strings.TrimSpace(expr))
+	if len(values) > 0 {
+		in.ExpressionAttributeValues = values
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	out, err := s.client.UpdateItem(ctx, in)
+	if err := s.conditional("update link", id, err, shortener.ErrNotFound); err != nil {
+		return shortener.Link{}, err
+	}
+	l, err := decode(out.Attributes)
+	if err != nil {
+		return shortener.Link{}, fmt.Errorf("update link %q: malformed item: %w", id, err)
+	}
 	return l, nil
 }
 

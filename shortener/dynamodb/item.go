@@ -3,6 +3,7 @@ package dynamodb
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -17,12 +18,14 @@ import (
 // either program writes resolve in the other. The rest are linkgate's and
 // are left out when zero; the seed's app ignores them.
 const (
-	AttrID        = "shortURL"    // S, the partition key
-	AttrURL       = "originalURL" // S
-	AttrCreatedAt = "createdAt"   // N, Unix seconds
-	AttrExpiresAt = "expiresAt"   // N, Unix seconds; the table's TTL attribute
-	AttrMaxVisits = "maxVisits"   // N
-	AttrVisits    = "visits"      // N, a counter (UpdateItem ADD)
+	AttrID        = "shortURL"     // S, the partition key
+	AttrURL       = "originalURL"  // S
+	AttrCreatedAt = "createdAt"    // N, Unix seconds
+	AttrExpiresAt = "expiresAt"    // N, Unix seconds; the table's TTL attribute
+	AttrMaxVisits = "maxVisits"    // N
+	AttrVisits    = "visits"       // N, a counter (UpdateItem ADD)
+	AttrTags      = "tags"         // SS, the link's tags
+	AttrForward   = "forwardQuery" // N, shortener.Forward (1 on, 2 off)
 )
 
 // DynamoDB limits (developer guide, "Quotas"): a partition key is 1 to 2048
@@ -55,6 +58,15 @@ func itemSize(l shortener.Link) int {
 	}
 	if l.Visits != 0 {
 		n += len(AttrVisits) + number
+	}
+	if len(l.Tags) > 0 {
+		n += len(AttrTags)
+		for _, t := range l.Tags {
+			n += len(t)
+		}
+	}
+	if l.ForwardQuery != shortener.ForwardDefault {
+		n += len(AttrForward) + number
 	}
 	return n
 }
@@ -100,6 +112,12 @@ func encode(l shortener.Link) map[string]types.AttributeValue {
 	if l.Visits != 0 {
 		item[AttrVisits] = number(l.Visits)
 	}
+	if len(l.Tags) > 0 {
+		item[AttrTags] = &types.AttributeValueMemberSS{Value: l.Tags}
+	}
+	if l.ForwardQuery != shortener.ForwardDefault {
+		item[AttrForward] = number(int64(l.ForwardQuery))
+	}
 	return item
 }
 
@@ -130,7 +148,31 @@ func decode(item map[string]types.AttributeValue) (shortener.Link, error) {
 	if l.Visits, err = integer(item, AttrVisits); err != nil {
 		return l, err
 	}
+	if l.Tags, err = stringSet(item, AttrTags); err != nil {
+		return l, err
+	}
+	f, err := integer(item, AttrForward)
+	if err != nil {
+		return l, err
+	}
+	if f < 0 || f > int64(shortener.ForwardOff) {
+		return l, fmt.Errorf("attribute %s = %d is not a forward-query setting", AttrForward, f)
+	}
+	l.ForwardQuery = shortener.Forward(f)
 	return l, nil
+}
+
+// stringSet reads a string set, sorted (DynamoDB keeps no order); nil
+// when missing.
+func stringSet(item map[string]types.AttributeValue, name string) ([]string, error) {
+	switch v := item[name].(type) {
+	case nil:
+		return nil, nil
+	case *types.AttributeValueMemberSS:
+		return slices.Sorted(slices.Values(v.Value)), nil
+	default:
+		return nil, fmt.Errorf("attribute %s is %T, want a string set", name, v)
+	}
 }
 
 func str(item map[string]types.AttributeValue, name string) (string, error) {

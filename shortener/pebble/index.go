@@ -203,11 +203,6 @@ func (a *arena) append(id, val []byte) (uint64, error) {
 	return off, nil
 }
 
-func uvarintLen(n int) int {
-	var b [binary.MaxVarintLen64]byte
-	return binary.PutUvarint(b[:], uint64(n))
-}
-
 // put makes val (copied) the value of id.
 func (ix *index) put(id, val []byte) error {
 	ix.mu.Lock()

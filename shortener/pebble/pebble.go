@@ -12,8 +12,9 @@
 // A create is committed with pebble.Sync: Create returns only once its WAL
 // record is fdatasync'ed (concurrent creates share the sync). So are
 // deletes and visit flushes. Create checks that the id is free, under a
-// small in-memory reservation of the ids being created or deleted, so two
-// concurrent creates of one id never both succeed.
+// small in-memory reservation of the ids being created, edited or deleted,
+// so two concurrent creates of one id never both succeed, and an edit is a
+// read-modify-write no other write of the id can interleave with.
 //
 // # Key layout
 //
@@ -65,6 +66,7 @@ var (
 	_ shortener.Store       = (*Store)(nil)
 	_ shortener.URLAppender = (*Store)(nil)
 	_ shortener.VisitStore  = (*Store)(nil)
+	_ shortener.Updater     = (*Store)(nil)
 )
 
 // Record kinds, the first byte of every key.
@@ -434,6 +436,53 @@ func (s *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortene
 		l.Visits += n
 	}
 	return dst, l, nil
+}
+
+// Update edits the link under id: a read, the edit and a synced write, all
+// under the id's reservation, which creates and deletes take too, so an
+// update can neither lose another's change nor bring back a link deleted
+// meanwhile. Statistics live under their own key and are merged there by
+// visits, so they are kept, as is the CreatedAt that visits are checked
+// against.
+func (s *Store) Update(ctx context.Context, id string, u shortener.LinkUpdate) (shortener.Link, error) {
+	release, err := s.res.acquire(ctx, id)
+	if err != nil {
+		return shortener.Link{}, fmt.Errorf("update link %q: %w", id, err)
+	}
+	defer release()
+	kb := s.keys.Get().(*[]byte)
+	defer s.keys.Put(kb)
+	v, done, found, err := s.value(kb, []byte(id))
+	switch {
+	case err != nil:
+		return shortener.Link{}, unavailable(fmt.Sprintf("update link %q", id), err)
+	case !found:
+		return shortener.Link{}, shortener.ErrNotFound
+	}
+	l, err := decodeLink(id, v)
+	done()
+	if err != nil {
+		return shortener.Link{}, fmt.Errorf("update link %q: %w", id, err)
+	}
+	u.Apply(&l)
+	b := s.db.NewBatch()
+	defer b.Close()
+	val := appendLink(nil, &l)
+	if err := b.Set(appendKey(nil, kindLink, id), val, nil); err != nil {
+		return shortener.Link{}, unavailable(fmt.Sprintf("update link %q", id), err)
+	}
+	if err := s.commit(b, pebbledb.Sync); err != nil {
+		return shortener.Link{}, unavailable(fmt.Sprintf("update link %q", id), err)
+	}
+	s.indexed(id, val)
+	if l.MaxVisits > 0 {
+		n, err := storedVisits(s, kb, id)
+		if err != nil {
+			return shortener.Link{}, fmt.Errorf("update link %q: %w", id, err)
+		}
+		l.Visits += n
+	}
+	return l, nil
 }
 
 // Delete removes the link under id and its statistics.

@@ -16,6 +16,7 @@ var (
 	_ shortener.Store       = (*Store)(nil)
 	_ shortener.URLAppender = (*Store)(nil)
 	_ shortener.VisitStore  = (*Store)(nil)
+	_ shortener.Updater     = (*Store)(nil)
 )
 
 type op int
@@ -28,10 +29,11 @@ const (
 	opPing
 	opAddVisits
 	opVisitStats
+	opUpdate
 	numOps
 )
 
-var opNames = [numOps]string{"create", "get", "delete", "list", "ping", "add_visits", "visit_stats"}
+var opNames = [numOps]string{"create", "get", "delete", "list", "ping", "add_visits", "visit_stats", "update"}
 
 type result int
 
@@ -134,6 +136,18 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	err := s.inner.Delete(ctx, id)
 	s.observe(opDelete, start, err)
 	return err
+}
+
+// Update times the inner store's Update.
+func (s *Store) Update(ctx context.Context, id string, u shortener.LinkUpdate) (shortener.Link, error) {
+	up, ok := s.inner.(shortener.Updater)
+	if !ok {
+		return shortener.Link{}, shortener.ErrNotEditable
+	}
+	start := now()
+	l, err := up.Update(ctx, id, u)
+	s.observe(opUpdate, start, err)
+	return l, err
 }
 
 func (s *Store) List(ctx context.Context, cursor string, limit int) (shortener.Page, error) {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) shortener.Store) {
 		})
 	}
 	runVisits(t, newStore)
+	runUpdates(t, newStore)
 	runKeys(t, newStore)
 }
 
@@ -80,12 +82,13 @@ func mustGet(t *testing.T, s shortener.Store, id string) shortener.Link {
 // instants. Adapter tests may use it too.
 func Equal(a, b shortener.Link) bool {
 	return a.ID == b.ID && a.URL == b.URL && a.CreatedAt.Equal(b.CreatedAt) &&
-		a.ExpiresAt.Equal(b.ExpiresAt) && a.MaxVisits == b.MaxVisits && a.Visits == b.Visits
+		a.ExpiresAt.Equal(b.ExpiresAt) && a.MaxVisits == b.MaxVisits && a.Visits == b.Visits &&
+		slices.Equal(a.Tags, b.Tags) && a.ForwardQuery == b.ForwardQuery
 }
 
 func fmtLink(l shortener.Link) string {
-	return fmt.Sprintf("{ID:%q URL:%q CreatedAt:%s ExpiresAt:%s MaxVisits:%d Visits:%d}",
-		l.ID, l.URL, l.CreatedAt.Format(time.RFC3339Nano), l.ExpiresAt.Format(time.RFC3339Nano), l.MaxVisits, l.Visits)
+	return fmt.Sprintf("{ID:%q URL:%q CreatedAt:%s ExpiresAt:%s MaxVisits:%d Visits:%d Tags:%q ForwardQuery:%d}",
+		l.ID, l.URL, l.CreatedAt.Format(time.RFC3339Nano), l.ExpiresAt.Format(time.RFC3339Nano), l.MaxVisits, l.Visits, l.Tags, l.ForwardQuery)
 }
 
 func wantLink(t *testing.T, got, want shortener.Link) {
