@@ -495,3 +495,67 @@ func BenchmarkAppendURLHit(b *testing.B) {
 		}
 	})
 }
+
+// slowUpdates holds each Update, after the store has applied it, until
+// release is closed; updated is closed once the store applied one.
+type slowUpdates struct {
+	shortener.Store
+	updated, release chan struct{}
+	once             sync.Once
+}
+
+func (s *slowUpdates) Update(ctx context.Context, id string, u shortener.LinkUpdate) (shortener.Link, error) {
+	l, err := s.Store.(shortener.Updater).Update(ctx, id, u)
+	s.once.Do(func() { close(s.updated) })
+	<-s.release
+	return l, err
+}
+
+// An edit seen at once here, and a delete that follows an edit still in
+// flight is never undone by the edit's cache write.
+func TestUpdateCachedAndNeverUndoesADelete(t *testing.T) {
+	inner := &slowUpdates{Store: openBolt(t), updated: make(chan struct{}), release: make(chan struct{})}
+	c, _ := newCache(t, inner, cache.Options{TTL: time.Hour, NegativeTTL: time.Minute})
+	ctx := context.Background()
+	if err := c.Create(ctx, link("edited0001")); err != nil {
+		t.Fatal(err)
+	}
+	c.Get(ctx, "edited0001") // cached
+	url := "https://edited.example/"
+	upDone := make(chan error, 1)
+	go func() {
+		_, err := c.Update(ctx, "edited0001", shortener.LinkUpdate{URL: &url})
+		upDone <- err
+	}()
+	<-inner.updated
+	delDone := make(chan error, 1)
+	go func() { delDone <- c.Delete(ctx, "edited0001") }()
+	// The delete waits for the edit to finish on this instance (if it did
+	// not, it would return now and the edit's cache write would follow it).
+	select {
+	case err := <-delDone:
+		delDone <- err
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(inner.release)
+	if err := <-upDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-delDone; err != nil {
+		t.Fatal(err)
+	}
+	if l, err := c.Get(ctx, "edited0001"); !errors.Is(err, shortener.ErrNotFound) {
+		t.Errorf("after the edit and then the delete: Get = %+v, %v; want ErrNotFound", l, err)
+	}
+	// An edit is served at once from the cache.
+	if err := c.Create(ctx, link("edited0002")); err != nil {
+		t.Fatal(err)
+	}
+	c.Get(ctx, "edited0002")
+	if _, err := c.Update(ctx, "edited0002", shortener.LinkUpdate{URL: &url}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := c.AppendURL(ctx, nil, []byte("edited0002")); string(got) != url {
+		t.Errorf("redirect after the edit goes to %q, want %q", got, url)
+	}
+}

@@ -14,12 +14,14 @@ import (
 )
 
 type linkBody struct {
-	ID        string  `json:"id"`
-	ShortURL  string  `json:"short_url"`
-	URL       string  `json:"url"`
-	CreatedAt *string `json:"created_at"`
-	ExpiresAt *string `json:"expires_at"`
-	MaxVisits *int64  `json:"max_visits"`
+	ID        string   `json:"id"`
+	ShortURL  string   `json:"short_url"`
+	URL       string   `json:"url"`
+	CreatedAt *string  `json:"created_at"`
+	ExpiresAt *string  `json:"expires_at"`
+	MaxVisits *int64   `json:"max_visits"`
+	Tags      []string `json:"tags"`
+	Forward   *bool    `json:"forward_query"`
 }
 
 func decodeLink(t *testing.T, r response) linkBody {
@@ -255,7 +257,7 @@ func TestMethodNotAllowed(t *testing.T) {
 		{"GET", "/shortenURL", "POST"},
 		{"OPTIONS", "/shortenURL", "POST"},
 		{"PUT", "/api/v1/links", "GET, HEAD, POST"},
-		{"POST", "/api/v1/links/abc", "GET, HEAD, DELETE"},
+		{"POST", "/api/v1/links/abc", "GET, HEAD, PATCH, DELETE"},
 		{"POST", "/getFullURL/abc", "GET, HEAD"},
 		{"POST", "/healthz", "GET, HEAD"},
 	}

@@ -97,6 +97,15 @@ type Config struct {
 	CreateRate, CreateRateKey Rate
 	// Now is the clock of the rate limits. Default time.Now.
 	Now func() time.Time
+	// ForwardQuery is the default of links whose forward_query is unset:
+	// the visitor's query string is added to the target
+	// (shortener.AppendForwardQuery).
+	ForwardQuery bool
+	// NotFoundURL and ExpiredURL, if set, are where a browser following
+	// an unknown or expired link is sent (302) instead of the built-in
+	// pages: absolute http(s) URLs. Clients asking for JSON still get the
+	// JSON error.
+	NotFoundURL, ExpiredURL string
 	// TrustedProxies are the peers whose X-Forwarded-For, Forwarded and
 	// CloudFront-Viewer-* headers say who the client is (visits, rate
 	// limits, logs). nil: none, the peer is the client.
@@ -125,6 +134,14 @@ func (c Config) Validate() error {
 			return fmt.Errorf("public URL %q: must be an absolute http(s) URL without query, like https://sho.rt", c.PublicURL)
 		}
 	}
+	for _, u := range []struct{ name, v string }{{"not-found URL", c.NotFoundURL}, {"expired URL", c.ExpiredURL}} {
+		if u.v != "" && !absoluteHTTPURL(u.v) {
+			return fmt.Errorf("%s %q: must be an absolute http(s) URL, like https://example.com/missing", u.name, u.v)
+		}
+		if u.v != "" && c.shortLinkPath(u.v) {
+			return fmt.Errorf("%s %q: is a short link of this server, which would redirect in a loop once it is missing", u.name, u.v)
+		}
+	}
 	if c.PublicURL != "" && len(c.Domains) > 0 {
 		return fmt.Errorf("public URL and domains: give one or the other (one domain: either)")
 	}
@@ -145,6 +162,36 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max in-flight and timeouts must not be negative")
 	}
 	return nil
+}
+
+// absoluteHTTPURL reports whether s is an absolute http(s) URL with a
+// host that can be sent as a Location as it is.
+func absoluteHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		!strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f })
+}
+
+// shortLinkPath reports whether raw is a short-link address on this
+// server's public URL or one of its domains: /{one segment}.
+func (c Config) shortLinkPath(raw string) bool {
+	u, _ := url.Parse(raw) // checked by absoluteHTTPURL
+	p := strings.TrimPrefix(u.EscapedPath(), "/")
+	if p == "" || strings.Contains(p, "/") {
+		return false
+	}
+	for _, base := range append([]string{c.PublicURL}, c.Domains...) {
+		if base == "" {
+			continue
+		}
+		if !strings.Contains(base, "://") {
+			base = "https://" + base
+		}
+		if b, err := url.Parse(base); err == nil && strings.EqualFold(b.Host, u.Host) {
+			return true
+		}
+	}
+	return false
 }
 
 // Handler serves the API. Create it with NewHandler.

@@ -19,16 +19,18 @@ import (
 
 // linkJSON is a link on the wire.
 type linkJSON struct {
-	ID        string  `json:"id"`
-	ShortURL  string  `json:"short_url"`
-	URL       string  `json:"url"`
-	CreatedAt *string `json:"created_at"` // null for items without one (written by the seed's app)
-	ExpiresAt *string `json:"expires_at"` // null: never
-	MaxVisits *int64  `json:"max_visits"` // null: unlimited
+	ID           string   `json:"id"`
+	ShortURL     string   `json:"short_url"`
+	URL          string   `json:"url"`
+	CreatedAt    *string  `json:"created_at"` // null for items without one (written by the seed's app)
+	ExpiresAt    *string  `json:"expires_at"` // null: never
+	MaxVisits    *int64   `json:"max_visits"` // null: unlimited
+	Tags         []string `json:"tags"`
+	ForwardQuery *bool    `json:"forward_query"` // null: as the server is configured (--forward-query)
 }
 
 func (h *Handler) linkJSON(ctx *fasthttp.RequestCtx, l shortener.Link) linkJSON {
-	out := linkJSON{ID: l.ID, ShortURL: h.shortURL(ctx, l.ID), URL: l.URL}
+	out := linkJSON{ID: l.ID, ShortURL: h.shortURL(ctx, l.ID), URL: l.URL, Tags: l.Tags}
 	if !l.CreatedAt.IsZero() {
 		s := l.CreatedAt.UTC().Format(time.RFC3339)
 		out.CreatedAt = &s
@@ -40,50 +42,192 @@ func (h *Handler) linkJSON(ctx *fasthttp.RequestCtx, l shortener.Link) linkJSON 
 	if l.MaxVisits > 0 {
 		out.MaxVisits = &l.MaxVisits
 	}
+	if out.Tags == nil {
+		out.Tags = []string{}
+	}
+	if l.ForwardQuery != shortener.ForwardDefault {
+		on := l.ForwardQuery == shortener.ForwardOn
+		out.ForwardQuery = &on
+	}
 	return out
 }
 
 // createRequest is the body of POST /api/v1/links.
 type createRequest struct {
-	URL       string  `json:"url"`
-	Slug      string  `json:"slug"`
-	ExpiresAt *string `json:"expires_at"`
-	MaxVisits *int64  `json:"max_visits"`
+	URL          string   `json:"url"`
+	Slug         string   `json:"slug"`
+	ExpiresAt    *string  `json:"expires_at"`
+	MaxVisits    *int64   `json:"max_visits"`
+	Tags         []string `json:"tags"`
+	ForwardQuery *bool    `json:"forward_query"`
+}
+
+// decodeStrict decodes one JSON object into v: valid UTF-8, no unknown
+// fields, nothing after it. Its errors are JSON problems (invalid_json).
+func decodeStrict(body []byte, v any) error {
+	if err := checkJSONText(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if err := dec.Decode(&struct{}{}); err != io.EOF {
+		return errors.New("unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// parseExpiresAt reads an expires_at value (a create's or an edit's).
+func parseExpiresAt(v string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, shortener.Errorf(shortener.InvalidParameter, "expires_at must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
+	}
+	if t.Unix() <= 0 { // the zero time (year 1) would otherwise mean "never"
+		return time.Time{}, shortener.Errorf(shortener.InvalidParameter, "expires_at must be after 1970-01-01T00:00:00Z (omit it for never)")
+	}
+	return t, nil
+}
+
+// checkMaxVisits checks a max_visits value (a create's or an edit's).
+func checkMaxVisits(n int64) error {
+	if n <= 0 {
+		return shortener.Errorf(shortener.InvalidParameter, "max_visits must be a positive integer (omit it, or null, for unlimited)")
+	}
+	return nil
+}
+
+func forwardOf(on *bool) shortener.Forward {
+	switch {
+	case on == nil:
+		return shortener.ForwardDefault
+	case *on:
+		return shortener.ForwardOn
+	}
+	return shortener.ForwardOff
 }
 
 // decodeCreate parses a POST /api/v1/links body strictly. JSON problems
 // give a plain error (invalid_json); bad field values a domain error.
 func decodeCreate(body []byte) (shortener.CreateRequest, error) {
 	var req createRequest
-	if err := checkJSONText(body); err != nil {
+	if err := decodeStrict(body, &req); err != nil {
 		return shortener.CreateRequest{}, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return shortener.CreateRequest{}, err
-	}
-	if err := dec.Decode(&struct{}{}); err != io.EOF {
-		return shortener.CreateRequest{}, errors.New("unexpected data after the JSON object")
-	}
-	out := shortener.CreateRequest{URL: req.URL, Slug: req.Slug}
+	out := shortener.CreateRequest{URL: req.URL, Slug: req.Slug, Tags: req.Tags, ForwardQuery: forwardOf(req.ForwardQuery)}
 	if req.ExpiresAt != nil {
-		t, err := time.Parse(time.RFC3339, *req.ExpiresAt)
+		t, err := parseExpiresAt(*req.ExpiresAt)
 		if err != nil {
-			return shortener.CreateRequest{}, shortener.Errorf(shortener.InvalidParameter, "expires_at must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
-		}
-		if t.Unix() <= 0 { // the zero time (year 1) would otherwise mean "never"
-			return shortener.CreateRequest{}, shortener.Errorf(shortener.InvalidParameter, "expires_at must be after 1970-01-01T00:00:00Z (omit it for never)")
+			return shortener.CreateRequest{}, err
 		}
 		out.ExpiresAt = t
 	}
 	if req.MaxVisits != nil {
-		out.MaxVisits = *req.MaxVisits
-		if out.MaxVisits <= 0 {
-			return shortener.CreateRequest{}, shortener.Errorf(shortener.InvalidParameter, "max_visits must be a positive integer (omit it for unlimited)")
+		if err := checkMaxVisits(*req.MaxVisits); err != nil {
+			return shortener.CreateRequest{}, err
 		}
+		out.MaxVisits = *req.MaxVisits
 	}
 	return out, nil
+}
+
+// patchRequest is the body of PATCH /api/v1/links/{id}: the fields to
+// change (JSON merge patch, RFC 7396: an absent field is unchanged, null
+// resets it to its default).
+type patchRequest struct {
+	URL          json.RawMessage `json:"url"`
+	ExpiresAt    json.RawMessage `json:"expires_at"`
+	MaxVisits    json.RawMessage `json:"max_visits"`
+	Tags         json.RawMessage `json:"tags"`
+	ForwardQuery json.RawMessage `json:"forward_query"`
+}
+
+// patchField decodes one field of a patch: set says it was given, null
+// that it was null.
+func patchField(name string, raw json.RawMessage, v any) (set, null bool, err error) {
+	if raw == nil {
+		return false, false, nil
+	}
+	if string(raw) == "null" {
+		return true, true, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			te.Field = name
+		}
+		return true, false, err
+	}
+	return true, false, nil
+}
+
+// decodePatch parses a PATCH /api/v1/links/{id} body strictly, like a
+// create's: JSON problems give a plain error (invalid_json), bad values a
+// domain error (the Service then checks each value as a create's).
+func decodePatch(body []byte) (shortener.LinkUpdate, error) {
+	var req patchRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return shortener.LinkUpdate{}, err
+	}
+	var u shortener.LinkUpdate
+	var url string
+	switch set, null, err := patchField("url", req.URL, &url); {
+	case err != nil:
+		return shortener.LinkUpdate{}, err
+	case null:
+		return shortener.LinkUpdate{}, shortener.Errorf(shortener.InvalidURL, "url cannot be null")
+	case set:
+		u.URL = &url
+	}
+	var exp string
+	switch set, null, err := patchField("expires_at", req.ExpiresAt, &exp); {
+	case err != nil:
+		return shortener.LinkUpdate{}, err
+	case null:
+		u.ExpiresAt = &time.Time{}
+	case set:
+		t, err := parseExpiresAt(exp)
+		if err != nil {
+			return shortener.LinkUpdate{}, err
+		}
+		u.ExpiresAt = &t
+	}
+	var max int64
+	switch set, null, err := patchField("max_visits", req.MaxVisits, &max); {
+	case err != nil:
+		return shortener.LinkUpdate{}, err
+	case null:
+		u.MaxVisits = new(int64)
+	case set:
+		if err := checkMaxVisits(max); err != nil {
+			return shortener.LinkUpdate{}, err
+		}
+		u.MaxVisits = &max
+	}
+	var tags []string
+	switch set, _, err := patchField("tags", req.Tags, &tags); {
+	case err != nil:
+		return shortener.LinkUpdate{}, err
+	case set:
+		if tags == nil {
+			tags = []string{}
+		}
+		u.Tags = &tags
+	}
+	var on bool
+	switch set, null, err := patchField("forward_query", req.ForwardQuery, &on); {
+	case err != nil:
+		return shortener.LinkUpdate{}, err
+	case set:
+		f := shortener.ForwardDefault
+		if !null {
+			f = forwardOf(&on)
+		}
+		u.ForwardQuery = &f
+	}
+	return u, nil
 }
 
 func (h *Handler) handleCreate(ctx *fasthttp.RequestCtx) {
@@ -91,13 +235,8 @@ func (h *Handler) handleCreate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	req, err := decodeCreate(ctx.PostBody())
-	var de *shortener.Error
-	switch {
-	case errors.As(err, &de):
-		h.writeDomainError(ctx, err)
-		return
-	case err != nil:
-		writeError(ctx, fasthttp.StatusBadRequest, codeInvalidJSON, jsonErrorMessage(err))
+	if err != nil {
+		h.writeDecodeError(ctx, err)
 		return
 	}
 	req.Host = string(ctx.Host())
@@ -117,6 +256,25 @@ func (h *Handler) handleGet(ctx *fasthttp.RequestCtx, id []byte) {
 	tctx, cancel := h.timeout()
 	defer cancel()
 	l, err := h.svc.Get(tctx, string(id))
+	if err != nil {
+		h.writeDomainError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, h.linkJSON(ctx, l))
+}
+
+func (h *Handler) handlePatch(ctx *fasthttp.RequestCtx, id []byte) {
+	if _, ok := h.authorize(ctx, shortener.ScopeWrite); !ok {
+		return
+	}
+	u, err := decodePatch(ctx.PostBody())
+	if err != nil {
+		h.writeDecodeError(ctx, err)
+		return
+	}
+	tctx, cancel := h.timeout()
+	defer cancel()
+	l, err := h.svc.Update(tctx, string(id), u, string(ctx.Host()))
 	if err != nil {
 		h.writeDomainError(ctx, err)
 		return
@@ -155,9 +313,19 @@ func (h *Handler) handleList(ctx *fasthttp.RequestCtx) {
 		}
 		limit = n
 	}
+	f, find, err := listFilter(args)
+	if err != nil {
+		h.writeDomainError(ctx, err)
+		return
+	}
 	tctx, cancel := h.timeout()
 	defer cancel()
-	p, err := h.svc.List(tctx, string(args.Peek("cursor")), limit)
+	var p shortener.Page
+	if find {
+		p, err = h.svc.Find(tctx, string(args.Peek("cursor")), limit, f)
+	} else {
+		p, err = h.svc.List(tctx, string(args.Peek("cursor")), limit)
+	}
 	if err != nil {
 		h.writeDomainError(ctx, err)
 		return
@@ -173,6 +341,43 @@ func (h *Handler) handleList(ctx *fasthttp.RequestCtx) {
 		out.NextCursor = &p.Next
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+// writeDecodeError answers a body that did not decode: a domain error
+// (a bad value) as such, anything else as invalid_json.
+func (h *Handler) writeDecodeError(ctx *fasthttp.RequestCtx, err error) {
+	var de *shortener.Error
+	if errors.As(err, &de) {
+		h.writeDomainError(ctx, err)
+		return
+	}
+	writeError(ctx, fasthttp.StatusBadRequest, codeInvalidJSON, jsonErrorMessage(err))
+}
+
+// listFilter reads GET /api/v1/links's filters; find says the listing
+// is filtered (or ?order=newest), hence newest first.
+func listFilter(args *fasthttp.Args) (f shortener.ListFilter, find bool, err error) {
+	f.Tag, f.Query = string(args.Peek("tag")), string(args.Peek("q"))
+	for _, b := range []struct {
+		name string
+		t    *time.Time
+	}{{"created_after", &f.CreatedAfter}, {"created_before", &f.CreatedBefore}} {
+		v := args.Peek(b.name)
+		if v == nil {
+			continue
+		}
+		if *b.t, err = time.Parse(time.RFC3339, string(v)); err != nil {
+			return f, false, shortener.Errorf(shortener.InvalidParameter, "%s must be an RFC 3339 time such as 2030-01-02T15:04:05Z", b.name)
+		}
+	}
+	switch o := args.Peek("order"); {
+	case o == nil:
+	case string(o) == "newest":
+		find = true
+	default:
+		return f, false, shortener.Errorf(shortener.InvalidParameter, "order must be newest (filtered listings always are)")
+	}
+	return f, find || args.Has("tag") || args.Has("q") || f != shortener.ListFilter{}, nil
 }
 
 // writeJSON writes v as compact JSON with a trailing newline.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/linkgate/linkgate/shortener/httpapi"
@@ -55,6 +56,16 @@ func TestOpenAPIDocument(t *testing.T) {
 		{"GET", "/api/v1/links", "", nil},
 		{"DELETE", "/api/v1/links/spec-slug", "", []string{"X-API-Key", "k"}},
 		{"DELETE", "/api/v1/links/spec-slug", "", []string{"X-API-Key", "k"}},
+		{"PATCH", "/api/v1/links/" + id, `{"url":"https://spec.example/edited","tags":["spec"],"forward_query":true,"max_visits":null}`, []string{"X-API-Key", "k", "Content-Type", "application/json"}},
+		{"PATCH", "/api/v1/links/" + id, `{"expires_at":"2099-01-01T00:00:00Z","forward_query":null}`, []string{"X-API-Key", "k", "Content-Type", "application/json"}},
+		{"PATCH", "/api/v1/links/" + id, `{"tags":["bad tag"]}`, []string{"X-API-Key", "k", "Content-Type", "application/json"}},
+		{"PATCH", "/api/v1/links/" + id, `{"url":null}`, []string{"X-API-Key", "k", "Content-Type", "application/json"}},
+		{"PATCH", "/api/v1/links/nope000000", `{"url":"https://spec.example/"}`, []string{"X-API-Key", "k", "Content-Type", "application/json"}},
+		{"PATCH", "/api/v1/links/" + id, `{"url":"https://spec.example/"}`, []string{"Content-Type", "application/json"}},
+		{"GET", "/api/v1/links?tag=spec&q=EDITED&created_after=2020-01-01T00:00:00Z&limit=5", "", []string{"Authorization", "Bearer k"}},
+		{"GET", "/api/v1/links?order=newest&limit=1", "", []string{"Authorization", "Bearer k"}},
+		{"GET", "/api/v1/links?created_before=yesterday", "", []string{"Authorization", "Bearer k"}},
+		{"GET", "/" + id + "?utm_source=spec", "", nil},
 		{"GET", "/" + id, "", []string{"User-Agent", "Twitterbot/1.0"}},
 		{"GET", "/api/v1/links/" + id + "/stats", "", []string{"X-API-Key", "k"}},
 		{"GET", "/api/v1/links/" + id + "/stats", "", nil},
@@ -88,16 +99,34 @@ func TestOpenAPIDocument(t *testing.T) {
 			hdr                []string
 		}{"POST", "/shortenURL", `{"OriginalURL":"https://spec.example/r"}`, nil})
 	}
+	// With --domain, an unknown Host is answered 421 (the request is
+	// routed through the document at its server's address).
+	s421 := start(t, setup{cfg: httpapi.Config{Domains: []string{"sho.rt"}}})
+	for _, path := range []string{"/" + id, "/api/v1/links/" + id, "/getFullURL/" + id} {
+		r := s421.do(t, "GET", path, "", "Host", "evil.example")
+		if r.Status != http.StatusMisdirectedRequest {
+			t.Errorf("GET %s with an unknown Host: %d, want 421", path, r.Status)
+		}
+		validate(t, router, "GET", s.URL+path, "", nil, r)
+	}
 	for _, tt := range tests {
 		r := s.do(t, tt.method, tt.path, tt.body, tt.hdr...)
-		req, _ := http.NewRequest(tt.method, s.URL+tt.path, strings.NewReader(tt.body))
-		for i := 0; i+1 < len(tt.hdr); i += 2 {
-			req.Header.Set(tt.hdr[i], tt.hdr[i+1])
+		validate(t, router, tt.method, s.URL+tt.path, tt.body, tt.hdr, r)
+	}
+}
+
+// validate checks that the answer r to a request matches the document.
+func validate(t *testing.T, router routers.Router, method, url, body string, hdr []string, r response) {
+	t.Helper()
+	{
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
 		}
 		route, params, err := router.FindRoute(req)
 		if err != nil {
-			t.Errorf("%s %s: not in the document: %v", tt.method, tt.path, err)
-			continue
+			t.Errorf("%s %s: not in the document: %v", method, url, err)
+			return
 		}
 		in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
 			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, ExcludeRequestBody: true}}
@@ -107,7 +136,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			Options: &openapi3filter.Options{IncludeResponseStatus: true},
 		}
 		if err := openapi3filter.ValidateResponse(t.Context(), out); err != nil {
-			t.Errorf("%s %s → %d %q: does not match the document: %v", tt.method, tt.path, r.Status, r.Body, err)
+			t.Errorf("%s %s → %d %q: does not match the document: %v", method, url, r.Status, r.Body, err)
 		}
 	}
 }

@@ -13,7 +13,8 @@ import (
 
 // The redirect is the hot path: look the id up, write Location and the
 // configured 30x, nothing else. It does not allocate when the store
-// implements shortener.URLAppender (BenchmarkRedirect).
+// implements shortener.URLAppender (BenchmarkRedirect), nor when it
+// forwards the visitor's query string (into the same pooled buffer).
 
 var (
 	headerLocation     = []byte("Location")
@@ -30,6 +31,14 @@ var locations = sync.Pool{New: func() any {
 func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte) {
 	buf := locations.Get().(*[]byte)
 	loc, l, err := h.svc.AppendResolve(context.Background(), (*buf)[:0], id)
+	full := loc
+	if err == nil && l.ForwardQuery.Enabled(h.cfg.ForwardQuery) {
+		if q := ctx.URI().QueryString(); len(q) > 0 {
+			n := len(loc)
+			full = shortener.AppendForwardQuery(loc, loc, q)
+			loc = full[n:]
+		}
+	}
 	if err == nil {
 		ctx.Response.Header.SetCanonical(headerLocation, loc)
 		ctx.Response.Header.SetCanonical(headerCacheControl, h.cacheControl)
@@ -39,24 +48,31 @@ func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte) {
 			h.visits.Record(id, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ip, country, ctx.Time(), l)
 		}
 	}
-	*buf = loc
+	*buf = full
 	locations.Put(buf)
 	if err != nil {
 		h.redirectFailed(ctx, err)
 	}
 }
 
-// redirectFailed answers a redirect that cannot be followed: a small HTML
-// page for browsers, the JSON error when the client asks for JSON.
+// redirectFailed answers a redirect that cannot be followed: a 302 to
+// Config.NotFoundURL or ExpiredURL when set, else a small HTML page for
+// browsers; the JSON error when the client asks for JSON.
 func (h *Handler) redirectFailed(ctx *fasthttp.RequestCtx, err error) {
 	status, _ := statusOf(err)
 	if bytes.Contains(ctx.Request.Header.Peek("Accept"), mimeJSON) || status >= 500 {
 		h.writeDomainError(ctx, err)
 		return
 	}
-	page := notFoundPage
+	page, to := notFoundPage, h.cfg.NotFoundURL
 	if errors.Is(err, shortener.ErrExpired) {
-		page = expiredPage
+		page, to = expiredPage, h.cfg.ExpiredURL
+	}
+	if to != "" {
+		ctx.Response.Header.Set("Location", to)
+		ctx.Response.Header.Set("Cache-Control", "no-store")
+		ctx.SetStatusCode(fasthttp.StatusFound)
+		return
 	}
 	ctx.Response.Header.SetContentType("text/html; charset=utf-8")
 	ctx.Response.Header.Set("Cache-Control", "no-store")

@@ -12,9 +12,10 @@ import (
 //	POST     /shortenURL            seed-compatible create
 //	GET      /getFullURL/{id}       seed-compatible lookup
 //	POST     /api/v1/links          create (custom slug, expiry, visit limit)
-//	GET      /api/v1/links          list, paginated (admin)
+//	GET      /api/v1/links          list, paginated; ?tag= ?q= ?created_after= ?created_before= newest first (links:read)
 //	GET      /api/v1/links/{id}     one link
-//	DELETE   /api/v1/links/{id}     delete (admin)
+//	PATCH    /api/v1/links/{id}     edit: url, expiry, visit limit, tags, forward_query (links:write)
+//	DELETE   /api/v1/links/{id}     delete (links:write)
 //	GET      /api/v1/links/{id}/stats   visit statistics (admin unless --stats-public)
 //	GET      /api/v1/links/{id}/qr      QR code of the short link (?format=png|svg&size=)
 //	POST     /api/v1/keys           create an API key (admin): its token is shown once
@@ -40,6 +41,7 @@ const (
 	routeList
 	routeGet
 	routeDelete
+	routePatch
 	routeHealthz
 	routeReadyz
 	routeMetrics
@@ -58,7 +60,7 @@ const (
 
 var routeNames = [numRoutes]string{
 	routeRedirect: "redirect", routeShorten: "shorten_url", routeGetFullURL: "get_full_url",
-	routeCreate: "links_create", routeList: "links_list", routeGet: "links_get", routeDelete: "links_delete",
+	routeCreate: "links_create", routeList: "links_list", routeGet: "links_get", routeDelete: "links_delete", routePatch: "links_update",
 	routeHealthz: "healthz", routeReadyz: "readyz", routeMetrics: "metrics",
 	routeStats: "links_stats", routeQR: "links_qr", routeUI: "ui", routeUIForm: "ui_form", routeUIStatic: "ui_static",
 	routeKeysCreate: "keys_create", routeKeysList: "keys_list", routeKeysDelete: "keys_delete",
@@ -93,7 +95,7 @@ func (r route) class() class {
 		return classCreate
 	case routeQR, routeStats:
 		return classQRStats
-	case routeList, routeDelete, routeKeysCreate, routeKeysList, routeKeysDelete:
+	case routeList, routeDelete, routePatch, routeKeysCreate, routeKeysList, routeKeysDelete:
 		return classAdmin
 	}
 	return classRedirect
@@ -179,8 +181,10 @@ func match(ctx *fasthttp.RequestCtx) (r route, id []byte, allow string) {
 				return routeGet, rest[1:], ""
 			case string(m) == fasthttp.MethodDelete:
 				return routeDelete, rest[1:], ""
+			case string(m) == fasthttp.MethodPatch:
+				return routePatch, rest[1:], ""
 			}
-			return routeMethodNotAllowed, nil, "GET, HEAD, DELETE"
+			return routeMethodNotAllowed, nil, "GET, HEAD, PATCH, DELETE"
 		case rest[0] == '/' && len(rest) > 1:
 			// /api/v1/links/{id}/stats and /qr
 			sub := rest[1:]
@@ -242,6 +246,8 @@ func (h *Handler) dispatch(ctx *fasthttp.RequestCtx, r route, id []byte, allow s
 		h.handleGet(ctx, id)
 	case routeDelete:
 		h.handleDelete(ctx, id)
+	case routePatch:
+		h.handlePatch(ctx, id)
 	case routeHealthz:
 		h.handleHealthz(ctx)
 	case routeReadyz:
