@@ -37,7 +37,7 @@ if [ "${1:-}" = --inner ]; then
 		-naive "$work/naive-extension" -dynamodb "http://127.0.0.1:$port" \
 		-n "${N:-200}" -restarts "${RESTARTS:-10}" -cpu-quota "${CPU_QUOTA:-0}" -cpus "${FUNCTION_CPU:-0}" \
 		-out "$work/results" -svg docs/lambda-bench.svg ${EXTENSION_ENV:+-extension-env "$EXTENSION_ENV"} \
-		${BASE:+-baseline "$work/bootstrap-base" -baseline-name "$BASE"}
+		${BASE:+-baseline "$work/base/bootstrap" -baseline-name "$BASE"}
 	exit # the trap stops DynamoDB Local
 fi
 
@@ -51,9 +51,10 @@ CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/linkgate-extension" 
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/naive-extension" ./tools/lambdabench/naiveext
 go build -o "$work/lambdabench" ./tools/lambdabench
 if [ -n "${BASE:-}" ]; then
-	step "build the function at $BASE the same way (in a worktree under $work)"
+	step "build the function at $BASE the same way (in a worktree under $work; named bootstrap, as /proc shows it)"
+	mkdir -p "$work/base"
 	git worktree add --detach "$work/base-src" "$BASE" >/dev/null
-	(cd "$work/base-src" && CGO_ENABLED=0 go build -trimpath -tags lambda.norpc,nopebble -ldflags "-s -w" -o "$work/bootstrap-base" ./cmd/linkgate)
+	(cd "$work/base-src" && CGO_ENABLED=0 go build -trimpath -tags lambda.norpc,nopebble -ldflags "-s -w" -o "$work/base/bootstrap" ./cmd/linkgate)
 	git worktree remove --force "$work/base-src"
 fi
 step "measure (holding $BENCH_LOCK)"
