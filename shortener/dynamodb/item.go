@@ -18,14 +18,18 @@ import (
 // either program writes resolve in the other. The rest are linkgate's and
 // are left out when zero; the seed's app ignores them.
 const (
-	AttrID        = "shortURL"     // S, the partition key
-	AttrURL       = "originalURL"  // S
-	AttrCreatedAt = "createdAt"    // N, Unix seconds
-	AttrExpiresAt = "expiresAt"    // N, Unix seconds; the table's TTL attribute
-	AttrMaxVisits = "maxVisits"    // N
-	AttrVisits    = "visits"       // N, a counter (UpdateItem ADD)
-	AttrTags      = "tags"         // SS, the link's tags
-	AttrForward   = "forwardQuery" // N, shortener.Forward (1 on, 2 off)
+	AttrID        = "shortURL"    // S, the partition key
+	AttrURL       = "originalURL" // S
+	AttrCreatedAt = "createdAt"   // N, Unix seconds
+	AttrExpiresAt = "expiresAt"   // N, Unix seconds; the table's TTL attribute
+	AttrMaxVisits = "maxVisits"   // N
+	AttrVisits    = "visits"      // N, a counter (UpdateItem ADD)
+	// AttrCreatedVisits is the part of visits the link was created with
+	// (imports carry them); the rest of visits was counted since. Exports
+	// give it as the link's Visits, the rest as its statistics.
+	AttrCreatedVisits = "createdVisits" // N
+	AttrTags          = "tags"          // SS, the link's tags
+	AttrForward       = "forwardQuery"  // N, shortener.Forward (1 on, 2 off)
 )
 
 // DynamoDB limits (developer guide, "Quotas"): a partition key is 1 to 2048
@@ -57,7 +61,7 @@ func itemSize(l shortener.Link) int {
 		n += len(AttrMaxVisits) + number
 	}
 	if l.Visits != 0 {
-		n += len(AttrVisits) + number
+		n += len(AttrVisits) + len(AttrCreatedVisits) + 2*number
 	}
 	if len(l.Tags) > 0 {
 		n += len(AttrTags)
@@ -95,7 +99,8 @@ func number(v int64) *types.AttributeValueMemberN {
 }
 
 // encode returns l's item. Zero optional fields are left out, so a plain
-// link is exactly the seed's item plus createdAt.
+// link is exactly the seed's item plus createdAt. The visits a link is
+// created with are both its visits and its createdVisits.
 func encode(l shortener.Link) map[string]types.AttributeValue {
 	item := make(map[string]types.AttributeValue, 6)
 	item[AttrID] = &types.AttributeValueMemberS{Value: l.ID}
@@ -111,6 +116,7 @@ func encode(l shortener.Link) map[string]types.AttributeValue {
 	}
 	if l.Visits != 0 {
 		item[AttrVisits] = number(l.Visits)
+		item[AttrCreatedVisits] = number(l.Visits)
 	}
 	if len(l.Tags) > 0 {
 		item[AttrTags] = &types.AttributeValueMemberSS{Value: l.Tags}
