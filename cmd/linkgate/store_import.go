@@ -363,6 +363,11 @@ func checkLink(l *shortener.Link) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("%s: URL %q is not an absolute http(s) URL", l.ID, l.URL)
 	}
+	tags, err := shortener.ValidateTags(l.Tags)
+	if err != nil {
+		return fmt.Errorf("%s: %w", l.ID, err)
+	}
+	l.Tags = tags
 	return nil
 }
 

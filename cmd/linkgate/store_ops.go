@@ -209,11 +209,17 @@ type recordJSON struct {
 	ExpiresAt *time.Time            `json:"expires_at,omitempty"`
 	MaxVisits int64                 `json:"max_visits,omitempty"`
 	Visits    int64                 `json:"visits,omitempty"` // counted before statistics were kept
+	Tags      []string              `json:"tags,omitempty"`
+	Forward   *bool                 `json:"forward_query,omitempty"` // absent: the server's --forward-query
 	Stats     *shortener.VisitStats `json:"stats,omitempty"`
 }
 
 func toJSON(r shortener.LinkRecord) recordJSON {
-	j := recordJSON{ID: r.Link.ID, URL: r.Link.URL, MaxVisits: r.Link.MaxVisits, Visits: r.Link.Visits}
+	j := recordJSON{ID: r.Link.ID, URL: r.Link.URL, MaxVisits: r.Link.MaxVisits, Visits: r.Link.Visits, Tags: r.Link.Tags}
+	if r.Link.ForwardQuery != shortener.ForwardDefault {
+		on := r.Link.ForwardQuery == shortener.ForwardOn
+		j.Forward = &on
+	}
 	if !r.Link.CreatedAt.IsZero() {
 		j.CreatedAt = &r.Link.CreatedAt
 	}
@@ -227,7 +233,14 @@ func toJSON(r shortener.LinkRecord) recordJSON {
 }
 
 func (j recordJSON) record() shortener.LinkRecord {
-	r := shortener.LinkRecord{Link: shortener.Link{ID: j.ID, URL: j.URL, MaxVisits: j.MaxVisits, Visits: j.Visits}}
+	r := shortener.LinkRecord{Link: shortener.Link{ID: j.ID, URL: j.URL, MaxVisits: j.MaxVisits, Visits: j.Visits, Tags: j.Tags}}
+	switch {
+	case j.Forward == nil:
+	case *j.Forward:
+		r.Link.ForwardQuery = shortener.ForwardOn
+	default:
+		r.Link.ForwardQuery = shortener.ForwardOff
+	}
 	if j.CreatedAt != nil {
 		r.Link.CreatedAt = j.CreatedAt.UTC().Truncate(time.Second)
 	}

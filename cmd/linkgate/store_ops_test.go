@@ -11,6 +11,7 @@ import (
 	"github.com/linkgate/linkgate/internal/syncbuf"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/bolt/bolttest"
+	"github.com/linkgate/linkgate/shortener/pebble"
 )
 
 // runCmd runs linkgate with args and stdin, and returns stdout, stderr
@@ -112,6 +113,39 @@ func TestStoreExportImportRoundTrip(t *testing.T) {
 	csvOut, _, err := runCmd(t, "", "store", "export", "--store", "pebble:"+src, "--format", "csv")
 	if err != nil || !strings.HasPrefix(csvOut, "id,url,created_at,expires_at,max_visits,visits,total,bots\n") || !strings.Contains(csvOut, "\nfix000,") {
 		t.Errorf("CSV export: %v\n%.300s", err, csvOut)
+	}
+}
+
+// Tags and forward_query go through an export and an import; tags an
+// import is given are validated as the API's.
+func TestStoreExportImportTags(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	s, err := pebble.Open(src, pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := []shortener.Link{
+		{ID: "tagged", URL: "https://t.example/", CreatedAt: time.Unix(1.9e9, 0).UTC(), Tags: []string{"a", "b:c"}, ForwardQuery: shortener.ForwardOn},
+		{ID: "untagged", URL: "https://u.example/", CreatedAt: time.Unix(1.9e9, 0).UTC(), ForwardQuery: shortener.ForwardOff},
+	}
+	for _, l := range links {
+		if err := s.Create(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	jsonl, _, err := runCmd(t, "", "store", "export", "--store", "pebble:"+src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "dst")
+	if out, errOut, err := runCmd(t, jsonl, "store", "import", "--store", "pebble:"+dst); err != nil {
+		t.Fatalf("import: %v %s %s", err, out, errOut)
+	}
+	wantRecords(t, exportAll(t, dst), []shortener.LinkRecord{{Link: links[0]}, {Link: links[1]}})
+	bad := `{"id":"badtags","url":"https://b.example/","tags":["no spaces"]}` + "\n"
+	if out, _, err := runCmd(t, bad, "store", "import", "--store", "pebble:"+dst); err == nil || !strings.Contains(out, "1 bad lines") {
+		t.Errorf("import of a bad tag: %v %s", err, out)
 	}
 }
 
