@@ -1,6 +1,9 @@
 package shortener
 
-import "bytes"
+import (
+	"bytes"
+	"strings"
+)
 
 // Bounds of query forwarding, so that a visitor's query costs the
 // redirect a bounded amount of work whatever its size.
@@ -53,7 +56,8 @@ func AppendForwardQuery(dst, target, query []byte) []byte {
 		if len(p) == 0 || hasParam(tq, paramName(p)) {
 			continue
 		}
-		if len(dst)-start+1+escapedLen(p)+len(fragment) > MaxForwardedURL {
+		n := escapedLen(p)
+		if len(dst)-start+1+n+len(fragment) > MaxForwardedURL {
 			continue
 		}
 		switch {
@@ -63,7 +67,11 @@ func AppendForwardQuery(dst, target, query []byte) []byte {
 		case len(dst) > start && dst[len(dst)-1] != '?' && dst[len(dst)-1] != '&':
 			dst = append(dst, '&')
 		}
-		dst = appendEscaped(dst, p)
+		if n == len(p) {
+			dst = append(dst, p...) // nothing to escape
+		} else {
+			dst = appendEscaped(dst, p)
+		}
 		forwarded++
 	}
 	return append(dst, fragment...)
@@ -133,18 +141,16 @@ func unhex(c byte) byte {
 	return c - 'a' + 10
 }
 
-// queryUnsafe reports whether c must be percent-encoded in a query
-// component passed on in a Location header.
-func queryUnsafe(c byte) bool {
-	if c <= ' ' || c >= 0x7f {
-		return true
+// unsafeBytes are the bytes percent-encoded in a query component passed
+// on in a Location header.
+var unsafeBytes = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c <= ' ' || c >= 0x7f || strings.IndexByte("\"#<>\\^`{|}", byte(c)) >= 0
 	}
-	switch c {
-	case '"', '#', '<', '>', '\\', '^', '`', '{', '|', '}':
-		return true
-	}
-	return false
-}
+	return t
+}()
+
+func queryUnsafe(c byte) bool { return unsafeBytes[c] }
 
 func escapedLen(p []byte) int {
 	n := len(p)

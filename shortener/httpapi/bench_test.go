@@ -20,26 +20,39 @@ import (
 // routing, in-flight accounting, the store lookup, Location and
 // Cache-Control, metrics. Target: 0 allocs/op.
 func BenchmarkRedirect(b *testing.B) {
-	benchmarkRedirect(b, setup{})
+	benchmarkRedirect(b, setup{}, "")
+}
+
+// BenchmarkRedirectForwardQuery is BenchmarkRedirect with links that
+// forward the query string, visited with three UTM parameters and one the
+// target has already.
+func BenchmarkRedirectForwardQuery(b *testing.B) {
+	benchmarkRedirect(b, setup{}, "?utm_source=newsletter&utm_medium=email&utm_campaign=spring&ref=visitor")
 }
 
 // BenchmarkRedirectVisits is BenchmarkRedirect with visits counted (a
 // browser User-Agent and a Referer on every request): the cost of Record
 // on the hot path. Flushes (hourly here) are measured by make bench-visits.
 func BenchmarkRedirectVisits(b *testing.B) {
-	benchmarkRedirect(b, setup{visits: true})
+	benchmarkRedirect(b, setup{visits: true}, "")
 }
 
-func benchmarkRedirect(b *testing.B, s setup) {
+// benchmarkRedirect follows 1000 links in turn; with a query, the links
+// forward it.
+func benchmarkRedirect(b *testing.B, s setup, query string) {
 	h, store := newHandler(b, s)
 	ctx := context.Background()
 	paths := make([][]byte, 1000)
 	for i := range paths {
 		id := fmt.Sprintf("bench%05d", i)
-		if err := store.Create(ctx, shortener.Link{ID: id, URL: "https://aws.amazon.com/ec2/graviton/?ref=" + id}); err != nil {
+		l := shortener.Link{ID: id, URL: "https://aws.amazon.com/ec2/graviton/?ref=" + id}
+		if query != "" {
+			l.ForwardQuery = shortener.ForwardOn
+		}
+		if err := store.Create(ctx, l); err != nil {
 			b.Fatal(err)
 		}
-		paths[i] = []byte("/" + id)
+		paths[i] = []byte("/" + id + query)
 	}
 	var rc fasthttp.RequestCtx
 	var req fasthttp.Request

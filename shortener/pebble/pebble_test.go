@@ -264,3 +264,44 @@ func TestVisitsOfAnEarlierLinkDropped(t *testing.T) {
 		t.Fatalf("the new link has %+v (%v); want no visits", st, err)
 	}
 }
+
+// BenchmarkFind is one page of a filtered listing (Service.Find: a scan
+// of every link through List) in a store of 100,000 links: what a page
+// of GET /api/v1/links?tag= costs, against which an index would be
+// weighed (docs/serve.md, "Editing and listing links").
+func BenchmarkFind(b *testing.B) {
+	s, _ := pebbletest.Open(b)
+	ctx := context.Background()
+	recs := make([]shortener.LinkRecord, 100000)
+	base := time.Unix(1.8e9, 0).UTC()
+	for i := range recs {
+		l := shortener.Link{ID: fmt.Sprintf("find%06d", i), URL: fmt.Sprintf("https://find.example/path/%d?q=x", i), CreatedAt: base.Add(time.Duration(i) * time.Second)}
+		if i%100 == 0 {
+			l.Tags = []string{"rare"}
+		}
+		recs[i].Link = l
+	}
+	for i := 0; i < len(recs); i += 10000 {
+		if _, err := s.ImportRecords(ctx, recs[i:i+10000]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Compact(); err != nil {
+		b.Fatal(err)
+	}
+	svc := shortener.NewService(s, shortener.Options{})
+	for _, f := range []struct {
+		name   string
+		filter shortener.ListFilter
+	}{{"tag", shortener.ListFilter{Tag: "rare"}}, {"q", shortener.ListFilter{Query: "path/4242"}}, {"newest", shortener.ListFilter{}}} {
+		b.Run(f.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := svc.Find(ctx, "", 100, f.filter)
+				if err != nil || len(p.Links) == 0 {
+					b.Fatal(len(p.Links), err)
+				}
+			}
+		})
+	}
+}
