@@ -240,6 +240,8 @@ func TestServeUsageErrors(t *testing.T) {
 		{"log format", []string{"--log-format", "xml"}, 2, "log format"},
 		{"log level", []string{"--log-level", "loud"}, 2, "log level"},
 		{"public url", []string{"--public-url", "sho.rt"}, 2, "public URL"},
+		{"not-found url", []string{"--not-found-url", "/missing"}, 2, "not-found URL"},
+		{"expired url loops", []string{"--public-url", "https://sho.rt", "--expired-url", "https://sho.rt/gone"}, 2, "loop"},
 		{"max url length", []string{"--max-url-length", "0"}, 2, "max-url-length"},
 		{"schemes", []string{"--allow-schemes", "ht tp"}, 2, "scheme"},
 		{"argument", []string{"extra"}, 2, "no arguments"},
