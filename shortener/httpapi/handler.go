@@ -27,6 +27,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
+	"github.com/linkgate/linkgate/internal/overload"
 	"github.com/linkgate/linkgate/shortener"
 )
 
@@ -66,6 +67,11 @@ type Config struct {
 	// MaxInflightCreates, MaxInflightQR (QR codes and statistics) and
 	// MaxInflightAdmin are the other classes' budgets. 0: no limit.
 	MaxInflightCreates, MaxInflightQR, MaxInflightAdmin int
+	// Overload, if set, adapts the creates' and the QR and statistics
+	// budgets to the CPU the server gets (internal/overload): halved while
+	// the scheduler runs late, so that they cannot crowd out redirects,
+	// which it never limits. nil: the budgets are fixed.
+	Overload *overload.Monitor
 	// RequestTimeout bounds store calls of a create, lookup or admin call.
 	// Default 5s.
 	RequestTimeout time.Duration
@@ -154,12 +160,13 @@ type Handler struct {
 	metrics *Metrics
 	cfg     Config
 
-	publicURL      string            // without trailing slash, or ""
-	domains        []domain          // Config.Domains; none: any Host
-	redirectStatus int               // 30x
-	cacheControl   []byte            // for redirects
-	adminKey       *[32]byte         // SHA-256 of the admin key, nil when admin is off
-	maxInflight    [numClasses]int64 // 0: no limit
+	publicURL      string                      // without trailing slash, or ""
+	domains        []domain                    // Config.Domains; none: any Host
+	redirectStatus int                         // 30x
+	cacheControl   []byte                      // for redirects
+	adminKey       *[32]byte                   // SHA-256 of the admin key, nil when admin is off
+	maxInflight    [numClasses]int64           // 0: no limit
+	adaptive       [numClasses]*overload.Limit // Config.Overload's limits; nil: maxInflight
 	metricsHandler fasthttp.RequestHandler
 	visits         VisitRecorder // nil: visits are not counted
 	ui             *ui           // nil: no web page
@@ -230,6 +237,14 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 		return nil, err
 	}
 	h.domains, _ = parseDomains(cfg.Domains) // validated
+	if cfg.Overload != nil {
+		for _, c := range []class{classCreate, classQRStats} {
+			if h.maxInflight[c] > 0 {
+				h.adaptive[c] = cfg.Overload.Limit(h.maxInflight[c])
+				metrics.adaptiveLimit(c, h.adaptive[c])
+			}
+		}
+	}
 	h.now = cfg.Now
 	if h.now == nil {
 		h.now = time.Now
@@ -256,7 +271,11 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		in := &h.metrics.inflight[c]
 		n := in.n.Add(1)
 		defer in.n.Add(-1)
-		if max := h.maxInflight[c]; max > 0 && n > max {
+		max := h.maxInflight[c]
+		if l := h.adaptive[c]; l != nil {
+			max = l.Load()
+		}
+		if max > 0 && n > max {
 			h.metrics.shed[c].Inc()
 			writeError(ctx, fasthttp.StatusServiceUnavailable, codeOverloaded, "too many requests in flight, retry later")
 			h.metrics.observe(r, fasthttp.StatusServiceUnavailable, start)
