@@ -399,11 +399,13 @@ func TestLoadShedding(t *testing.T) {
 
 // With Config.Overload, a scheduler running late shrinks the create
 // budget below its configured size (down to 1), so creates are shed long
-// before 256 are in flight, while redirects are never limited by it.
+// before 256 are in flight, and held for ShedDelay before their 503,
+// while redirects are never limited by it.
 func TestOverloadShrinksCreateBudget(t *testing.T) {
 	mon := overload.NewMonitor(time.Nanosecond) // every window in which goroutines ran is late
 	bs := blockingStore{entered: make(chan struct{}, 10), release: make(chan struct{})}
-	s := start(t, setup{cfg: httpapi.Config{MaxInflightCreates: 256, Overload: mon}, wrap: func(st shortener.Store) shortener.Store { bs.Store = st; return bs }})
+	const hold = 50 * time.Millisecond
+	s := start(t, setup{cfg: httpapi.Config{MaxInflightCreates: 256, Overload: mon, ShedDelay: hold}, wrap: func(st shortener.Store) shortener.Store { bs.Store = st; return bs }})
 	mon.Step()
 	for range 10 { // 256 → 1
 		for range 64 { // the runtime times one schedule in 8
@@ -418,7 +420,11 @@ func TestOverloadShrinksCreateBudget(t *testing.T) {
 		held <- s.do(t, "POST", "/shortenURL", `{"OriginalURL":"https://slow.example/"}`).Status
 	}()
 	<-bs.entered
+	shedAt := time.Now()
 	wantError(t, s.do(t, "POST", "/api/v1/links", `{"url":"https://slow.example/"}`), 503, "overloaded")
+	if d := time.Since(shedAt); d < hold {
+		t.Errorf("shed create answered after %v, before its ShedDelay %v", d, hold)
+	}
 	if r := s.do(t, "GET", "/abcdefghij", "", "Accept", "application/json"); r.Status != 404 {
 		t.Errorf("redirect while creates are limited: %d %q", r.Status, r.Body)
 	}

@@ -72,6 +72,9 @@ type Config struct {
 	// the scheduler runs late, so that they cannot crowd out redirects,
 	// which it never limits. nil: the budgets are fixed.
 	Overload *overload.Monitor
+	// ShedDelay, with Overload, holds each shed create, QR or statistics
+	// request this long before its 503 (see Handler.shed). 0: none.
+	ShedDelay time.Duration
 	// RequestTimeout bounds store calls of a create, lookup or admin call.
 	// Default 5s.
 	RequestTimeout time.Duration
@@ -147,7 +150,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("rate %v: must be N per a positive period", r)
 		}
 	}
-	if c.MaxInflight < 0 || c.MaxInflightCreates < 0 || c.MaxInflightQR < 0 || c.MaxInflightAdmin < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 || c.QRCacheBytes < 0 || c.QRRenders < 0 {
+	if c.MaxInflight < 0 || c.MaxInflightCreates < 0 || c.MaxInflightQR < 0 || c.MaxInflightAdmin < 0 || c.ShedDelay < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 || c.QRCacheBytes < 0 || c.QRRenders < 0 {
 		return fmt.Errorf("max in-flight and timeouts must not be negative")
 	}
 	return nil
@@ -270,17 +273,16 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		}
 		in := &h.metrics.inflight[c]
 		n := in.n.Add(1)
-		defer in.n.Add(-1)
 		max := h.maxInflight[c]
 		if l := h.adaptive[c]; l != nil {
 			max = l.Load()
 		}
 		if max > 0 && n > max {
-			h.metrics.shed[c].Inc()
-			writeError(ctx, fasthttp.StatusServiceUnavailable, codeOverloaded, "too many requests in flight, retry later")
-			h.metrics.observe(r, fasthttp.StatusServiceUnavailable, start)
+			in.n.Add(-1)
+			h.shed(ctx, r, c, start)
 			return
 		}
+		defer in.n.Add(-1)
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -294,6 +296,21 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	}()
 	h.dispatch(ctx, r, id, allow)
 	h.metrics.observe(r, ctx.Response.StatusCode(), start)
+}
+
+// shed answers a request over its class's budget: 503 overloaded, with
+// Retry-After. In a class the overload monitor limits, the answer is held
+// for Config.ShedDelay first, outside the budget: a client that floods
+// its keep-alive connections (one request in flight on each) then gets
+// few requests per second through each, so answering them takes little
+// of the CPU the redirects need.
+func (h *Handler) shed(ctx *fasthttp.RequestCtx, r route, c class, start time.Duration) {
+	h.metrics.shed[c].Inc()
+	writeError(ctx, fasthttp.StatusServiceUnavailable, codeOverloaded, "too many requests in flight, retry later")
+	h.metrics.observe(r, fasthttp.StatusServiceUnavailable, start)
+	if h.adaptive[c] != nil && h.cfg.ShedDelay > 0 {
+		time.Sleep(h.cfg.ShedDelay)
+	}
 }
 
 // timeout returns a context for the store calls of one request. It is not
