@@ -54,7 +54,7 @@ bench-engines:
 lambda:
 	scripts/lambda-package.sh
 
-## lambda-bench: the function under the Lambda emulator with no extension, linkgate-extension and a naive one (docs/lambda.md).
+## lambda-bench: the function under the Lambda emulator with no extension, linkgate-extension and a naive one; BASE=REV adds REV's function (docs/lambda.md).
 lambda-bench:
 	scripts/lambda-bench.sh
 

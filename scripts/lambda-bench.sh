@@ -10,7 +10,9 @@
 # e.g. 0.25 to mimic a small function), FUNCTION_CPU the CPU the emulator
 # tree is pinned to (0; the harness and DynamoDB Local get the others),
 # OUT the folder for raw results, EXTENSION_ENV extra NAME=VALUE,… settings
-# for linkgate-extension. Needs root (namespaces, bind mounts).
+# for linkgate-extension, BASE a commit whose function is measured beside
+# this one's, with no extension (e.g. 096063f, the build before pebble: init
+# time and size before/after). Needs root (namespaces, bind mounts).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/bench-lib.sh"
@@ -34,7 +36,8 @@ if [ "${1:-}" = --inner ]; then
 		-rie .cache/bin/aws-lambda-rie -function "$work/bootstrap" -extension "$work/linkgate-extension" \
 		-naive "$work/naive-extension" -dynamodb "http://127.0.0.1:$port" \
 		-n "${N:-200}" -restarts "${RESTARTS:-10}" -cpu-quota "${CPU_QUOTA:-0}" -cpus "${FUNCTION_CPU:-0}" \
-		-out "$work/results" -svg docs/lambda-bench.svg ${EXTENSION_ENV:+-extension-env "$EXTENSION_ENV"}
+		-out "$work/results" -svg docs/lambda-bench.svg ${EXTENSION_ENV:+-extension-env "$EXTENSION_ENV"} \
+		${BASE:+-baseline "$work/base/bootstrap" -baseline-name "$BASE"}
 	exit # the trap stops DynamoDB Local
 fi
 
@@ -47,6 +50,13 @@ CGO_ENABLED=0 go build -trimpath -tags lambda.norpc,nopebble -ldflags "-s -w" -o
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/linkgate-extension" ./cmd/linkgate-extension
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/naive-extension" ./tools/lambdabench/naiveext
 go build -o "$work/lambdabench" ./tools/lambdabench
+if [ -n "${BASE:-}" ]; then
+	step "build the function at $BASE the same way (in a worktree under $work; named bootstrap, as /proc shows it)"
+	mkdir -p "$work/base"
+	git worktree add --detach "$work/base-src" "$BASE" >/dev/null
+	(cd "$work/base-src" && CGO_ENABLED=0 go build -trimpath -tags lambda.norpc,nopebble -ldflags "-s -w" -o "$work/base/bootstrap" ./cmd/linkgate)
+	git worktree remove --force "$work/base-src"
+fi
 step "measure (holding $BENCH_LOCK)"
 # -o: the lock is not inherited by what the run starts, so nothing left
 # behind can hold it.

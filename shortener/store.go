@@ -87,6 +87,17 @@ const (
 	Conflicting                     // another link holds the id: nothing stored
 )
 
+// ImportOver says what importing l does when stored, the Link a
+// RecordStore exports, holds its id already: Unchanged when they are the
+// same link (an import run again), else Conflicting.
+func ImportOver(stored, l Link) ImportResult {
+	if stored.URL == l.URL && stored.CreatedAt.Equal(l.CreatedAt) && stored.ExpiresAt.Equal(l.ExpiresAt) &&
+		stored.MaxVisits == l.MaxVisits && stored.Visits == l.Visits {
+		return Unchanged
+	}
+	return Conflicting
+}
+
 // RecordStore is the Store extension for backups in a portable form,
 // imports and migrations: whole links with their statistics.
 type RecordStore interface {
@@ -95,7 +106,10 @@ type RecordStore interface {
 	ExportRecords(ctx context.Context, fn func(LinkRecord) error) error
 	// ImportRecords stores each record whose id is free, the link and its
 	// statistics in one write, and says per record what it did. The ids
-	// are ValidID. An error means the records not reported were not
-	// written (a store writes a call's records all at once where it can).
+	// are ValidID. A store writes a call's records all at once where it
+	// can (pebble does); one that cannot (DynamoDB: transactions of up to
+	// 100 items) may have written some when it returns an error, and an
+	// import run again reports those Unchanged. A link is never written
+	// without its statistics.
 	ImportRecords(ctx context.Context, recs []LinkRecord) ([]ImportResult, error)
 }

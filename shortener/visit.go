@@ -44,6 +44,19 @@ const (
 	MaxStatKeys      = 100 // browsers, bots, countries
 )
 
+// IsZero reports whether s counts nothing.
+func (s *VisitStats) IsZero() bool {
+	if s.Total != 0 || s.Bots != 0 {
+		return false
+	}
+	for kind := range NumVisitKinds {
+		if len(*s.Breakdown(kind)) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Add adds o's counts to s.
 func (s *VisitStats) Add(o VisitStats) {
 	s.Total += o.Total

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -45,11 +47,27 @@ import (
 
 type gatewayConfig struct {
 	listen, prometheusListen, controlListen, store, adminVersion, logLevel, router string
-	serverHeader, listenTLS, sslKeySalt                                            string
+	serverHeader, listenTLS, sslKeySalt, trustedCA                                 string
 	adminKeys, viewerKeys, allowAdmin                                              string
 	maxBodySize, httpsPort, requestIDMachine                                       int
 	showUpstreamStatus                                                             bool
 	wsMaxDuration                                                                  time.Duration
+}
+
+// loadRoots reads a PEM file of CA certificates; "" is nil, the system roots.
+func loadRoots(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s: no PEM certificate in it", file)
+	}
+	return roots, nil
 }
 
 // splitList splits a comma-separated flag value.
@@ -84,6 +102,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	fs.IntVar(&c.maxBodySize, "max-body-size", 0, "largest request body proxied, in bytes (0: no limit, as APISIX's client_max_body_size; bodies stream)")
 	fs.StringVar(&c.listenTLS, "listen-tls", ":9443", `address of the TLS listener (HTTP/1.1 and HTTP/2, certificates from the ssl resources; "" disables it)`)
 	fs.StringVar(&c.sslKeySalt, "ssl-key-encrypt-salt", gateway.DefaultKeySalt, `16 bytes encrypting ssl private keys at rest, as APISIX's key_encrypt_salt (its default); "" stores them as given`)
+	fs.StringVar(&c.trustedCA, "ssl-trusted-certificate", "", `PEM file of the CAs that verify TLS servers the gateway is a client of: redis with redis_ssl_verify (APISIX's apisix.ssl.ssl_trusted_certificate; "" uses the system roots)`)
 	fs.IntVar(&c.httpsPort, "https-port", 0, "port the redirect plugin's http_to_https sends clients to (0: the --listen-tls port, else 443)")
 	fs.DurationVar(&c.wsMaxDuration, "websocket-max-duration", 0, "longest a WebSocket tunnel stays open (0: no limit; an idle one closes after its route's read timeout, 60s by default)")
 	fs.IntVar(&c.requestIDMachine, "request-id-machine", 0, "this node's snowflake data machine id (0-4095) for request-id; distinct per node")
@@ -112,6 +131,10 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
 		return cli.Usagef("--log-level: %v", err)
 	}
+	roots, err := loadRoots(c.trustedCA)
+	if err != nil {
+		return cli.Usagef("--ssl-trusted-certificate: %v", err)
+	}
 	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
 
 	store, prefix, err := openGatewayStore(ctx, c.store, env.Getenv, logger)
@@ -138,7 +161,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 		}
 	}
 	metrics := prometheus.New()
-	redisPool := redis.NewPool()
+	redisPool := redis.NewPoolWithRoots(roots)
 	defer redisPool.Close()
 	reg := newRegistry(logger, c, metrics, redisPool)
 	reg.SSLKeys = keys

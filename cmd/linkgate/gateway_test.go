@@ -147,6 +147,8 @@ func TestGatewayFlags(t *testing.T) {
 		{"gateway", "--admin-api-version", "v4"},
 		{"gateway", "--allow-admin", "not-a-cidr"},
 		{"gateway", "extra"},
+		{"gateway", "--ssl-trusted-certificate", "/nonexistent/ca.pem"},
+		{"gateway", "--ssl-trusted-certificate", "gateway_test.go"},
 	} {
 		if _, _, code := runCLI(t, nil, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)

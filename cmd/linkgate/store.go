@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/linkgate/linkgate/internal/cli"
 	"github.com/linkgate/linkgate/shortener"
@@ -118,7 +119,11 @@ func openRecordStore(ctx context.Context, spec string) (shortener.Store, error) 
 	case "pebble":
 		s, err = pebble.Open(arg, pebble.Options{})
 	case "dynamodb":
-		s, err = dynamodb.Open(ctx, dynamodb.Options{Table: arg, Timeout: dynamodb.DefaultTimeout})
+		// No background work: the visit log records an import writes are
+		// folded by the instances serving the table (or fold-visits). A
+		// command waits longer for a call than a server answering a
+		// visitor does.
+		s, err = dynamodb.Open(ctx, dynamodb.Options{Table: arg, Timeout: 10 * time.Second, ManualVisits: true})
 	default:
 		return nil, cli.Usagef("%q: want pebble:DIR or dynamodb:TABLE", spec)
 	}

@@ -135,6 +135,9 @@ status 1 if any line was refused.`, env.Stderr)
 		err = flush()
 	}
 	fmt.Fprintf(env.Stdout, "%d imported, %d already there, %d conflicting, %d bad lines\n", c.imported, c.unchanged, c.conflicts, c.bad)
+	if table, ok := strings.CutPrefix(*store, "dynamodb:"); ok && c.imported > 0 {
+		fmt.Fprintf(env.Stderr, "visit statistics went to the table's visit log: the instances serving it fold them within the hour, or now: linkgate dynamodb fold-visits --table %s\n", table)
+	}
 	if err != nil {
 		return fmt.Errorf("store import: %w", err)
 	}

@@ -32,7 +32,8 @@ import (
 // node gets an HTTP/1.1 upgrade with a key of the gateway's, the client a
 // 200 and the stream as the tunnel. Go's HTTP/2 server announces
 // SETTINGS_ENABLE_CONNECT_PROTOCOL only with GODEBUG=http2xconnect=1 in
-// the gateway's environment (Go issue 71128); without it, clients upgrade
+// the process's environment at start (Go issue 71128), which the linkgate
+// binary sets for itself (internal/xconnect); without it, clients upgrade
 // over HTTP/1.1 (browsers fall back to it).
 //
 // A tunnel ends after the route's read timeout without a byte either way

@@ -76,6 +76,18 @@ type Pair struct {
 // Issue signs a certificate.
 func (ca *CA) Issue(tb testing.TB, o Options) Pair {
 	tb.Helper()
+	return issue(tb, o, ca)
+}
+
+// SelfSigned returns a certificate signed by its own key.
+func SelfSigned(tb testing.TB, o Options) Pair {
+	tb.Helper()
+	return issue(tb, o, nil)
+}
+
+// issue makes a certificate signed by ca, or by its own key when ca is nil.
+func issue(tb testing.TB, o Options, ca *CA) Pair {
+	tb.Helper()
 	key := newKey(tb, o.RSA)
 	now := time.Now()
 	if o.NotBefore.IsZero() {
@@ -98,7 +110,11 @@ func (ca *CA) Issue(tb testing.TB, o Options) Pair {
 	if o.OCSPServer != "" {
 		tmpl.OCSPServer = []string{o.OCSPServer}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	parent, signer := tmpl, crypto.Signer(key)
+	if ca != nil {
+		parent, signer = ca.Cert, ca.Key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), signer)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -84,6 +84,10 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) shortener.Store { return newStore(t, dynamodb.Options{}) })
 }
 
+func TestRecordsConformance(t *testing.T) {
+	storetest.RunRecords(t, func(t *testing.T) shortener.Store { return newStore(t, dynamodb.Options{ManualVisits: true}) })
+}
+
 func TestConformanceConsistentReads(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) shortener.Store {
 		return newStore(t, dynamodb.Options{ConsistentReads: true})

@@ -23,6 +23,10 @@ const (
 	AttrExpiresAt = "expiresAt"   // N, Unix seconds; the table's TTL attribute
 	AttrMaxVisits = "maxVisits"   // N
 	AttrVisits    = "visits"      // N, a counter (UpdateItem ADD)
+	// AttrCreatedVisits is the part of visits the link was created with
+	// (imports carry them); the rest of visits was counted since. Exports
+	// give it as the link's Visits, the rest as its statistics.
+	AttrCreatedVisits = "createdVisits" // N
 )
 
 // DynamoDB limits (developer guide, "Quotas"): a partition key is 1 to 2048
@@ -54,7 +58,7 @@ func itemSize(l shortener.Link) int {
 		n += len(AttrMaxVisits) + number
 	}
 	if l.Visits != 0 {
-		n += len(AttrVisits) + number
+		n += len(AttrVisits) + len(AttrCreatedVisits) + 2*number
 	}
 	return n
 }
@@ -83,7 +87,8 @@ func number(v int64) *types.AttributeValueMemberN {
 }
 
 // encode returns l's item. Zero optional fields are left out, so a plain
-// link is exactly the seed's item plus createdAt.
+// link is exactly the seed's item plus createdAt. The visits a link is
+// created with are both its visits and its createdVisits.
 func encode(l shortener.Link) map[string]types.AttributeValue {
 	item := make(map[string]types.AttributeValue, 6)
 	item[AttrID] = &types.AttributeValueMemberS{Value: l.ID}
@@ -99,6 +104,7 @@ func encode(l shortener.Link) map[string]types.AttributeValue {
 	}
 	if l.Visits != 0 {
 		item[AttrVisits] = number(l.Visits)
+		item[AttrCreatedVisits] = number(l.Visits)
 	}
 	return item
 }

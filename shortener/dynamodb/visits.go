@@ -391,15 +391,7 @@ func (s *Store) migrateLegacy(ctx context.Context, id string) error {
 		if rec.n, err = s.number(ctx, rec.bytes); err != nil {
 			return err
 		}
-		hdr := map[string]types.AttributeValue{
-			AttrID:        &types.AttributeValueMemberS{Value: recordKey(rec.n)},
-			attrParts:     number(1),
-			attrBytes:     number(int64(rec.bytes)),
-			attrTime:      number(now.Unix()),
-			attrWriter:    &types.AttributeValueMemberS{Value: s.visits.writer},
-			attrData:      &types.AttributeValueMemberB{Value: rec.blobs[0]},
-			AttrExpiresAt: number(now.Add(recordTTL).Unix()),
-		}
+		hdr := headerItem(rec, s.visits.writer, now)
 		tctx, cancel := context.WithTimeout(ctx, s.timeout)
 		_, err = s.client.TransactWriteItems(tctx, &ddb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Put: &types.Put{TableName: &s.table, Item: hdr, ConditionExpression: aws.String("attribute_not_exists(" + AttrID + ")")}},

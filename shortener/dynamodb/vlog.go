@@ -404,19 +404,8 @@ func inParallel(n int, fn func(i int) error) error {
 // when the fold voided the number first, and true when the header there is
 // this writer's own (an earlier attempt that seemed to fail did commit).
 func (s *Store) commit(ctx context.Context, rec *record, writer string, now time.Time) (bool, error) {
-	item := map[string]types.AttributeValue{
-		AttrID:        &types.AttributeValueMemberS{Value: recordKey(rec.n)},
-		attrParts:     number(int64(len(rec.blobs))),
-		attrBytes:     number(int64(rec.bytes)),
-		attrTime:      number(now.Unix()),
-		attrWriter:    &types.AttributeValueMemberS{Value: writer},
-		AttrExpiresAt: number(now.Add(recordTTL).Unix()),
-	}
-	if len(rec.blobs) == 1 {
-		item[attrData] = &types.AttributeValueMemberB{Value: rec.blobs[0]}
-	}
 	refused, err := s.put(ctx, "commit visit record", &ddb.PutItemInput{
-		Item:                item,
+		Item:                headerItem(rec, writer, now),
 		ConditionExpression: aws.String("attribute_not_exists(" + AttrID + ")"),
 	})
 	if err != nil || !refused {
@@ -429,6 +418,23 @@ func (s *Store) commit(ctx context.Context, rec *record, writer string, now time
 	w, _ := str(h, attrWriter)
 	_, void := h[attrVoid]
 	return w == writer && !void, nil
+}
+
+// headerItem is the header of record rec, numbered, committed by writer
+// at now; a record of one part has its data in it.
+func headerItem(rec *record, writer string, now time.Time) map[string]types.AttributeValue {
+	item := map[string]types.AttributeValue{
+		AttrID:        &types.AttributeValueMemberS{Value: recordKey(rec.n)},
+		attrParts:     number(int64(len(rec.blobs))),
+		attrBytes:     number(int64(rec.bytes)),
+		attrTime:      number(now.Unix()),
+		attrWriter:    &types.AttributeValueMemberS{Value: writer},
+		AttrExpiresAt: number(now.Add(recordTTL).Unix()),
+	}
+	if len(rec.blobs) == 1 {
+		item[attrData] = &types.AttributeValueMemberB{Value: rec.blobs[0]}
+	}
+	return item
 }
 
 // update makes one UpdateItem call on the store's table under its

@@ -26,6 +26,13 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestRecordsConformance(t *testing.T) {
+	storetest.RunRecords(t, func(t *testing.T) shortener.Store {
+		s, _ := pebbletest.Open(t)
+		return s
+	})
+}
+
 // powerLoss is the storetest harness on pebble's crash-testing file
 // system: Cut keeps only what was synced (CrashClone with no unsynced
 // data), and Open opens the store on that.

@@ -42,7 +42,7 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 	for i := range recs {
 		l := &recs[i].Link
 		if j, ok := first[l.ID]; ok {
-			results[i] = sameOr(recs[j].Link, *l)
+			results[i] = shortener.ImportOver(recs[j].Link, *l)
 			continue
 		}
 		key = appendKey(key[:0], kindLink, l.ID)
@@ -56,7 +56,7 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 			if err != nil {
 				return nil, fmt.Errorf("import: link %q: %w", l.ID, err)
 			}
-			results[i] = sameOr(old, *l)
+			results[i] = shortener.ImportOver(old, *l)
 			continue
 		}
 		first[l.ID] = i
@@ -65,7 +65,7 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 		if err := b.Set(key, val, nil); err != nil {
 			return nil, unavailable("import", err)
 		}
-		if st := recs[i].Stats; !zeroStats(&st) {
+		if st := recs[i].Stats; !st.IsZero() {
 			st.Bound()
 			key = appendKey(key[:0], kindStats, l.ID)
 			if err := b.Set(key, statsrec.Encode(st), nil); err != nil {
@@ -85,27 +85,6 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 		}
 	}
 	return results, nil
-}
-
-// sameOr says whether an import of l over old changes nothing.
-func sameOr(old, l shortener.Link) shortener.ImportResult {
-	if old.URL == l.URL && old.CreatedAt.Equal(l.CreatedAt) && old.ExpiresAt.Equal(l.ExpiresAt) &&
-		old.MaxVisits == l.MaxVisits && old.Visits == l.Visits {
-		return shortener.Unchanged
-	}
-	return shortener.Conflicting
-}
-
-func zeroStats(st *shortener.VisitStats) bool {
-	if st.Total != 0 || st.Bots != 0 {
-		return false
-	}
-	for kind := range shortener.NumVisitKinds {
-		if len(*st.Breakdown(kind)) > 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // ExportRecords calls fn with every link and its statistics, in id order,

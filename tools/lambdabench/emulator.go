@@ -43,11 +43,15 @@ type result struct {
 	WarmInvokes    int       `json:"warm_invokes"`
 	FunctionBytes  int64     `json:"function_bytes"`
 	ExtensionBytes int64     `json:"extension_bytes"`
+	Baseline       bool      `json:"baseline,omitempty"` // the function of another build (-baseline), no extension
 }
 
 // measure runs one emulator for variant v: one cold invoke, then warm
 // ones, adding to r.
 func measure(ctx context.Context, c config, v variant, round, warm int, r *result) error {
+	if v.function != "" {
+		c.function = v.function
+	}
 	fi, err := os.Stat(c.function)
 	if err != nil {
 		return err

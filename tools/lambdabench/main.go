@@ -32,6 +32,7 @@ import (
 
 type config struct {
 	rie, function, extension, naive string
+	baseline, baselineName          string   // another build's bootstrap, measured with no extension; its label
 	env                             []string // for the function and its extensions
 	invokes, restarts               int
 	cpuQuota                        float64  // CPUs; 0: none
@@ -47,6 +48,8 @@ func main() {
 	flag.StringVar(&c.rie, "rie", ".cache/bin/aws-lambda-rie", "aws-lambda-rie binary")
 	flag.StringVar(&c.function, "function", "", "the function's bootstrap (linkgate, stripped)")
 	flag.StringVar(&c.extension, "extension", "", "linkgate-extension binary (stripped)")
+	flag.StringVar(&c.baseline, "baseline", "", "another build's bootstrap (e.g. an earlier commit's), measured with no extension beside this one")
+	flag.StringVar(&c.baselineName, "baseline-name", "baseline", "the -baseline build's label in the report (e.g. its commit)")
 	flag.StringVar(&c.naive, "naive", "", "naive extension binary (tools/lambdabench/naiveext)")
 	flag.StringVar(&ddb, "dynamodb", "", "DynamoDB Local endpoint, http://127.0.0.1:PORT (table goUrlShortener must exist)")
 	flag.IntVar(&c.invokes, "n", 200, "warm invokes per variant, spread over the restarts")
@@ -76,6 +79,7 @@ func main() {
 // variant is one way of deploying the function.
 type variant struct {
 	name      string
+	function  string // the bootstrap, if not -function's
 	extension string // path of the extension binary; "" for none
 	file      string // its file name in /opt/extensions
 	env       []string
@@ -112,15 +116,27 @@ func run(ctx context.Context, c config, ddb string) error {
 		{name: "linkgate-extension", extension: c.extension, file: "linkgate-extension", env: c.extensionEnv},
 		{name: "naive extension (sync upload, 30 ms)", extension: c.naive, file: "naive-extension", env: []string{"LINKGATE_BENCH_SINK_URL=" + sink}},
 	}
+	if c.baseline != "" {
+		variants = append(variants, variant{name: "no extension, " + c.baselineName + " build", function: c.baseline})
+	}
 	// Warm DynamoDB Local (a JVM) up first, then interleave the variants,
 	// rotating their order each round, so drift and noise on this shared
-	// machine fall on all of them alike.
-	if err := warmUp(ctx, c, variants[0]); err != nil {
-		return fmt.Errorf("warm-up: %w", err)
+	// machine fall on all of them alike. The JVM's first calls can outlast
+	// the function's store deadline (1 s) on a busy machine: the warm-up
+	// is tried three times.
+	for try := 1; ; try++ {
+		err := warmUp(ctx, c, variants[0])
+		if err == nil {
+			break
+		}
+		if try == 3 {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "warm-up %d: %v; again\n", try, err)
 	}
 	results := make([]result, len(variants))
 	for i, v := range variants {
-		results[i] = result{Variant: v.name}
+		results[i] = result{Variant: v.name, Baseline: v.function != ""}
 	}
 	for round := 0; round < c.restarts; round++ {
 		warm := c.invokes / c.restarts

@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"io"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -95,6 +96,10 @@ func printReport(w io.Writer, c config, results []result) {
 	}
 	fmt.Fprintln(w)
 	for _, r := range results[1:] {
+		if r.Baseline {
+			printBaseline(w, results[0], r)
+			continue
+		}
 		s := summarize(r)
 		med, lo, hi := roundDeltas(results[0], r)
 		if len(r.TurnaroundUs) > 0 {
@@ -104,6 +109,32 @@ func printReport(w io.Writer, c config, results []result) {
 		fmt.Fprintf(w, "- %s vs no extension: client p50 %+.3f ms (×%.2f; per round, median %+.3f ms, range %+.3f to %+.3f), duration avg %+.2f ms, init avg %+.1f ms, post-runtime avg %+.2f ms.\n",
 			r.Variant, s.clientP50-base.clientP50, s.clientP50/base.clientP50, med, lo, hi, s.durAvg-base.durAvg, s.initAvg-base.initAvg, s.postAvg-base.postAvg)
 	}
+}
+
+// printBaseline compares the function of this build with another's (both
+// with no extension): init time, per round and on average, and binary size.
+func printBaseline(w io.Writer, cur, base result) {
+	sc, sb := summarize(cur), summarize(base)
+	med, lo, hi := initRatios(base, cur)
+	fmt.Fprintf(w, "- this build vs the %s: init avg %.2f → %.2f ms (×%.3f; per round, median ×%.3f, range ×%.3f to ×%.3f), bootstrap %.2f → %.2f MB (×%.3f).\n",
+		strings.TrimPrefix(base.Variant, "no extension, "), sb.initAvg, sc.initAvg, sc.initAvg/sb.initAvg, med, lo, hi,
+		sb.funcSizeMB, sc.funcSizeMB, float64(cur.FunctionBytes)/float64(base.FunctionBytes))
+}
+
+// initRatios divides the init times of r by those of base round by round
+// (one cold start each per round; the rounds interleave the variants) and
+// returns the median, least and greatest ratio.
+func initRatios(base, r result) (median, lo, hi float64) {
+	var ratios []float64
+	for i := range min(len(base.InitsMs), len(r.InitsMs)) {
+		if base.InitsMs[i] > 0 {
+			ratios = append(ratios, r.InitsMs[i]/base.InitsMs[i])
+		}
+	}
+	if len(ratios) == 0 {
+		return 0, 0, 0
+	}
+	return percentile(ratios, 50), slices.Min(ratios), slices.Max(ratios)
 }
 
 // roundDeltas compares the warm client latency medians of two variants

@@ -56,6 +56,23 @@ func TestSummaryAndReport(t *testing.T) {
 	}
 }
 
+func TestBaselineReport(t *testing.T) {
+	cur := result{Variant: "no extension", InitsMs: []float64{10, 12, 9}, FunctionBytes: 15e6}
+	base := result{Variant: "no extension, 096063f build", Baseline: true, InitsMs: []float64{8, 12, 10}, FunctionBytes: 14.4e6}
+	for _, r := range []*result{&cur, &base} {
+		r.Invokes = []invoke{{Cold: true, ClientMs: 1}, {ClientMs: 1}}
+	}
+	var out bytes.Buffer
+	printReport(&out, config{invokes: 3, restarts: 3}, []result{cur, base})
+	want := "- this build vs the 096063f build: init avg 10.00 → 10.33 ms (×1.033; per round, median ×1.000, range ×0.900 to ×1.250), bootstrap 14.40 → 15.00 MB (×1.042)."
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, out.String())
+	}
+	if strings.Contains(out.String(), "build vs no extension") {
+		t.Errorf("the baseline build is compared as an extension:\n%s", out.String())
+	}
+}
+
 func TestEMFTurnaround(t *testing.T) {
 	line := `{"_aws":{"Timestamp":1,"CloudWatchMetrics":[]},"FunctionName":"f","ExtensionProcessingTime":[6.1,8.5],"Invokes":2}`
 	if got := emfTurnaround(line); len(got) != 2 || got[0] != 6.1 {

@@ -4,11 +4,21 @@
 // "policy" and redis_* fields, their schema and defaults), and a pool of
 // clients shared by every plugin instance with the same connection
 // options, across configuration reloads. Connection options live here
-// only: a new one (TLS, ACL user) is added once for all three plugins.
+// only: a new one is added once for all three plugins.
+//
+// TLS and ACL users are APISIX 3.x's redis_ssl, redis_ssl_verify and
+// redis_username (redis_cluster_ssl, redis_cluster_ssl_verify for a
+// cluster), with its defaults: TLS off, and when on, the certificate not
+// verified unless asked. A verified certificate must chain to the pool's
+// roots (the gateway's --ssl-trusted-certificate, APISIX's
+// apisix.ssl.ssl_trusted_certificate) or, without them, the system roots,
+// and name the host dialled.
 package redis
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
@@ -36,11 +46,16 @@ type Conf struct {
 	Policy            string   `json:"policy"`
 	RedisHost         string   `json:"redis_host"`
 	RedisPort         int      `json:"redis_port"`
+	RedisUsername     string   `json:"redis_username"`
 	RedisPassword     string   `json:"redis_password"`
 	RedisDatabase     int      `json:"redis_database"`
 	RedisTimeout      int      `json:"redis_timeout"` // milliseconds
 	RedisClusterNodes []string `json:"redis_cluster_nodes"`
 	RedisClusterName  string   `json:"redis_cluster_name"`
+	RedisSSL          bool     `json:"redis_ssl"`
+	RedisSSLVerify    bool     `json:"redis_ssl_verify"`
+	ClusterSSL        bool     `json:"redis_cluster_ssl"`
+	ClusterSSLVerify  bool     `json:"redis_cluster_ssl_verify"`
 }
 
 // Shared reports whether the policy keeps state in redis.
@@ -53,19 +68,24 @@ func Schema(s *gateway.Schema) *gateway.Schema {
 	s.Properties["policy"] = &gateway.Schema{Type: "string", Enum: []any{Local, Redis, Cluster}, Default: Local}
 	s.If = policyIs(Redis)
 	s.Then = &gateway.Schema{Required: []string{"redis_host"}, Properties: map[string]*gateway.Schema{
-		"redis_host":     {Type: "string", MinLength: 2},
-		"redis_port":     {Type: "integer", Minimum: gateway.Num(1), Default: 6379},
-		"redis_password": {Type: "string", MinLength: 0},
-		"redis_database": {Type: "integer", Minimum: gateway.Num(0), Default: 0},
-		"redis_timeout":  {Type: "integer", Minimum: gateway.Num(1), Default: 1000},
+		"redis_host":       {Type: "string", MinLength: 2},
+		"redis_port":       {Type: "integer", Minimum: gateway.Num(1), Default: 6379},
+		"redis_username":   {Type: "string", MinLength: 1},
+		"redis_password":   {Type: "string", MinLength: 0},
+		"redis_database":   {Type: "integer", Minimum: gateway.Num(0), Default: 0},
+		"redis_timeout":    {Type: "integer", Minimum: gateway.Num(1), Default: 1000},
+		"redis_ssl":        {Type: "boolean", Default: false},
+		"redis_ssl_verify": {Type: "boolean", Default: false},
 	}}
 	s.Else = &gateway.Schema{If: policyIs(Cluster), Then: &gateway.Schema{
 		Required: []string{"redis_cluster_nodes", "redis_cluster_name"},
 		Properties: map[string]*gateway.Schema{
-			"redis_cluster_nodes": {Type: "array", MinItems: 2, Items: &gateway.Schema{Type: "string", MinLength: 2, MaxLength: 100}},
-			"redis_password":      {Type: "string", MinLength: 0},
-			"redis_timeout":       {Type: "integer", Minimum: gateway.Num(1), Default: 1000},
-			"redis_cluster_name":  {Type: "string"},
+			"redis_cluster_nodes":      {Type: "array", MinItems: 2, Items: &gateway.Schema{Type: "string", MinLength: 2, MaxLength: 100}},
+			"redis_password":           {Type: "string", MinLength: 0},
+			"redis_timeout":            {Type: "integer", Minimum: gateway.Num(1), Default: 1000},
+			"redis_cluster_name":       {Type: "string"},
+			"redis_cluster_ssl":        {Type: "boolean", Default: false},
+			"redis_cluster_ssl_verify": {Type: "boolean", Default: false},
 		},
 	}}
 	return s
@@ -77,12 +97,29 @@ func policyIs(p string) *gateway.Schema {
 
 // Pool shares one client per set of connection options.
 type Pool struct {
+	roots   *x509.CertPool // nil: the system roots
 	mu      sync.Mutex
 	clients map[string]*Client
 }
 
-// NewPool returns an empty pool.
-func NewPool() *Pool { return &Pool{clients: map[string]*Client{}} }
+// NewPool returns an empty pool verifying TLS servers against the system roots.
+func NewPool() *Pool { return NewPoolWithRoots(nil) }
+
+// NewPoolWithRoots returns an empty pool verifying TLS servers against
+// roots (nil: the system roots).
+func NewPoolWithRoots(roots *x509.CertPool) *Pool {
+	return &Pool{roots: roots, clients: map[string]*Client{}}
+}
+
+// tlsConfig is the client TLS configuration for ssl and verify, nil
+// without TLS. The server name is the host dialled (crypto/tls takes it
+// from the address).
+func (p *Pool) tlsConfig(ssl, verify bool) *tls.Config {
+	if !ssl {
+		return nil
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: p.roots, InsecureSkipVerify: !verify}
+}
 
 // Client runs scripts on one redis server or cluster.
 type Client struct {
@@ -108,9 +145,9 @@ func (p *Pool) Client(c Conf) (*Client, error) {
 		if len(c.RedisClusterNodes) < 2 {
 			return nil, fmt.Errorf("redis_cluster_nodes needs at least 2 nodes")
 		}
-		id = "cluster " + strings.Join(c.RedisClusterNodes, ",") + " " + c.RedisPassword + " " + timeout.String()
+		id = fmt.Sprintf("cluster %s %q %v %t %t", strings.Join(c.RedisClusterNodes, ","), c.RedisPassword, timeout, c.ClusterSSL, c.ClusterSSLVerify)
 	case Redis:
-		id = addr + " " + strconv.Itoa(c.RedisDatabase) + " " + c.RedisPassword + " " + timeout.String()
+		id = fmt.Sprintf("%s %d %q %q %v %t %t", addr, c.RedisDatabase, c.RedisUsername, c.RedisPassword, timeout, c.RedisSSL, c.RedisSSLVerify)
 	default:
 		return nil, fmt.Errorf("policy %q keeps no state in redis", c.Policy)
 	}
@@ -122,10 +159,12 @@ func (p *Pool) Client(c Conf) (*Client, error) {
 	cl := &Client{timeout: timeout}
 	if c.Policy == Cluster {
 		rc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.RedisClusterNodes, Password: c.RedisPassword,
+			TLSConfig:   p.tlsConfig(c.ClusterSSL, c.ClusterSSLVerify),
 			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolSize: 100})
 		cl.c, cl.closer = rc, rc.Close
 	} else {
-		rc := goredis.NewClient(&goredis.Options{Addr: addr, Password: c.RedisPassword, DB: c.RedisDatabase,
+		rc := goredis.NewClient(&goredis.Options{Addr: addr, Username: c.RedisUsername, Password: c.RedisPassword, DB: c.RedisDatabase,
+			TLSConfig:   p.tlsConfig(c.RedisSSL, c.RedisSSLVerify),
 			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolSize: 100})
 		cl.c, cl.closer = rc, rc.Close
 	}
