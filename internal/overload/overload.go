@@ -13,13 +13,16 @@
 // processes on the same core.
 //
 // A Monitor samples it every window. A window in which more than 1 % of
-// the goroutines that were scheduled waited longer than the target delay
-// is late: every Limit it made is halved (down to 1); any other window
-// raises each by one (up to its maximum) — additive increase,
+// the goroutines that were scheduled waited longer than the target delay,
+// and in which the work to protect went on (Watch: redirects were
+// served), is late: every Limit it made is halved (down to 1); any other
+// window raises each by one (up to its maximum) — additive increase,
 // multiplicative decrease, as TCP does with its window. Requests over a
 // Limit are refused at once by their caller, which costs a few
 // microseconds instead of the full request, and never for the classes
-// that must stay fast, which have no Limit.
+// that must stay fast, which have no Limit. With nothing to protect
+// (creates alone), a saturated core is no reason to refuse work: the
+// limits stay where they are.
 package overload
 
 import (
@@ -47,6 +50,9 @@ type Monitor struct {
 	sample [1]metrics.Sample
 	prev   []uint64
 	late   atomic.Int64 // late windows so far
+	// watched counts the work to protect (Watch); nil: always.
+	watched     func() uint64
+	prevWatched uint64
 }
 
 // NewMonitor returns a Monitor whose windows are late when more than 1 %
@@ -55,6 +61,14 @@ func NewMonitor(target time.Duration) *Monitor {
 	m := &Monitor{target: target.Seconds()}
 	m.sample[0].Name = schedLatencies
 	return m
+}
+
+// Watch makes only windows in which done's count grew late: the limits
+// give way to the work done counts, not to themselves. Call it before Run.
+func (m *Monitor) Watch(done func() uint64) {
+	m.mu.Lock()
+	m.watched = done
+	m.mu.Unlock()
 }
 
 // Limit is an in-flight limit between 1 and a maximum.
@@ -108,7 +122,13 @@ func (m *Monitor) Step() {
 		m.prev = append(m.prev[:0], h.Counts...)
 		return
 	}
-	m.adjust(lateWindow(h.Buckets, h.Counts, m.prev, m.target))
+	late := lateWindow(h.Buckets, h.Counts, m.prev, m.target)
+	if m.watched != nil {
+		n := m.watched()
+		late = late && n != m.prevWatched
+		m.prevWatched = n
+	}
+	m.adjust(late)
 	copy(m.prev, h.Counts)
 }
 

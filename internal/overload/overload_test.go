@@ -80,6 +80,27 @@ func TestStepReadsTheScheduler(t *testing.T) {
 		t.Errorf("limit after 6 windows with goroutines waiting > 1ns: %d, want 1", l.Load())
 	}
 
+	// Watched: only windows in which the watched work went on are late.
+	m = NewMonitor(time.Nanosecond)
+	l = m.Limit(64)
+	var served uint64
+	m.Watch(func() uint64 { return served })
+	m.Step()
+	for i := range 6 {
+		for range 64 {
+			done := make(chan struct{})
+			go close(done)
+			<-done
+		}
+		if i%2 == 1 {
+			served++
+		}
+		m.Step()
+	}
+	if l.Load() != 8 { // 64 (already its maximum), 32, 33, 16, 17, 8
+		t.Errorf("limit after 3 idle and 3 watched late windows, alternating: %d, want 8", l.Load())
+	}
+
 	m = NewMonitor(time.Hour)
 	l = m.Limit(64)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -397,8 +397,9 @@ func TestLoadShedding(t *testing.T) {
 	}
 }
 
-// With Config.Overload, a scheduler running late shrinks the create
-// budget below its configured size (down to 1), so creates are shed long
+// With Config.Overload, a scheduler running late while redirects are
+// served shrinks the create budget below its configured size (down to 1),
+// so creates are shed long
 // before 256 are in flight, and held for ShedDelay before their 503,
 // while redirects are never limited by it.
 func TestOverloadShrinksCreateBudget(t *testing.T) {
@@ -406,14 +407,27 @@ func TestOverloadShrinksCreateBudget(t *testing.T) {
 	bs := blockingStore{entered: make(chan struct{}, 10), release: make(chan struct{})}
 	const hold = 50 * time.Millisecond
 	s := start(t, setup{cfg: httpapi.Config{MaxInflightCreates: 256, Overload: mon, ShedDelay: hold}, wrap: func(st shortener.Store) shortener.Store { bs.Store = st; return bs }})
-	mon.Step()
-	for range 10 { // 256 → 1
+	window := func(redirect bool) {
 		for range 64 { // the runtime times one schedule in 8
 			ran := make(chan struct{})
 			go close(ran)
 			<-ran
 		}
+		if redirect {
+			s.do(t, "GET", "/abcdefghij", "")
+		}
 		mon.Step()
+	}
+	mon.Step()
+	// Late windows without redirects: nothing to give way to.
+	for range 10 {
+		window(false)
+	}
+	if m := s.do(t, "GET", "/metrics", ""); !strings.Contains(m.Body, `linkgate_http_inflight_limit{class="create"} 256`) {
+		t.Error("the create budget shrank with no redirect to protect")
+	}
+	for range 10 { // 256 → 1
+		window(true)
 	}
 	held := make(chan int)
 	go func() {

@@ -69,8 +69,9 @@ type Config struct {
 	MaxInflightCreates, MaxInflightQR, MaxInflightAdmin int
 	// Overload, if set, adapts the creates' and the QR and statistics
 	// budgets to the CPU the server gets (internal/overload): halved while
-	// the scheduler runs late, so that they cannot crowd out redirects,
-	// which it never limits. nil: the budgets are fixed.
+	// the scheduler runs late and redirects are being served, so that they
+	// cannot crowd out redirects, which it never limits. nil: the budgets
+	// are fixed.
 	Overload *overload.Monitor
 	// ShedDelay, with Overload, holds each shed create, QR or statistics
 	// request this long before its 503 (see Handler.shed). 0: none.
@@ -241,6 +242,7 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 	}
 	h.domains, _ = parseDomains(cfg.Domains) // validated
 	if cfg.Overload != nil {
+		cfg.Overload.Watch(metrics.inflight[classRedirect].started.Load)
 		for _, c := range []class{classCreate, classQRStats} {
 			if h.maxInflight[c] > 0 {
 				h.adaptive[c] = cfg.Overload.Limit(h.maxInflight[c])
@@ -273,6 +275,7 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		}
 		in := &h.metrics.inflight[c]
 		n := in.n.Add(1)
+		in.started.Add(1)
 		max := h.maxInflight[c]
 		if l := h.adaptive[c]; l != nil {
 			max = l.Load()

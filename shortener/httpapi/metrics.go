@@ -28,10 +28,12 @@ type Metrics struct {
 	byRoute [numRoutes]perRoute
 }
 
-// inflight counts a class's requests in flight, on a cache line of its own.
+// inflight counts a class's requests in flight, and those started, on a
+// cache line of its own.
 type inflight struct {
-	n atomic.Int64
-	_ [56]byte
+	n       atomic.Int64
+	started atomic.Uint64
+	_       [48]byte
 }
 
 type perRoute struct {
