@@ -130,7 +130,7 @@ func (p *nodePool) roundTrip(uc *upConn, req *fasthttp.Request, resp *fasthttp.R
 	keep := !resp.ConnectionClose() && !req.Header.ConnectionClose() && (p.requests <= 0 || uc.served < p.requests)
 	if sc := resp.StatusCode(); !head && sc != fasthttp.StatusNoContent && sc != fasthttp.StatusNotModified {
 		cl := resp.Header.ContentLength()
-		if ex.stream && (cl < 0 || cl > bufferedBodyMax) {
+		if ex.stream && (cl > bufferedBodyMax || cl == -2 || cl == -1 && !bufferedChunks(uc.br)) {
 			ex.body = p.streamBody(uc, resp, keep)
 			resp.SetBodyStream(ex.body, max(cl, -1))
 			return false, nil

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +19,10 @@ import (
 // Streaming. A request or response body up to bufferedBodyMax with a
 // known length is read whole, as before: one write upstream, retries on
 // another node possible, and body filters (response-rewrite's body, gzip)
-// see it all. Larger bodies, and bodies of unknown length (chunked, or
+// see it all; so is a chunked response whose every chunk already arrived
+// with its header (bufferedChunks: nginx's echo, most small dynamic
+// answers), which then goes to the client with a Content-Length in one
+// write. Larger bodies, and other bodies of unknown length (chunked, or
 // until the upstream closes), stream through with bounded memory: the
 // upstream's answer is passed on as it arrives, read by read (server-sent
 // events reach the client as the upstream sends them), and an upload goes
@@ -178,4 +182,82 @@ func (c *chunkedBody) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// bufferedChunks reports whether br's buffer already holds a whole chunked
+// body, so that reading it cannot wait on the upstream.
+func bufferedChunks(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return chunkedLen(b) >= 0
+}
+
+// chunkedLen is the length of the chunked body at the start of b — its
+// chunks, the last chunk and the trailer section, framed as fasthttp reads
+// them (CRLF line ends; an extension after ';') — or -1 when b does not
+// hold a whole well-formed one of at most bufferedBodyMax data bytes.
+func chunkedLen(b []byte) int {
+	i, total := 0, 0
+	for {
+		size, digits := 0, 0
+		for ; i < len(b) && digits < 8; i, digits = i+1, digits+1 {
+			d := unhex(b[i])
+			if d < 0 {
+				break
+			}
+			size = size<<4 | d
+		}
+		if digits == 0 {
+			return -1
+		}
+		for ext, ows := false, false; i < len(b) && b[i] != '\r'; i++ {
+			switch c := b[i]; {
+			case ext && c != '\n':
+			case c == ' ', c == '\t':
+				ows = true
+			case c == ';' && !ows:
+				ext = true
+			default:
+				return -1
+			}
+		}
+		if i+1 >= len(b) || b[i+1] != '\n' {
+			return -1
+		}
+		i += 2
+		if size == 0 {
+			break
+		}
+		if total += size; total > bufferedBodyMax || len(b)-i < size+2 ||
+			b[i+size] != '\r' || b[i+size+1] != '\n' {
+			return -1
+		}
+		i += size + 2
+	}
+	// The trailer section: header lines up to an empty line.
+	for {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		line := b[i : i+j]
+		i += j + 1
+		if len(line) == 0 || line[len(line)-1] != '\r' {
+			return -1
+		}
+		if len(line) == 1 {
+			return i
+		}
+	}
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
 }

@@ -239,3 +239,51 @@ func TestClientGoneMidStream(t *testing.T) {
 		return code == 404
 	})
 }
+
+// TestWholeChunkedResponseBuffered: a chunked answer that arrives whole
+// with its header (as nginx's echo and most small dynamic answers do)
+// takes the buffered path: the client gets it with a Content-Length, or,
+// when it has a trailer, chunked with the trailer; one whose end has not
+// arrived streams (TestServerSentEvents).
+func TestWholeChunkedResponseBuffered(t *testing.T) {
+	w := startGateway(t)
+	node := upstream(t, "raw", func(rw http.ResponseWriter, r *http.Request) {
+		c, buf, err := rw.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		buf.Reader.Discard(buf.Reader.Buffered())
+		trailer := ""
+		if r.URL.Query().Get("trailer") != "" {
+			trailer = "X-Trailer: t\r\n"
+		}
+		// One write, so the gateway reads header and chunks together.
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Up: raw\r\n\r\n"+
+			"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n"+trailer+"\r\n")
+	})
+	k, v := route("1", "/raw", node, "")
+	w.load(t, map[string]string{k: v})
+	for _, trailer := range []bool{false, true, false} {
+		url := w.url + "/raw"
+		if trailer {
+			url += "?trailer=1"
+		}
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(body) != "hello world" || resp.Header.Get("X-Up") != "raw" {
+			t.Fatalf("%q %v %v", body, err, resp.Header)
+		}
+		switch {
+		case trailer && resp.Trailer.Get("X-Trailer") != "t":
+			t.Errorf("trailer %v, want X-Trailer: t", resp.Trailer)
+		case !trailer && (resp.ContentLength != 11 || len(resp.TransferEncoding) > 0):
+			t.Errorf("content-length %d, transfer-encoding %v: want the buffered answer", resp.ContentLength, resp.TransferEncoding)
+		}
+	}
+}
