@@ -13,6 +13,22 @@
 #             scenarios (o1, o2), for before/after figures from one run
 #   load      wrk -t2 -c16 -d${DURATION}, pinned to core $LOAD_CPU
 #
+# BENCH_GATEWAY_ROWS selects groups of rows (default "plain"; "all" is every
+# group), so that one run of a few groups fits in a few minutes:
+#   plain      the rows above: scenarios 1-3 (and OLD_REF) vs nginx proxy_pass
+#   tls        HTTP/1.1 over TLS, keep-alive, ECDSA P-256 (benchcmp cert):
+#              scenarios 1 and 2 on --listen-tls vs nginx ssl + proxy_pass
+#   handshake  a full TLS handshake per request (wrk -H 'Connection: close';
+#              wrk resumes no session): scenario 1 vs nginx ssl
+#   h2         HTTP/2 over TLS (h2 by ALPN), h2load -c$H2_CONNS -m10:
+#              scenario 1 vs nginx http2
+#   haproxy    scenarios 1 and 2, cleartext and TLS, vs HAProxy (nbthread 1,
+#              http-reuse always)
+#   caddy      the same vs Caddy (reverse_proxy, GOMAXPROCS=1)
+# Every anchor runs on core $GW_CPU like nginx, and sends the upstream the
+# same forwarded headers; TLS clients connect to localhost (the SNI of the
+# gateway's ssl resource) with TLS 1.2 and 1.3 on every server.
+#
 # Scenario 1: the seed's route with no plugins. Scenario 2: limit-count
 # (count 2000000000000, time_window 60, rejected_code 503, key remote_addr)
 # + prometheus. Scenario 3: an API as APISIX users run one — key-auth (a
@@ -22,19 +38,29 @@
 # so machine noise hits all alike; the table gives medians and ranges, and
 # the ratio to nginx is the median of per-round ratios.
 #
-# Environment: ROUNDS (2), DURATION (5s), CONNS (16), GW_CPU (0), LOAD_CPU (1),
-# UPSTREAM_PORT (1980), OLD_REF (unset), KEEP (1 keeps the temp dir).
+# Environment: ROUNDS (2), DURATION (5s), CONNS (16), H2_CONNS (4), GW_CPU (0),
+# LOAD_CPU (1), UPSTREAM_PORT (1980), OLD_REF (unset), BENCH_GATEWAY_ROWS
+# (plain), KEEP (1 keeps the temp dir).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$LINKGATE_ROOT"
 
 ROUNDS=${ROUNDS:-2} DURATION=${DURATION:-5s} CONNS=${CONNS:-16}
-GW_CPU=${GW_CPU:-0} LOAD_CPU=${LOAD_CPU:-1} UPSTREAM_PORT=${UPSTREAM_PORT:-1980}
+GW_CPU=${GW_CPU:-0} LOAD_CPU=${LOAD_CPU:-1} UPSTREAM_PORT=${UPSTREAM_PORT:-1980} H2_CONNS=${H2_CONNS:-4}
+ROWS=" ${BENCH_GATEWAY_ROWS:-plain} "
+[ "$ROWS" = " all " ] && ROWS=" plain tls handshake h2 haproxy caddy "
+for r in $ROWS; do
+	case $r in plain | tls | handshake | h2 | haproxy | caddy) ;; *) die "BENCH_GATEWAY_ROWS: unknown group $r (plain tls handshake h2 haproxy caddy, or all)" ;; esac
+done
+rows() { for r in "$@"; do [[ $ROWS == *" $r "* ]] && return 0; done; return 1; }
 KEY=edd1c9f034335f136f87ad84b625c8f1
 ECHO_MODULE=/usr/lib/nginx/modules/ngx_http_echo_module.so
 
 for c in nginx wrk taskset flock curl; do command -v "$c" >/dev/null || die "$c not installed (apt-get install nginx-light libnginx-mod-http-echo wrk util-linux curl)"; done
 [ -f "$ECHO_MODULE" ] || die "$ECHO_MODULE missing (apt-get install libnginx-mod-http-echo)"
+rows h2 && { command -v h2load >/dev/null || die "h2load not installed (apt-get install nghttp2-client)"; }
+rows haproxy && { command -v haproxy >/dev/null || die "haproxy not installed (apt-get install haproxy)"; }
+rows caddy && { command -v caddy >/dev/null || die "caddy not installed (apt-get install caddy)"; }
 
 tmp=$(mktemp -d /tmp/linkgate-bench-gateway.XXXXXX)
 pids=()
@@ -62,6 +88,15 @@ prom_port=$(free_port)
 proto_port=$(free_port)
 old_port=$(free_port)
 old_prom_port=$(free_port)
+gwtls_port=$(free_port)
+ngtls_port=$(free_port)
+ngh2_port=$(free_port)
+hp_port=$(free_port)
+hptls_port=$(free_port)
+cd_port=$(free_port)
+cdtls_port=$(free_port)
+"$tmp/benchcmp" cert "$tmp/tls"
+cat "$tmp/tls/server.pem" "$tmp/tls/server-key.pem" >"$tmp/tls/haproxy.pem"
 
 temps="client_body_temp_path $tmp; proxy_temp_path $tmp; fastcgi_temp_path $tmp; uwsgi_temp_path $tmp; scgi_temp_path $tmp;"
 cat >"$tmp/upstream.conf" <<CONF
@@ -81,6 +116,17 @@ http {
 CONF
 # The baseline sends upstream what the gateway sends: Host, X-Real-IP,
 # X-Forwarded-For/Proto/Host/Port.
+proxy_location="location / {
+			proxy_pass http://backend;
+			proxy_http_version 1.1;
+			proxy_set_header Connection \"\";
+			proxy_set_header Host \$http_host;
+			proxy_set_header X-Real-IP \$remote_addr;
+			proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+			proxy_set_header X-Forwarded-Proto \$scheme;
+			proxy_set_header X-Forwarded-Host \$host;
+			proxy_set_header X-Forwarded-Port \$server_port;
+		}"
 cat >"$tmp/nginx.conf" <<CONF
 worker_processes 1;
 daemon off;
@@ -97,18 +143,64 @@ http {
 	}
 	server {
 		listen 127.0.0.1:$ng_port;
-		location / {
-			proxy_pass http://backend;
-			proxy_http_version 1.1;
-			proxy_set_header Connection "";
-			proxy_set_header Host \$http_host;
-			proxy_set_header X-Real-IP \$remote_addr;
-			proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-			proxy_set_header X-Forwarded-Proto \$scheme;
-			proxy_set_header X-Forwarded-Host \$host;
-			proxy_set_header X-Forwarded-Port \$server_port;
-		}
+		$proxy_location
 	}
+	# Debian's nginx 1.22 needs the protocols named for TLS 1.3.
+	ssl_certificate $tmp/tls/server.pem;
+	ssl_certificate_key $tmp/tls/server-key.pem;
+	ssl_protocols TLSv1.2 TLSv1.3;
+	server {
+		# nginx ends a client connection after 1000 requests by default
+		# (HTTP/2 too, where h2load does not reconnect); the gateway does not.
+		keepalive_requests 100000000;
+		listen 127.0.0.1:$ngtls_port ssl;
+		listen 127.0.0.1:$ngh2_port ssl http2;
+		$proxy_location
+	}
+}
+CONF
+cat >"$tmp/haproxy.cfg" <<CONF
+global
+	nbthread 1
+	maxconn 4096
+	ssl-default-bind-options ssl-min-ver TLSv1.2
+defaults
+	mode http
+	timeout connect 5s
+	timeout client 60s
+	timeout server 60s
+	http-reuse always
+frontend fe
+	bind 127.0.0.1:$hp_port
+	bind 127.0.0.1:$hptls_port ssl crt $tmp/tls/haproxy.pem alpn http/1.1
+	default_backend be
+backend be
+	option forwardfor
+	http-request set-header X-Real-IP %[src]
+	http-request set-header X-Forwarded-Proto http unless { ssl_fc }
+	http-request set-header X-Forwarded-Proto https if { ssl_fc }
+	http-request set-header X-Forwarded-Host %[req.hdr(host)]
+	http-request set-header X-Forwarded-Port %[dst_port]
+	server up 127.0.0.1:$UPSTREAM_PORT
+CONF
+# Caddy adds X-Forwarded-For/Proto/Host itself; upstream keep-alive is its default.
+caddy_proxy="reverse_proxy 127.0.0.1:$UPSTREAM_PORT {
+		header_up X-Real-IP {remote_host}
+		header_up X-Forwarded-Port {http.request.port}
+	}"
+cat >"$tmp/Caddyfile" <<CONF
+{
+	admin off
+	auto_https off
+	storage file_system $tmp/caddy
+}
+http://127.0.0.1:$cd_port {
+	$caddy_proxy
+}
+https://localhost:$cdtls_port {
+	bind 127.0.0.1
+	tls $tmp/tls/server.pem $tmp/tls/server-key.pem
+	$caddy_proxy
 }
 CONF
 
@@ -119,7 +211,7 @@ fi
 taskset -c "$LOAD_CPU" nginx -p "$tmp" -c "$tmp/upstream.conf" & pids+=($!)
 taskset -c "$GW_CPU" nginx -p "$tmp" -c "$tmp/nginx.conf" & pids+=($!)
 GOMAXPROCS=1 taskset -c "$GW_CPU" "$tmp/linkgate" gateway --listen "127.0.0.1:$gw_port" \
-	--listen-tls "127.0.0.1:$(free_port)" --prometheus-listen "127.0.0.1:$prom_port" --admin-key "$KEY" \
+	--listen-tls "127.0.0.1:$gwtls_port" --prometheus-listen "127.0.0.1:$prom_port" --admin-key "$KEY" \
 	--config-store "bolt:$tmp/gateway.db" --log-level warn 2>"$tmp/gateway.log" & pids+=($!)
 gw_pid=$!
 GOMAXPROCS=1 taskset -c "$GW_CPU" "$tmp/gatewayproto" -addr "127.0.0.1:$proto_port" \
@@ -131,6 +223,17 @@ if [ -n "${OLD_REF:-}" ]; then
 		--config-store "bolt:$tmp/gateway-old.db" --log-level warn 2>"$tmp/gateway-old.log" & pids+=($!)
 	old_pid=$!
 	wait_tcp 127.0.0.1 "$old_port" 10 || { cat "$tmp/gateway-old.log"; die "old gateway did not start"; }
+fi
+if rows haproxy; then
+	taskset -c "$GW_CPU" haproxy -db -f "$tmp/haproxy.cfg" >"$tmp/haproxy.log" 2>&1 & pids+=($!)
+	hp_pid=$!
+	wait_tcp 127.0.0.1 "$hp_port" 10 || { cat "$tmp/haproxy.log"; die "haproxy did not start"; }
+fi
+if rows caddy; then
+	HOME=$tmp XDG_DATA_HOME=$tmp/caddy XDG_CONFIG_HOME=$tmp/caddy GOMAXPROCS=1 taskset -c "$GW_CPU" \
+		caddy run --config "$tmp/Caddyfile" --adapter caddyfile >"$tmp/caddy.log" 2>&1 & pids+=($!)
+	cd_pid=$!
+	wait_tcp 127.0.0.1 "$cdtls_port" 10 || { cat "$tmp/caddy.log"; die "caddy did not start"; }
 fi
 wait_tcp 127.0.0.1 "$UPSTREAM_PORT" 10 || { cat "$tmp/upstream.err"; die "upstream did not start"; }
 wait_tcp 127.0.0.1 "$ng_port" 10 || { cat "$tmp/nginx.err"; die "nginx did not start"; }
@@ -157,6 +260,24 @@ curl -sf "http://127.0.0.1:$gw_port/apisix/admin/consumers" -H "X-API-KEY: $KEY"
 wait_tcp 127.0.0.1 "$proto_port" 10 || { cat "$tmp/proto.log"; die "gatewayproto did not start"; }
 [ "$(curl -s "http://127.0.0.1:$ng_port/hello")" = 1234567890 ] || die "nginx baseline does not proxy /hello"
 [ "$(curl -s "http://127.0.0.1:$proto_port/hello")" = 1234567890 ] || die "gatewayproto does not proxy /hello"
+# The gateway's certificate: an ssl resource for SNI localhost, the same
+# key pair every TLS anchor serves.
+nl=$'\n'
+cert=$(<"$tmp/tls/server.pem") key=$(<"$tmp/tls/server-key.pem")
+curl -sf "http://127.0.0.1:$gw_port/apisix/admin/ssl/1" -H "X-API-KEY: $KEY" -X PUT \
+	-d "{\"cert\":\"${cert//$nl/\\n}\",\"key\":\"${key//$nl/\\n}\",\"snis\":[\"localhost\"]}" >/dev/null ||
+	die "admin PUT of the ssl resource failed"
+https_ok() { [ "$(curl -s --cacert "$tmp/tls/ca.pem" "$@")" = 1234567890 ]; }
+https_ok "https://localhost:$ngtls_port/hello" || die "nginx ssl does not proxy /hello"
+if rows h2; then # Debian's curl has no HTTP/2: one h2load request must succeed
+	h2load -n1 -c1 "https://localhost:$ngh2_port/hello" | grep -q '1 succeeded' || die "nginx http2 does not proxy /hello"
+fi
+if rows haproxy; then
+	https_ok "http://127.0.0.1:$hp_port/hello" && https_ok "https://localhost:$hptls_port/hello" || die "haproxy does not proxy /hello"
+fi
+if rows caddy; then
+	https_ok "http://127.0.0.1:$cd_port/hello" && https_ok "https://localhost:$cdtls_port/hello" || die "caddy does not proxy /hello"
+fi
 ng_worker=$(pgrep -P "$(cat "$tmp/nginx.pid")" | head -1)
 [ -n "$ng_worker" ] || die "nginx baseline worker not found"
 
@@ -165,29 +286,69 @@ ng_worker=$(pgrep -P "$(cat "$tmp/nginx.pid")" | head -1)
 export KEY route_plain route_plugins route_s3
 export -f put_route die
 res=$tmp/results.jsonl
-targets=(
-	-target "nginx http://127.0.0.1:$ng_port/hello pid=$ng_worker rewarm=1s"
-	-target "proto http://127.0.0.1:$proto_port/hello pid=$proto_pid rewarm=1s"
-	-target "s1 http://127.0.0.1:$gw_port/hello pid=$gw_pid rewarm=1s" -before "s1=put_route $gw_port \"\$route_plain\""
-)
-[ -n "${OLD_REF:-}" ] && targets+=(-target "o1 http://127.0.0.1:$old_port/hello pid=$old_pid rewarm=1s" -before "o1=put_route $old_port \"\$route_plain\"")
-targets+=(-target "s2 http://127.0.0.1:$gw_port/hello pid=$gw_pid rewarm=1s" -before "s2=put_route $gw_port \"\$route_plugins\"")
-[ -n "${OLD_REF:-}" ] && targets+=(-target "o2 http://127.0.0.1:$old_port/hello pid=$old_pid rewarm=1s" -before "o2=put_route $old_port \"\$route_plugins\"")
-printf 'wrk.headers["apikey"] = "bench-key"\n' >"$tmp/s3.lua"
-targets+=(-target "s3 http://127.0.0.1:$gw_port/hello pid=$gw_pid rewarm=1s lua=$tmp/s3.lua" -before "s3=put_route $gw_port \"\$route_s3\" apikey:bench-key")
+targets=()
+declare -A added
+target() { # NAME URL KEYS [ROUTE]: measured once per round, with ROUTE ("plain" or "plugins") put first
+	[ -n "${added[$1]:-}" ] && return
+	added[$1]=1
+	targets+=(-target "$1 $2 $3 rewarm=1s")
+	[ -n "${4:-}" ] && targets+=(-before "$1=put_route $gw_port \"\$route_$4\"")
+	return 0
+}
+gw_tls=https://localhost:$gwtls_port/hello
+close="arg=-H arg=Connection:%20close"
+if rows plain; then
+	target nginx "http://127.0.0.1:$ng_port/hello" "pid=$ng_worker"
+	target proto "http://127.0.0.1:$proto_port/hello" "pid=$proto_pid"
+	target s1 "http://127.0.0.1:$gw_port/hello" "pid=$gw_pid" plain
+	[ -n "${OLD_REF:-}" ] && targets+=(-target "o1 http://127.0.0.1:$old_port/hello pid=$old_pid rewarm=1s" -before "o1=put_route $old_port \"\$route_plain\"")
+	target s2 "http://127.0.0.1:$gw_port/hello" "pid=$gw_pid" plugins
+	[ -n "${OLD_REF:-}" ] && targets+=(-target "o2 http://127.0.0.1:$old_port/hello pid=$old_pid rewarm=1s" -before "o2=put_route $old_port \"\$route_plugins\"")
+	printf 'wrk.headers["apikey"] = "bench-key"\n' >"$tmp/s3.lua"
+	targets+=(-target "s3 http://127.0.0.1:$gw_port/hello pid=$gw_pid rewarm=1s lua=$tmp/s3.lua" -before "s3=put_route $gw_port \"\$route_s3\" apikey:bench-key")
+fi
+if rows tls haproxy caddy; then
+	target ngtls "https://localhost:$ngtls_port/hello" "pid=$ng_worker"
+	target t1 "$gw_tls" "pid=$gw_pid" plain
+	target t2 "$gw_tls" "pid=$gw_pid" plugins
+fi
+if rows handshake; then
+	target ngnew "https://localhost:$ngtls_port/hello" "pid=$ng_worker $close"
+	target tnew "$gw_tls" "pid=$gw_pid $close" plain
+fi
+if rows h2; then
+	target ngh2 "https://localhost:$ngh2_port/hello" "pid=$ng_worker gen=h2load c=$H2_CONNS m=10"
+	target th2 "$gw_tls" "pid=$gw_pid gen=h2load c=$H2_CONNS m=10" plain
+fi
+if rows haproxy caddy; then
+	target s1 "http://127.0.0.1:$gw_port/hello" "pid=$gw_pid" plain
+	target s2 "http://127.0.0.1:$gw_port/hello" "pid=$gw_pid" plugins
+fi
+if rows haproxy; then
+	target hp "http://127.0.0.1:$hp_port/hello" "pid=$hp_pid"
+	target hptls "https://localhost:$hptls_port/hello" "pid=$hp_pid"
+fi
+if rows caddy; then
+	target cd "http://127.0.0.1:$cd_port/hello" "pid=$cd_pid"
+	target cdtls "https://localhost:$cdtls_port/hello" "pid=$cd_pid"
+fi
 
 step "measure: $ROUNDS rounds of wrk -t2 -c$CONNS -d$DURATION per target (holding /tmp/linkgate-bench.lock)"
 exec 9>/tmp/linkgate-bench.lock
 flock 9
-"$tmp/benchcmp" run -o "$res" -cpu "$LOAD_CPU" -rounds "$ROUNDS" -t 2 -c "$CONNS" -d "$DURATION" "${targets[@]}"
+"$tmp/benchcmp" run -o "$res" -cpu "$LOAD_CPU" -rounds "$ROUNDS" -t 2 -c "$CONNS" -d "$DURATION" \
+	-h2load "$(command -v h2load || echo h2load)" "${targets[@]}"
 flock -u 9
 
 step "result (linkgate $(git describe --always --dirty 2>/dev/null || echo dev), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ))"
 # One row per target: QPS, latencies, CPU per request and the ratios to
 # nginx as medians (ranges) of per-round ratios.
 "$tmp/benchcmp" report "$res" <<'TABLE'
+{{define "vs"}}{{$n := index . 0}}{{$a := index . 2}}| {{index . 1}} | {{mr "%.0f" (vals $n "rps")}} | {{mr "%.3f" (vals $n "p99")}} | {{if eq $n $a}}anchor{{else}}{{mr "%.2f" (per $n $a "rps")}}{{end}} | {{mr "%.2f" (vals $n "cpu")}} | {{if eq $n $a}}anchor{{else}}{{mr "%.2f" (per $a $n "cpu")}}{{end}} | {{index . 3}} |
+{{end -}}
 {{define "row"}}{{$n := index . 0}}| {{index . 1}} | {{mr "%.0f" (vals $n "rps")}} | {{mr "%.3f" (vals $n "avg")}} | {{mr "%.3f" (vals $n "p99")}} | {{if eq $n "nginx"}}1.00{{else}}{{mr "%.2f" (per $n "nginx" "rps")}}{{end}} | {{mr "%.2f" (vals $n "cpu")}} | {{printf "%.0f" (median (scale 1e6 (vals $n "cpu")))}} | {{if eq $n "nginx"}}1.00{{else}}{{mr "%.2f" (per "nginx" $n "cpu")}}{{end}} | {{index . 2}} |
 {{end -}}
+{{if has "nginx" -}}
 | scenario | QPS median (range) | avg latency ms | p99 latency ms | QPS × nginx | CPU µs/request | QPS per core (10⁶/CPU µs) | per core × nginx | target |
 |---|---|---|---|---|---|---|---|---|
 {{template "row" (list "nginx" "nginx proxy_pass (anchor)" "") -}}
@@ -202,6 +363,32 @@ Scenario 3 per core × scenario 1: {{mr "%.2f" (per "s1" "s3" "cpu")}} (CPU per 
 {{len (vals "nginx" "rps")}} rounds; ratios are medians (ranges) of per-round ratios. 'QPS per core' divides a second by the
 CPU time the process under test (gateway, or the nginx worker) spent per request: it is what one fully
 used core would serve, and it varies far less than QPS when the machine is busy.
+{{end -}}
+{{if or (has "ngtls") (has "ngh2") (has "ngnew") (has "hp") (has "cd")}}
+| row | QPS median (range) | p99 latency ms | QPS × anchor | CPU µs/request | per core × anchor | target |
+|---|---|---|---|---|---|---|
+{{if has "ngtls"}}{{template "vs" (list "ngtls" "TLS keep-alive: nginx ssl + proxy_pass (anchor)" "ngtls" "") -}}
+{{template "vs" (list "t1" "TLS keep-alive, scenario 1" "ngtls" "≥ 0.85×") -}}
+{{template "vs" (list "t2" "TLS keep-alive, scenario 2" "ngtls" "≥ 0.85×")}}{{end -}}
+{{if has "ngnew"}}{{template "vs" (list "ngnew" "full TLS handshake per request: nginx (anchor)" "ngnew" "") -}}
+{{template "vs" (list "tnew" "full TLS handshake per request, scenario 1" "ngnew" "≥ 0.8×")}}{{end -}}
+{{if has "ngh2"}}{{template "vs" (list "ngh2" "HTTP/2, 10 streams per connection: nginx http2 (anchor)" "ngh2" "") -}}
+{{template "vs" (list "th2" "HTTP/2, 10 streams per connection, scenario 1" "ngh2" "≥ 0.8×")}}{{end -}}
+{{if has "hp"}}{{template "vs" (list "hp" "cleartext: HAProxy (anchor)" "hp" "") -}}
+{{template "vs" (list "s1" "cleartext, scenario 1 vs HAProxy" "hp" "≥ 1.0×") -}}
+{{template "vs" (list "s2" "cleartext, scenario 2 vs HAProxy" "hp" "≥ 1.0×") -}}
+{{template "vs" (list "hptls" "TLS: HAProxy (anchor)" "hptls" "") -}}
+{{template "vs" (list "t1" "TLS, scenario 1 vs HAProxy" "hptls" "≥ 1.0×") -}}
+{{template "vs" (list "t2" "TLS, scenario 2 vs HAProxy" "hptls" "≥ 1.0×")}}{{end -}}
+{{if has "cd"}}{{template "vs" (list "cd" "cleartext: Caddy (anchor)" "cd" "") -}}
+{{template "vs" (list "s1" "cleartext, scenario 1 vs Caddy" "cd" "") -}}
+{{template "vs" (list "s2" "cleartext, scenario 2 vs Caddy" "cd" "") -}}
+{{template "vs" (list "cdtls" "TLS: Caddy (anchor)" "cdtls" "") -}}
+{{template "vs" (list "t1" "TLS, scenario 1 vs Caddy" "cdtls" "") -}}
+{{template "vs" (list "t2" "TLS, scenario 2 vs Caddy" "cdtls" "")}}{{end}}
+Each ratio is the median (range) of per-round ratios to the row's anchor; 'per core' is the anchor's CPU µs per
+request over the row's. The HTTP/2 rows' p99 comes from h2load's --log-file.
+{{end -}}
 {{with total "non2xx"}}
 WARNING: {{printf "%.0f" .}} non-2xx responses
 {{end -}}

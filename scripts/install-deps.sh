@@ -23,6 +23,9 @@ declare -A want=(
 	[systemd-analyze]=systemd
 	[strace]=strace
 	[curl]=curl
+	[haproxy]=haproxy
+	[caddy]=caddy
+	[h2load]=nghttp2-client
 )
 missing=()
 for cmd in "${!want[@]}"; do

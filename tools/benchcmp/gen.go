@@ -4,8 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,16 +33,64 @@ var generators = map[string]generator{
 	"wrk":      {args: wrkArgs, parse: func(out []byte, _ string) (map[string]float64, error) { return parseWrk(out) }},
 	"linkgate": {args: linkgateArgs, parse: func(_ []byte, json string) (map[string]float64, error) { return parseLinkgateJSON(json) }},
 	"vegeta":   {args: vegetaArgs, parse: func(out []byte, _ string) (map[string]float64, error) { return parseVegeta(out) }},
-	"h2load":   {args: h2loadArgs, parse: func(out []byte, _ string) (map[string]float64, error) { return parseH2load(out) }},
+	"h2load":   {args: h2loadArgs, parse: parseH2loadRun},
 }
 
 // h2loadArgs runs nghttp2's h2load for the duration: c connections, the
-// streams per connection from m= (default 1).
-func h2loadArgs(t *Target, _ string) []string {
+// streams per connection from m= (default 1), each request's time written
+// to log (--log-file) when it is named.
+func h2loadArgs(t *Target, log string) []string {
 	a := []string{t.Bin, "-t" + strconv.Itoa(t.Threads), "-c" + strconv.Itoa(t.Conns), "-m" + strconv.Itoa(max(t.Streams, 1)),
 		"-D", seconds(t.Duration)}
+	if log != "" {
+		a = append(a, "--log-file="+log)
+	}
 	a = append(a, t.Args...)
 	return append(a, t.URL)
+}
+
+// parseH2loadRun reads h2load's summary and, from its log file, the
+// latency percentiles it does not print.
+func parseH2loadRun(out []byte, log string) (map[string]float64, error) {
+	v, err := parseH2load(out)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		return nil, fmt.Errorf("h2load --log-file: %w", err)
+	}
+	p, err := parseH2loadLog(b)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(v, p)
+	return v, nil
+}
+
+// parseH2loadLog reads h2load's --log-file (per request: start in µs since
+// the epoch, status, µs to the end of the response, tab-separated) into
+// the nearest-rank latency percentiles p50, p90, p99 and p99.9 and the
+// max, in ms.
+func parseH2loadLog(b []byte) (map[string]float64, error) {
+	var us []float64
+	for line := range strings.Lines(string(b)) {
+		f := strings.Split(strings.TrimRight(line, "\n"), "\t")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("h2load log: line %q: want 3 tab-separated fields", line)
+		}
+		d, err := strconv.ParseFloat(f[2], 64)
+		if err != nil {
+			return nil, fmt.Errorf("h2load log: line %q: %w", line, err)
+		}
+		us = append(us, d)
+	}
+	if len(us) == 0 {
+		return nil, errors.New("h2load log: no request")
+	}
+	slices.Sort(us)
+	rank := func(q float64) float64 { return us[max(int(math.Ceil(q*float64(len(us))))-1, 0)] / 1e3 }
+	return map[string]float64{"p50": rank(0.50), "p90": rank(0.90), "p99": rank(0.99), "p99.9": rank(0.999), "max": us[len(us)-1] / 1e3}, nil
 }
 
 // parseH2load reads h2load's summary: the rate, the request counts, the

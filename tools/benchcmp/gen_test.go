@@ -158,4 +158,30 @@ func TestParseH2load(t *testing.T) {
 	if !equal(a, []string{"h2load", "-t1", "-c10", "-m4", "-D", "5s", "https://x/"}) {
 		t.Errorf("args %q", a)
 	}
+	a = h2loadArgs(&Target{Bin: "h2load", URL: "https://x/", Threads: 1, Conns: 10, Duration: 5 * time.Second}, "/tmp/l")
+	if !equal(a, []string{"h2load", "-t1", "-c10", "-m1", "-D", "5s", "--log-file=/tmp/l", "https://x/"}) {
+		t.Errorf("args %q", a)
+	}
+}
+
+// h2load-log.tsv is a real --log-file of 200 requests (h2load 1.52 -c2
+// -m10 -n200 against nginx http2); its 100th, 180th, 198th and 200th
+// times, sorted, are 225, 456, 2839 and 2846 µs.
+func TestParseH2loadLog(t *testing.T) {
+	b, _ := os.ReadFile("testdata/h2load-log.tsv")
+	got, err := parseH2loadLog(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"p50": 0.225, "p90": 0.456, "p99": 2.839, "p99.9": 2.846, "max": 2.846}
+	for k, w := range want {
+		if !near(got[k], w) {
+			t.Errorf("%s = %v, want %v", k, got[k], w)
+		}
+	}
+	for _, bad := range []string{"", "1\t200\n", "1\t200\tx\n"} {
+		if _, err := parseH2loadLog([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
 }

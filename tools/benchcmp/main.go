@@ -15,7 +15,8 @@
 // reversed every other round with -order alternate), and appends one JSON
 // line per run to FILE, so several run invocations (a server restarted in
 // between, another workload) feed one report. Per-target keys: gen=wrk,
-// linkgate, vegeta or h2load (m= its streams per connection), pid=PID (CPU time per request of that process and its
+// linkgate, vegeta or h2load (m= its streams per connection; its
+// percentiles from its --log-file), pid=PID (CPU time per request of that process and its
 // children, figure "cpu" in µs), lua=FILE, t=, c=, d=, R= and warmup=
 // (linkgate's -R and --warmup), prewarm=D (an unmeasured run before the
 // first round), rewarm=D (one before every round), arg=X (an extra
