@@ -46,15 +46,16 @@ scripts/install-deps.sh >/dev/null # the emulator and DynamoDB Local
 work=${OUT:-$(mktemp -d /tmp/linkgate-lambda-bench.XXXXXX)}
 mkdir -p "$work"
 step "build (stripped, as make lambda): function, linkgate-extension, naive extension, harness"
-CGO_ENABLED=0 go build -trimpath -tags lambda.norpc,nopebble -ldflags "-s -w" -o "$work/bootstrap" ./cmd/linkgate
+CGO_ENABLED=0 go build -trimpath -tags lambda.norpc,nopebble,functiononly -ldflags "-s -w" -o "$work/bootstrap" ./cmd/linkgate
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/linkgate-extension" ./cmd/linkgate-extension
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$work/naive-extension" ./tools/lambdabench/naiveext
 go build -o "$work/lambdabench" ./tools/lambdabench
 if [ -n "${BASE:-}" ]; then
+	# The same tags: a commit that predates one builds as it did.
 	step "build the function at $BASE the same way (in a worktree under $work; named bootstrap, as /proc shows it)"
 	mkdir -p "$work/base"
 	git worktree add --detach "$work/base-src" "$BASE" >/dev/null
-	(cd "$work/base-src" && CGO_ENABLED=0 go build -trimpath -tags lambda.norpc,nopebble -ldflags "-s -w" -o "$work/base/bootstrap" ./cmd/linkgate)
+	(cd "$work/base-src" && CGO_ENABLED=0 go build -trimpath -tags lambda.norpc,nopebble,functiononly -ldflags "-s -w" -o "$work/base/bootstrap" ./cmd/linkgate)
 	git worktree remove --force "$work/base-src"
 fi
 step "measure (holding $BENCH_LOCK)"

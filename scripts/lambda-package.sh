@@ -26,8 +26,9 @@ zipdir() {
 for arch in arm64 amd64; do
 	mkdir -p "$stage/$arch/function" "$stage/$arch/layer/extensions"
 	# lambda.norpc drops aws-lambda-go's go1.x RPC mode, unused on provided.al2023;
-	# nopebble leaves the embedded store out (a function keeps links in DynamoDB).
-	GOARCH=$arch go build -trimpath -tags lambda.norpc,nopebble -ldflags "-s -w -X main.version=$VERSION" \
+	# nopebble leaves the embedded store out (a function keeps links in DynamoDB);
+	# functiononly the gateway and the load generator (docs/lambda.md).
+	GOARCH=$arch go build -trimpath -tags lambda.norpc,nopebble,functiononly -ldflags "-s -w -X main.version=$VERSION" \
 		-o "$stage/$arch/function/bootstrap" ./cmd/linkgate
 	GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$VERSION" \
 		-o "$stage/$arch/layer/extensions/linkgate-extension" ./cmd/linkgate-extension

@@ -1,3 +1,5 @@
+//go:build !functiononly
+
 package main
 
 import (
@@ -45,6 +47,10 @@ type targetOptions struct {
 
 	noKeepAlive bool
 	tls         bench.TLSOptions
+}
+
+func init() {
+	commands["bench"] = command{"load-test an HTTP target (wrk2-compatible) or find its capacity", runBench}
 }
 
 func (t *targetOptions) register(fs *flag.FlagSet) {

@@ -1,3 +1,5 @@
+//go:build !functiononly
+
 package main
 
 import (
@@ -55,6 +57,10 @@ type gatewayConfig struct {
 }
 
 // loadRoots reads a PEM file of CA certificates; "" is nil, the system roots.
+func init() {
+	commands["gateway"] = command{"run the APISIX-compatible API gateway", runGateway}
+}
+
 func loadRoots(file string) (*x509.CertPool, error) {
 	if file == "" {
 		return nil, nil

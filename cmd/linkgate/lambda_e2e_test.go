@@ -19,10 +19,12 @@ import (
 	"github.com/linkgate/linkgate/internal/testdep"
 )
 
-// linkgate as a Lambda function under the runtime interface emulator, with
-// linkgate-extension loaded from /opt/extensions, over DynamoDB Local:
-// create, getFullURL and redirect through the three event formats, a
-// malformed event, then a shutdown that the extension reports in EMF.
+// linkgate as a Lambda function under the runtime interface emulator, built
+// as make lambda ships it (no embedded store, no gateway, no load
+// generator), with linkgate-extension loaded from /opt/extensions, over
+// DynamoDB Local: create, getFullURL and redirect through the three event
+// formats, a malformed event, then a shutdown that the extension reports
+// in EMF.
 func TestLambdaUnderEmulator(t *testing.T) {
 	rie := testdep.Binary(t, testdep.LambdaRIE, "aws-lambda-rie")
 	localAWSEnv(t)
@@ -33,9 +35,13 @@ func TestLambdaUnderEmulator(t *testing.T) {
 		t.Skip("needs root: the emulator loads extensions only from /opt, bind-mounted in a private mount namespace")
 	}
 	table := createTable(t)
-	bootstrap, err := buildLinkgate()
+	bootstrap, err := buildFunction()
 	if err != nil {
 		t.Fatal(err)
+	}
+	help, _ := exec.Command(bootstrap, "help").Output()
+	if h := string(help); !strings.Contains(h, "\n  lambda ") || strings.Contains(h, "\n  gateway ") || strings.Contains(h, "\n  bench ") {
+		t.Errorf("the function build's commands are not serve's and lambda's alone:\n%s", help)
 	}
 	opt := t.TempDir()
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(opt, "extensions", "linkgate-extension"), "../linkgate-extension").CombinedOutput(); err != nil {

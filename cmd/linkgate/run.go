@@ -18,14 +18,14 @@ type command struct {
 	run     func(ctx context.Context, args []string, env cli.Env) error
 }
 
-// commands lists every subcommand; each lives in its own file.
+// commands lists every subcommand; each lives in its own file (gateway and
+// bench add themselves: the Lambda function's build, -tags functiononly,
+// leaves them out).
 var commands = map[string]command{
 	"dynamodb": {"DynamoDB tooling: create-table", runDynamoDB},
 	"lambda":   {"run as an AWS Lambda function (what linkgate does under Lambda without a command)", runLambda},
 	"serve":    {"serve the URL shortener (redirects, seed-compatible API, REST API)", runServe},
 	"version":  {"print the version and exit", runVersion},
-	"bench":    {"load-test an HTTP target (wrk2-compatible) or find its capacity", runBench},
-	"gateway":  {"run the APISIX-compatible API gateway", runGateway},
 }
 
 // run is the whole program: main only calls it. It owns signal handling, so

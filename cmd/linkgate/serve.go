@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/linkgate/linkgate/internal/cli"
+	"github.com/linkgate/linkgate/internal/overload"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/cache"
 	"github.com/linkgate/linkgate/shortener/dynamodb"
@@ -48,6 +49,8 @@ type serveConfig struct {
 	trustedProxies  cli.ListFlag
 	awsIPRanges     string
 	storeMinFree    int64 // pebble: MiB kept free on the store's file system
+	debugAddr       string
+	overloadDelay   time.Duration // 0: fixed in-flight budgets
 }
 
 const serveDescription = `Serve the URL shortener: seed-compatible POST /shortenURL and
@@ -106,11 +109,14 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.api.MaxInflightCreates, "max-inflight-creates", 256, "creates in flight beyond which new ones get 503 overloaded (0: no limit); a budget of their own, so a create flood never sheds redirects")
 	fs.IntVar(&c.api.MaxInflightQR, "max-inflight-qr", 32, "QR code and statistics requests in flight beyond which new ones get 503 overloaded (0: no limit)")
 	fs.IntVar(&c.api.MaxInflightAdmin, "max-inflight-admin", 64, "admin requests (list, edit, delete, keys) in flight beyond which new ones get 503 overloaded (0: no limit)")
+	fs.DurationVar(&c.api.ShedDelay, "shed-delay", 100*time.Millisecond, "with --overload-delay, how long a shed create, QR or stats request waits for its 503: a client flooding its connections gets few requests through each (0: answered at once)")
+	fs.DurationVar(&c.overloadDelay, "overload-delay", 250*time.Microsecond, "while more than 1% of goroutines wait longer than this to run (the CPU is short) and redirects are being served, the create and QR/stats budgets are halved every 10ms, down to 1, and regrow by one per 10ms after: redirects are never limited by it (0: fixed budgets)")
 	fs.DurationVar(&c.server.ReadTimeout, "read-timeout", 10*time.Second, "time to read one request, headers and body")
 	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", 10*time.Second, "time to write one response")
 	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept")
 	fs.IntVar(&c.server.MaxHeaderBytes, "max-header-bytes", 8<<10, "largest request line plus headers, in `bytes` (more: 431)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain requests in flight on SIGINT/SIGTERM")
+	fs.StringVar(&c.debugAddr, "debug-addr", "", "`address` serving Go's profiles and traces at /debug/pprof/ (e.g. 127.0.0.1:6060; keep it private); empty: none")
 }
 
 // registerShortener adds the flags `serve` and the Lambda mode share: the
@@ -156,7 +162,7 @@ func (c serveConfig) validate() error {
 		return err
 	}
 	switch {
-	case c.shutdownTimeout < 0 || c.server.ReadTimeout < 0 || c.server.WriteTimeout < 0 || c.server.IdleTimeout < 0:
+	case c.shutdownTimeout < 0 || c.server.ReadTimeout < 0 || c.server.WriteTimeout < 0 || c.server.IdleTimeout < 0 || c.overloadDelay < 0:
 		return cli.Usagef("timeouts must not be negative")
 	case c.server.MaxHeaderBytes < 1024:
 		return cli.Usagef("--max-header-bytes must be at least 1024")
@@ -487,6 +493,19 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 	}
 	stopControl := startStoreControl(ctx, logger, raw)
 	defer stopControl()
+	stopDebug, err := startDebug(logger, c.debugAddr)
+	if err != nil {
+		raw.Close()
+		return err
+	}
+	defer stopDebug()
+	if c.overloadDelay > 0 {
+		mon := overload.NewMonitor(c.overloadDelay)
+		c.api.Overload = mon
+		mctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go mon.Run(mctx, overload.DefaultWindow)
+	}
 	app, err := newShortener(logger, c, raw, kind)
 	if err != nil {
 		return err

@@ -318,18 +318,27 @@ func TestServeDrainsOnShutdown(t *testing.T) {
 }
 
 // buildLinkgate builds the linkgate binary of this tree once per test run.
-var buildLinkgate = sync.OnceValues(func() (string, error) {
+var buildLinkgate = sync.OnceValues(func() (string, error) { return goBuild("linkgate") })
+
+// buildFunction builds the Lambda function's bootstrap as make lambda
+// ships it (scripts/lambda-package.sh), once per test run.
+var buildFunction = sync.OnceValues(func() (string, error) {
+	return goBuild("bootstrap", "-tags", "lambda.norpc,nopebble,functiononly")
+})
+
+// goBuild builds this package as name, in a new temporary folder.
+func goBuild(name string, flags ...string) (string, error) {
 	dir, err := os.MkdirTemp("", "linkgate-e2e-")
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "linkgate")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	bin := filepath.Join(dir, name)
+	out, err := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, ".")...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return bin, nil
-})
+}
 
 // child is a `linkgate serve` process.
 type child struct {

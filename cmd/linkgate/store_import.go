@@ -396,8 +396,12 @@ func readYOURLSSQL(r io.Reader, fn func(importLine) error) error {
 		if p.peek() == '(' {
 			p.i++
 			cols = nil
-			for p.space(); p.peek() != ')' && p.i < len(p.b); p.space() {
-				cols = append(cols, strings.ToLower(p.ident()))
+			for p.space(); p.peek() != ')'; p.space() {
+				c := p.ident()
+				if c == "" { // the end of the input, or not a name
+					return fmt.Errorf("line %d: INSERT INTO %s: want a column name or )", p.line, table)
+				}
+				cols = append(cols, strings.ToLower(c))
 				p.space()
 				if p.peek() == ',' {
 					p.i++

@@ -45,6 +45,7 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 	var plain, again []int
 	var txs [][]int
 	var txBytes int
+	now := s.visits.now()
 	for i := range recs {
 		l := recs[i].Link
 		if !shortener.ValidID(l.ID) {
@@ -64,7 +65,7 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 			continue
 		}
 		set := newDeltaSet()
-		set.addStats(l.ID, unix(l.CreatedAt), st, time.Time{})
+		set.addStats(l.ID, unix(l.CreatedAt), st, now)
 		n := len(set.encode(nil))
 		if len(txs) == 0 || len(txs[len(txs)-1]) == importTxLinks || txBytes+n > importRecordBytes {
 			txs, txBytes = append(txs, nil), 0
@@ -186,7 +187,7 @@ func exportedLink(item map[string]types.AttributeValue) (shortener.Link, error) 
 func (s *Store) importTx(ctx context.Context, recs []shortener.LinkRecord, idx []int, results []shortener.ImportResult) error {
 	var n int64 // the record's number; 0: take one
 	pending := idx
-	for attempt := 0; len(pending) > 0; attempt++ {
+	for attempt := 0; len(pending) > 0; attempt++ { // attempt: tries that settled no link
 		if attempt == importAttempts {
 			return fmt.Errorf("dynamodb import: a transaction of %d links conflicted with other writes %d times: %w",
 				len(pending), attempt, shortener.ErrUnavailable)
@@ -263,6 +264,9 @@ func (s *Store) importTx(ctx context.Context, recs []shortener.LinkRecord, idx [
 			default:
 				keep = append(keep, pending[k])
 			}
+		}
+		if len(keep) < len(pending) {
+			attempt = -1 // some links settled: the rest start afresh
 		}
 		pending = keep
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkgate/linkgate/internal/overload"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/httpapi"
 )
@@ -395,6 +396,64 @@ func TestLoadShedding(t *testing.T) {
 	wg.Wait()
 	if r := s.do(t, "GET", "/nope", ""); r.Status != 404 {
 		t.Errorf("after the load: %d", r.Status)
+	}
+}
+
+// With Config.Overload, a scheduler running late while redirects are
+// served shrinks the create budget below its configured size (down to 1),
+// so creates are shed long
+// before 256 are in flight, and held for ShedDelay before their 503,
+// while redirects are never limited by it.
+func TestOverloadShrinksCreateBudget(t *testing.T) {
+	mon := overload.NewMonitor(time.Nanosecond) // every window in which goroutines ran is late
+	bs := blockingStore{entered: make(chan struct{}, 10), release: make(chan struct{})}
+	const hold = 50 * time.Millisecond
+	s := start(t, setup{cfg: httpapi.Config{MaxInflightCreates: 256, Overload: mon, ShedDelay: hold}, wrap: func(st shortener.Store) shortener.Store { bs.Store = st; return bs }})
+	window := func(redirect bool) {
+		for range 64 { // the runtime times one schedule in 8
+			ran := make(chan struct{})
+			go close(ran)
+			<-ran
+		}
+		if redirect {
+			s.do(t, "GET", "/abcdefghij", "")
+		}
+		mon.Step()
+	}
+	mon.Step()
+	// Late windows without redirects: nothing to give way to.
+	for range 10 {
+		window(false)
+	}
+	if m := s.do(t, "GET", "/metrics", ""); !strings.Contains(m.Body, `linkgate_http_inflight_limit{class="create"} 256`) {
+		t.Error("the create budget shrank with no redirect to protect")
+	}
+	for range 10 { // 256 → 1
+		window(true)
+	}
+	held := make(chan int)
+	go func() {
+		held <- s.do(t, "POST", "/shortenURL", `{"OriginalURL":"https://slow.example/"}`).Status
+	}()
+	<-bs.entered
+	shedAt := time.Now()
+	wantError(t, s.do(t, "POST", "/api/v1/links", `{"url":"https://slow.example/"}`), 503, "overloaded")
+	if d := time.Since(shedAt); d < hold {
+		t.Errorf("shed create answered after %v, before its ShedDelay %v", d, hold)
+	}
+	if r := s.do(t, "GET", "/abcdefghij", "", "Accept", "application/json"); r.Status != 404 {
+		t.Errorf("redirect while creates are limited: %d %q", r.Status, r.Body)
+	}
+	m := s.do(t, "GET", "/metrics", "")
+	for _, want := range []string{`linkgate_http_inflight_limit{class="create"} 1`, `linkgate_http_requests_shed_total{class="create"} 1`,
+		`linkgate_http_requests_shed_total{class="redirect"} 0`} {
+		if !strings.Contains(m.Body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	close(bs.release)
+	if st := <-held; st != 201 {
+		t.Errorf("held create: %d", st)
 	}
 }
 

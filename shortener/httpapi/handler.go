@@ -27,6 +27,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
+	"github.com/linkgate/linkgate/internal/overload"
 	"github.com/linkgate/linkgate/shortener"
 )
 
@@ -66,6 +67,15 @@ type Config struct {
 	// MaxInflightCreates, MaxInflightQR (QR codes and statistics) and
 	// MaxInflightAdmin are the other classes' budgets. 0: no limit.
 	MaxInflightCreates, MaxInflightQR, MaxInflightAdmin int
+	// Overload, if set, adapts the creates' and the QR and statistics
+	// budgets to the CPU the server gets (internal/overload): halved while
+	// the scheduler runs late and redirects are being served, so that they
+	// cannot crowd out redirects, which it never limits. nil: the budgets
+	// are fixed.
+	Overload *overload.Monitor
+	// ShedDelay, with Overload, holds each shed create, QR or statistics
+	// request this long before its 503 (see Handler.shed). 0: none.
+	ShedDelay time.Duration
 	// RequestTimeout bounds store calls of a create, lookup or admin call.
 	// Default 5s.
 	RequestTimeout time.Duration
@@ -158,7 +168,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("rate %v: must be N per a positive period", r)
 		}
 	}
-	if c.MaxInflight < 0 || c.MaxInflightCreates < 0 || c.MaxInflightQR < 0 || c.MaxInflightAdmin < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 || c.QRCacheBytes < 0 || c.QRRenders < 0 {
+	if c.MaxInflight < 0 || c.MaxInflightCreates < 0 || c.MaxInflightQR < 0 || c.MaxInflightAdmin < 0 || c.ShedDelay < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 || c.QRCacheBytes < 0 || c.QRRenders < 0 {
 		return fmt.Errorf("max in-flight and timeouts must not be negative")
 	}
 	return nil
@@ -201,12 +211,13 @@ type Handler struct {
 	metrics *Metrics
 	cfg     Config
 
-	publicURL      string            // without trailing slash, or ""
-	domains        []domain          // Config.Domains; none: any Host
-	redirectStatus int               // 30x
-	cacheControl   []byte            // for redirects
-	adminKey       *[32]byte         // SHA-256 of the admin key, nil when admin is off
-	maxInflight    [numClasses]int64 // 0: no limit
+	publicURL      string                      // without trailing slash, or ""
+	domains        []domain                    // Config.Domains; none: any Host
+	redirectStatus int                         // 30x
+	cacheControl   []byte                      // for redirects
+	adminKey       *[32]byte                   // SHA-256 of the admin key, nil when admin is off
+	maxInflight    [numClasses]int64           // 0: no limit
+	adaptive       [numClasses]*overload.Limit // Config.Overload's limits; nil: maxInflight
 	metricsHandler fasthttp.RequestHandler
 	visits         VisitRecorder // nil: visits are not counted
 	ui             *ui           // nil: no web page
@@ -277,6 +288,15 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 		return nil, err
 	}
 	h.domains, _ = parseDomains(cfg.Domains) // validated
+	if cfg.Overload != nil {
+		cfg.Overload.Watch(metrics.inflight[classRedirect].started.Load)
+		for _, c := range []class{classCreate, classQRStats} {
+			if h.maxInflight[c] > 0 {
+				h.adaptive[c] = cfg.Overload.Limit(h.maxInflight[c])
+				metrics.adaptiveLimit(c, h.adaptive[c])
+			}
+		}
+	}
 	h.now = cfg.Now
 	if h.now == nil {
 		h.now = time.Now
@@ -302,13 +322,17 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		}
 		in := &h.metrics.inflight[c]
 		n := in.n.Add(1)
-		defer in.n.Add(-1)
-		if max := h.maxInflight[c]; max > 0 && n > max {
-			h.metrics.shed[c].Inc()
-			writeError(ctx, fasthttp.StatusServiceUnavailable, codeOverloaded, "too many requests in flight, retry later")
-			h.metrics.observe(r, fasthttp.StatusServiceUnavailable, start)
+		in.started.Add(1)
+		max := h.maxInflight[c]
+		if l := h.adaptive[c]; l != nil {
+			max = l.Load()
+		}
+		if max > 0 && n > max {
+			in.n.Add(-1)
+			h.shed(ctx, r, c, start)
 			return
 		}
+		defer in.n.Add(-1)
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -322,6 +346,21 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	}()
 	h.dispatch(ctx, r, id, allow)
 	h.metrics.observe(r, ctx.Response.StatusCode(), start)
+}
+
+// shed answers a request over its class's budget: 503 overloaded, with
+// Retry-After. In a class the overload monitor limits, the answer is held
+// for Config.ShedDelay first, outside the budget: a client that floods
+// its keep-alive connections (one request in flight on each) then gets
+// few requests per second through each, so answering them takes little
+// of the CPU the redirects need.
+func (h *Handler) shed(ctx *fasthttp.RequestCtx, r route, c class, start time.Duration) {
+	h.metrics.shed[c].Inc()
+	writeError(ctx, fasthttp.StatusServiceUnavailable, codeOverloaded, "too many requests in flight, retry later")
+	h.metrics.observe(r, fasthttp.StatusServiceUnavailable, start)
+	if h.adaptive[c] != nil && h.cfg.ShedDelay > 0 {
+		time.Sleep(h.cfg.ShedDelay)
+	}
 }
 
 // timeout returns a context for the store calls of one request. It is not

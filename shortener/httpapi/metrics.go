@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/linkgate/linkgate/internal/overload"
 )
 
 // Metrics are the HTTP API's Prometheus metrics. They are registered on the
@@ -21,14 +23,17 @@ type Metrics struct {
 	qrDraws  prometheus.Counter
 	limited  prometheus.Counter
 	inflight [numClasses]inflight
+	reg      prometheus.Registerer
 
 	byRoute [numRoutes]perRoute
 }
 
-// inflight counts a class's requests in flight, on a cache line of its own.
+// inflight counts a class's requests in flight, and those started, on a
+// cache line of its own.
 type inflight struct {
-	n atomic.Int64
-	_ [56]byte
+	n       atomic.Int64
+	started atomic.Uint64
+	_       [48]byte
 }
 
 type perRoute struct {
@@ -52,6 +57,7 @@ var statusIndex = func() (idx [600]int8) {
 // NewMetrics creates the API's metrics and registers them on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "linkgate_http_requests_total",
 			Help: "HTTP requests answered, by route and status code.",
@@ -100,6 +106,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}
 	}
 	return m
+}
+
+// adaptiveLimit exports an adaptive in-flight limit of class c.
+func (m *Metrics) adaptiveLimit(c class, l *overload.Limit) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "linkgate_http_inflight_limit",
+		Help:        "The in-flight budget of a class now, as --overload-delay adapts it to the CPU the server gets.",
+		ConstLabels: prometheus.Labels{"class": c.String()},
+	}, func() float64 { return float64(l.Load()) }))
 }
 
 // clockBase anchors request timing: time.Since(clockBase) reads the

@@ -196,7 +196,7 @@ func testRecordsDuplicates(t *testing.T, s shortener.Store, rs shortener.RecordS
 }
 
 // More records than one write of any store takes at once (DynamoDB: 100
-// items a transaction), with and without statistics.
+// items a transaction), with and without statistics, imported twice.
 func testRecordsMany(t *testing.T, s shortener.Store, rs shortener.RecordStore) {
 	var recs []shortener.LinkRecord
 	for i := range 230 {
@@ -207,5 +207,6 @@ func testRecordsMany(t *testing.T, s shortener.Store, rs shortener.RecordStore) 
 		recs = append(recs, r)
 	}
 	mustImport(t, rs, recs, shortener.Imported)
+	mustImport(t, rs, recs, shortener.Unchanged)
 	wantExport(t, rs, recs)
 }
