@@ -53,7 +53,7 @@ go test -count=1 -timeout 5m -run 'DoesNotAllocate' ./bench/...
 step "go test (release artefacts, no -race)"
 go test -count=1 -timeout 10m ./tools/release
 
-step "fuzz (${FUZZTIME:=3s} per target)"
+step "fuzz (${FUZZTIME:=2s} per target)"
 for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
