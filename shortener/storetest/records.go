@@ -12,26 +12,13 @@ import (
 // and imports of whole links with their statistics) against stores made
 // by newStore, which must implement it.
 func RunRecords(t *testing.T, newStore func(t *testing.T) shortener.Store) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s shortener.Store, rs shortener.RecordStore)
-	}{
+	runOptional(t, newStore, []optionalTest[shortener.RecordStore]{
 		{"RecordsRoundTrip", testRecordsRoundTrip},
 		{"RecordsImportAgainChangesNothing", testRecordsAgain},
 		{"RecordsConflictsPerRecord", testRecordsConflicts},
 		{"RecordsDuplicatesInOneCall", testRecordsDuplicates},
 		{"RecordsManyAtOnce", testRecordsMany},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newStore(t)
-			rs, ok := s.(shortener.RecordStore)
-			if !ok {
-				t.Fatalf("%T does not implement shortener.RecordStore", s)
-			}
-			tt.fn(t, s, rs)
-		})
-	}
+	})
 }
 
 // sampleRecords are links of every shape with statistics of every kind:

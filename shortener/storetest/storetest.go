@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -318,5 +319,27 @@ func testListInvalidCursor(t *testing.T, s shortener.Store) {
 func testPing(t *testing.T, s shortener.Store) {
 	if err := s.Ping(ctx(t)); err != nil {
 		t.Errorf("Ping: %v", err)
+	}
+}
+
+// optionalTest is a case of the contract of an optional interface I of
+// the Store (VisitStore, Updater, RecordStore).
+type optionalTest[I any] struct {
+	name string
+	fn   func(t *testing.T, s shortener.Store, x I)
+}
+
+// runOptional runs tests against stores made by newStore, which must
+// implement I.
+func runOptional[I any](t *testing.T, newStore func(t *testing.T) shortener.Store, tests []optionalTest[I]) {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStore(t)
+			x, ok := s.(I)
+			if !ok {
+				t.Fatalf("%T does not implement %v", s, reflect.TypeFor[I]())
+			}
+			tt.fn(t, s, x)
+		})
 	}
 }

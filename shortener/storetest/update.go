@@ -13,10 +13,7 @@ import (
 
 // Edits are part of the Store contract: every store edits links in place
 // (shortener.Updater), and decorators pass edits through.
-var updateTests = []struct {
-	name string
-	fn   func(t *testing.T, s shortener.Store, u shortener.Updater)
-}{
+var updateTests = []optionalTest[shortener.Updater]{
 	{"UpdateEachField", testUpdateFields},
 	{"UpdateMissing", testUpdateMissing},
 	{"UpdateKeepsVisits", testUpdateKeepsVisits},
@@ -25,16 +22,7 @@ var updateTests = []struct {
 }
 
 func runUpdates(t *testing.T, newStore func(t *testing.T) shortener.Store) {
-	for _, tt := range updateTests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newStore(t)
-			u, ok := s.(shortener.Updater)
-			if !ok {
-				t.Fatalf("%T does not implement shortener.Updater", s)
-			}
-			tt.fn(t, s, u)
-		})
-	}
+	runOptional(t, newStore, updateTests)
 }
 
 func ptr[T any](v T) *T { return &v }

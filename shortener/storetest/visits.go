@@ -13,10 +13,7 @@ import (
 
 // Visit statistics are part of the Store contract: every store keeps them
 // (shortener.VisitStore), and decorators pass them through.
-var visitTests = []struct {
-	name string
-	fn   func(t *testing.T, s shortener.Store, vs shortener.VisitStore)
-}{
+var visitTests = []optionalTest[shortener.VisitStore]{
 	{"VisitsAddAndRead", testVisitsAddAndRead},
 	{"VisitsOfMissingLink", testVisitsMissing},
 	{"VisitsGoWithTheLink", testVisitsDeleted},
@@ -25,16 +22,7 @@ var visitTests = []struct {
 }
 
 func runVisits(t *testing.T, newStore func(t *testing.T) shortener.Store) {
-	for _, tt := range visitTests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newStore(t)
-			vs, ok := s.(shortener.VisitStore)
-			if !ok {
-				t.Fatalf("%T does not implement shortener.VisitStore", s)
-			}
-			tt.fn(t, s, vs)
-		})
-	}
+	runOptional(t, newStore, visitTests)
 }
 
 func stats(total, bots int64, day, ref, browser string) shortener.VisitStats {
