@@ -110,6 +110,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.api.MaxInflightQR, "max-inflight-qr", 32, "QR code and statistics requests in flight beyond which new ones get 503 overloaded (0: no limit)")
 	fs.IntVar(&c.api.MaxInflightAdmin, "max-inflight-admin", 64, "admin requests (list, edit, delete, keys) in flight beyond which new ones get 503 overloaded (0: no limit)")
 	fs.DurationVar(&c.api.ShedDelay, "shed-delay", 100*time.Millisecond, "with --overload-delay, how long a shed create, QR or stats request waits for its 503: a client flooding its connections gets few requests through each (0: answered at once)")
+	fs.BoolVar(&c.api.OverloadRate, "overload-rate", true, "with --overload-delay, also bound the rate at which creates and QR/stats requests start: halved after such a 10ms window, raised by 1/32 after one that is not, so a few creates in flight cannot keep the core busy (false: in-flight budgets only)")
 	fs.DurationVar(&c.overloadDelay, "overload-delay", 250*time.Microsecond, "while more than 1% of goroutines wait longer than this to run (the CPU is short) and redirects are being served, the create and QR/stats budgets are halved every 10ms, down to 1, and regrow by one per 10ms after: redirects are never limited by it (0: fixed budgets)")
 	fs.DurationVar(&c.server.ReadTimeout, "read-timeout", 10*time.Second, "time to read one request, headers and body")
 	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", 10*time.Second, "time to write one response")

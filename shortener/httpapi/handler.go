@@ -73,6 +73,11 @@ type Config struct {
 	// cannot crowd out redirects, which it never limits. nil: the budgets
 	// are fixed.
 	Overload *overload.Monitor
+	// OverloadRate, with Overload, also bounds the rate at which creates
+	// and QR and statistics requests start (overload.Rate): lowered after
+	// the scheduler ran late while redirects were served, so that these
+	// classes cannot keep the core busy however few are in flight.
+	OverloadRate bool
 	// ShedDelay, with Overload, holds each shed create, QR or statistics
 	// request this long before its 503 (see Handler.shed). 0: none.
 	ShedDelay time.Duration
@@ -218,6 +223,7 @@ type Handler struct {
 	adminKey       *[32]byte                   // SHA-256 of the admin key, nil when admin is off
 	maxInflight    [numClasses]int64           // 0: no limit
 	adaptive       [numClasses]*overload.Limit // Config.Overload's limits; nil: maxInflight
+	rates          [numClasses]*overload.Rate  // Config.OverloadRate's rates; nil: none
 	metricsHandler fasthttp.RequestHandler
 	visits         VisitRecorder // nil: visits are not counted
 	ui             *ui           // nil: no web page
@@ -295,6 +301,10 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 				h.adaptive[c] = cfg.Overload.Limit(h.maxInflight[c])
 				metrics.adaptiveLimit(c, h.adaptive[c])
 			}
+			if cfg.OverloadRate {
+				h.rates[c] = cfg.Overload.Rate()
+				metrics.adaptiveRate(c, h.rates[c])
+			}
 		}
 	}
 	h.now = cfg.Now
@@ -327,7 +337,7 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		if l := h.adaptive[c]; l != nil {
 			max = l.Load()
 		}
-		if max > 0 && n > max {
+		if max > 0 && n > max || h.rates[c] != nil && !h.rates[c].Allow() {
 			in.n.Add(-1)
 			h.shed(ctx, r, c, start)
 			return
@@ -348,8 +358,8 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	h.metrics.observe(r, ctx.Response.StatusCode(), start)
 }
 
-// shed answers a request over its class's budget: 503 overloaded, with
-// Retry-After. In a class the overload monitor limits, the answer is held
+// shed answers a request over its class's budget or rate: 503
+// overloaded, with Retry-After. In a class the overload monitor limits, the answer is held
 // for Config.ShedDelay first, outside the budget: a client that floods
 // its keep-alive connections (one request in flight on each) then gets
 // few requests per second through each, so answering them takes little
@@ -358,7 +368,7 @@ func (h *Handler) shed(ctx *fasthttp.RequestCtx, r route, c class, start time.Du
 	h.metrics.shed[c].Inc()
 	writeError(ctx, fasthttp.StatusServiceUnavailable, codeOverloaded, "too many requests in flight, retry later")
 	h.metrics.observe(r, fasthttp.StatusServiceUnavailable, start)
-	if h.adaptive[c] != nil && h.cfg.ShedDelay > 0 {
+	if (h.adaptive[c] != nil || h.rates[c] != nil) && h.cfg.ShedDelay > 0 {
 		time.Sleep(h.cfg.ShedDelay)
 	}
 }
