@@ -14,6 +14,10 @@
 #    through the whole measurement; generators on LOAD_CPU;
 #  - and during a QR flood: QR_CONNS clients asking for 2048-pixel QR
 #    codes of the link closed-loop (the issue's 16 such clients);
+#  - the floods again against a second server started with BEFORE_ARGS
+#    (default --overload-rate=false: the mechanism before the adaptive
+#    admission rate), interleaved with the others, so each change shows
+#    as before/after in one run;
 #  - figures: redirect p50, p99 and p99.9 in each, the ratios, and the
 #    share of redirects that failed (socket errors or status ≥ 400).
 # Targets (issue 13): ≥ 99.9 % of redirects succeed during the flood, and
@@ -28,6 +32,7 @@ FLOOD_CONNS=${FLOOD_CONNS:-256}
 FLOOD_FACTOR=${FLOOD_FACTOR:-10}
 QR_CONNS=${QR_CONNS:-16}
 SERVE_ARGS=${SERVE_ARGS:-} # more linkgate serve flags, e.g. --max-inflight-creates 16
+BEFORE_ARGS=${BEFORE_ARGS---overload-rate=false} # the "before" server's flags, after SERVE_ARGS; empty: no before server
 
 bench_workdir # $work, $pids: killed and removed on exit
 step "build linkgate and benchcmp"
@@ -39,16 +44,32 @@ step "waiting for $BENCH_LOCK"
 flock 9
 echo "server on CPU $SERVER_CPU (GOMAXPROCS=1); generators on CPU $LOAD_CPU; $ROUNDS rounds of $DURATION"
 
-port=$(free_port)
-# In $work, so the default store (a relative path) is a fresh one there.
-(cd "$work" && GOMAXPROCS=1 exec taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$port" \
-	--log-level warn $SERVE_ARGS >"$work/linkgate.log" 2>&1) &
-lg_pid=$!
-pids+=("$lg_pid")
-wait_tcp 127.0.0.1 "$port" 30 || die "linkgate did not start: $(cat "$work/linkgate.log")"
-url=http://127.0.0.1:$port
-id=$(curl -sf -X POST "$url/shortenURL" -d '{"OriginalURL":"https://aws.amazon.com/ec2/graviton/"}' | sed -n 's/.*"shortURL": "\([^"]*\)".*/\1/p')
-[ -n "$id" ] || die "could not create the link to redirect"
+# serve NAME FLAGS… starts linkgate serve in $work/NAME (a fresh default
+# store there), creates the link to redirect, and sets NAME_pid, NAME_url
+# and NAME_id.
+serve() {
+	local name=$1 port id
+	shift
+	port=$(free_port)
+	mkdir -p "$work/$name"
+	(cd "$work/$name" && GOMAXPROCS=1 exec taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$port" \
+		--log-level warn "$@" >"$work/$name.log" 2>&1) &
+	printf -v "${name}_pid" %s $!
+	pids+=("$!")
+	wait_tcp 127.0.0.1 "$port" 30 || die "linkgate ($name) did not start: $(cat "$work/$name.log")"
+	printf -v "${name}_url" %s "http://127.0.0.1:$port"
+	id=$(curl -sf -X POST "http://127.0.0.1:$port/shortenURL" -d '{"OriginalURL":"https://aws.amazon.com/ec2/graviton/"}' | sed -n 's/.*"shortURL": "\([^"]*\)".*/\1/p')
+	[ -n "$id" ] || die "could not create the link to redirect ($name)"
+	printf -v "${name}_id" %s "$id"
+}
+# shellcheck disable=SC2086 # the flags are words
+serve after $SERVE_ARGS
+lg_pid=$after_pid url=$after_url id=$after_id
+if [ -n "$BEFORE_ARGS" ]; then
+	# shellcheck disable=SC2086
+	serve before $SERVE_ARGS $BEFORE_ARGS
+	echo "before: linkgate serve $SERVE_ARGS $BEFORE_ARGS"
+fi
 res=$work/results.jsonl
 
 step "create capacity: POST /shortenURL, closed loop"
@@ -62,12 +83,18 @@ echo "create capacity ${capacity}/s; the flood: ${flood}/s (${FLOOD_FACTOR}×) f
 step "redirects at ${REDIRECT_RATE}/s: quiet, during the create flood, during the QR flood; rounds interleaved"
 # Each flood starts before its run and outlasts it (the warm-up included);
 # its own figures are only summed up below.
-measure "$res" -linkgate "$work/linkgate" \
-	-target "quiet $url/$id gen=linkgate R=$REDIRECT_RATE c=32 pid=$lg_pid warmup=2s" \
-	-target "flooded $url/$id gen=linkgate R=$REDIRECT_RATE c=32 pid=$lg_pid warmup=2s" \
-	-target "qrflood $url/$id gen=linkgate R=$REDIRECT_RATE c=32 pid=$lg_pid warmup=2s" \
-	-before "flooded=setsid taskset -c $LOAD_CPU $work/linkgate bench -R$flood -c$FLOOD_CONNS -d${flood_secs}s -s scripts/bench/create.lua $url/shortenURL >>$work/flood.log 2>&1 & sleep 1" \
-	-before "qrflood=setsid taskset -c $LOAD_CPU $work/linkgate bench -c$QR_CONNS -d${flood_secs}s '$url/api/v1/links/$id/qr?size=2048' >>$work/qrflood.log 2>&1 & sleep 1"
+# flood_targets SUFFIX URL ID PID: the two floods' targets against one server.
+flood_targets() {
+	local sfx=$1 u=$2 i=$3 p=$4
+	targets+=(-target "flooded$sfx $u/$i gen=linkgate R=$REDIRECT_RATE c=32 pid=$p warmup=2s"
+		-target "qrflood$sfx $u/$i gen=linkgate R=$REDIRECT_RATE c=32 pid=$p warmup=2s"
+		-before "flooded$sfx=setsid taskset -c $LOAD_CPU $work/linkgate bench -R$flood -c$FLOOD_CONNS -d${flood_secs}s -s scripts/bench/create.lua $u/shortenURL >>$work/flood$sfx.log 2>&1 & sleep 1"
+		-before "qrflood$sfx=setsid taskset -c $LOAD_CPU $work/linkgate bench -c$QR_CONNS -d${flood_secs}s '$u/api/v1/links/$i/qr?size=2048' >>$work/qrflood$sfx.log 2>&1 & sleep 1")
+}
+targets=(-target "quiet $url/$id gen=linkgate R=$REDIRECT_RATE c=32 pid=$lg_pid warmup=2s")
+flood_targets "" "$url" "$id" "$lg_pid"
+[ -z "$BEFORE_ARGS" ] || flood_targets _before "$before_url" "$before_id" "$before_pid"
+measure "$res" -linkgate "$work/linkgate" "${targets[@]}"
 metrics=$(curl -sf "$url/metrics")
 
 step "results"
@@ -85,12 +112,35 @@ redirect latency at {{printf "%.0f" (med "quiet" "rps")}}/s, corrected (ms), med
 redirects that failed (socket errors or status ≥ 400), all rounds:
   quiet {{printf "%.3f" (mul 100 (failed "quiet"))}} %, create flood {{printf "%.3f" (mul 100 (failed "flooded"))}} %, QR flood {{printf "%.3f" (mul 100 (failed "qrflood"))}} % (target ≤ 0.1 %)
 TABLE
-echo "the floods as their generator saw them (one line per round):"
-grep -h '^Requests/sec' "$work/flood.log" | sed 's/^/  creates: /' || true
-grep -h '^Requests/sec' "$work/qrflood.log" | sed 's/^/  QR codes: /' || true
-echo "server counters after the rounds:"
-grep -E '^linkgate_http_requests_shed_total|^linkgate_links_created_total|^linkgate_http_requests_total\{code="(302|503)",route="(redirect|shorten_url|links_qr)"\}' <<<"$metrics" | sed 's/^/  /'
-if grep -qi error "$work/linkgate.log"; then
-	echo "linkgate logged errors:" >&2
-	tail -20 "$work/linkgate.log" >&2
+if [ -n "$BEFORE_ARGS" ]; then
+	echo
+	echo "before: the same floods against linkgate serve $SERVE_ARGS $BEFORE_ARGS, rounds interleaved with the above:"
+	table "$res" <<'TABLE'
+{{report "GET /{id}, during the create flood, before" "flooded_before"}}
+{{report "GET /{id}, during the QR flood, before" "qrflood_before"}}
+  p50   create flood {{mr "%.2f" (vals "flooded_before" "p50")}}, QR flood {{mr "%.2f" (vals "qrflood_before" "p50")}}
+  p99   create flood {{mr "%.2f" (vals "flooded_before" "p99")}}, QR flood {{mr "%.2f" (vals "qrflood_before" "p99")}}
+        ratio to quiet: create flood {{printf "%.2f" (div (med "flooded_before" "p99") (med "quiet" "p99"))}}, QR flood {{printf "%.2f" (div (med "qrflood_before" "p99") (med "quiet" "p99"))}}; per round {{each "%.2f" (per "flooded_before" "quiet" "p99")}} / {{each "%.2f" (per "qrflood_before" "quiet" "p99")}}
+        after / before p99: create flood {{printf "%.3f" (div (med "flooded" "p99") (med "flooded_before" "p99"))}}, QR flood {{printf "%.3f" (div (med "qrflood" "p99") (med "qrflood_before" "p99"))}}; per round {{each "%.3f" (per "flooded" "flooded_before" "p99")}} / {{each "%.3f" (per "qrflood" "qrflood_before" "p99")}}
+  p99.9 create flood {{mr "%.2f" (vals "flooded_before" "p99.9")}}, QR flood {{mr "%.2f" (vals "qrflood_before" "p99.9")}}
+  failed: create flood {{printf "%.3f" (mul 100 (failed "flooded_before"))}} %, QR flood {{printf "%.3f" (mul 100 (failed "qrflood_before"))}} %
+TABLE
 fi
+echo "the floods as their generator saw them (one line per round):"
+for sfx in "" ${BEFORE_ARGS:+_before}; do
+	grep -h '^Requests/sec' "$work/flood$sfx.log" | sed "s/^/  creates$sfx: /" || true
+	grep -h '^Requests/sec' "$work/qrflood$sfx.log" | sed "s/^/  QR codes$sfx: /" || true
+done
+counters='^linkgate_http_requests_shed_total|^linkgate_links_created_total|^linkgate_http_requests_total\{code="(302|503)",route="(redirect|shorten_url|links_qr)"\}'
+echo "server counters after the rounds:"
+grep -E "$counters" <<<"$metrics" | sed 's/^/  /'
+if [ -n "$BEFORE_ARGS" ]; then
+	echo "before server counters:"
+	curl -sf "$before_url/metrics" | grep -E "$counters" | sed 's/^/  /'
+fi
+for log in "$work"/after.log "$work"/before.log; do
+	if [ -f "$log" ] && grep -qi error "$log"; then
+		echo "$(basename "$log" .log) logged errors:" >&2
+		tail -20 "$log" >&2
+	fi
+done
