@@ -366,7 +366,7 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 // of the CPU the redirects need.
 func (h *Handler) shed(ctx *fasthttp.RequestCtx, r route, c class, start time.Duration) {
 	h.metrics.shed[c].Inc()
-	writeError(ctx, fasthttp.StatusServiceUnavailable, codeOverloaded, "too many requests in flight, retry later")
+	writeErrorBody(ctx, fasthttp.StatusServiceUnavailable, overloadedBody)
 	h.metrics.observe(r, fasthttp.StatusServiceUnavailable, start)
 	if (h.adaptive[c] != nil || h.rates[c] != nil) && h.cfg.ShedDelay > 0 {
 		time.Sleep(h.cfg.ShedDelay)
