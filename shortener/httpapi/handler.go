@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"net/url"
@@ -79,7 +80,8 @@ type Config struct {
 	// classes cannot keep the core busy however few are in flight.
 	OverloadRate bool
 	// ShedDelay, with Overload, holds each shed create, QR or statistics
-	// request this long before its 503 (see Handler.shed). 0: none.
+	// request about this long before its 503 (between half and 1.5 times
+	// it; see Handler.shed). 0: none.
 	ShedDelay time.Duration
 	// RequestTimeout bounds store calls of a create, lookup or admin call.
 	// Default 5s.
@@ -369,8 +371,18 @@ func (h *Handler) shed(ctx *fasthttp.RequestCtx, r route, c class, start time.Du
 	writeErrorBody(ctx, fasthttp.StatusServiceUnavailable, overloadedBody)
 	h.metrics.observe(r, fasthttp.StatusServiceUnavailable, start)
 	if (h.adaptive[c] != nil || h.rates[c] != nil) && h.cfg.ShedDelay > 0 {
-		time.Sleep(h.cfg.ShedDelay)
+		time.Sleep(jitter(h.cfg.ShedDelay))
 	}
+}
+
+// jitter returns a duration drawn evenly from [d/2, 3d/2). Shed requests
+// held for exactly d would wake together — a flood's connections, shed
+// at once, answered at once, sending and shed again at once — and each
+// burst of hundreds of answers keeps the core from the redirects for
+// milliseconds; spread out, the same answers cost the same CPU in
+// slices of microseconds.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d)
 }
 
 // timeout returns a context for the store calls of one request. It is not
