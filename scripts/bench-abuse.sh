@@ -18,8 +18,9 @@
 #    codes of the link closed-loop (the issue's 16 such clients);
 #  - the floods again against a second server started with BEFORE_ARGS
 #    (default --overload-rate=false: the mechanism before the adaptive
-#    admission rate), interleaved with the others, so each change shows
-#    as before/after in one run;
+#    admission rate), or built from BEFORE_REF (then BEFORE_ARGS defaults
+#    to none), interleaved with the others, so each change shows as
+#    before/after in one run;
 #  - figures: redirect p50, p99 and p99.9 in each, the ratios, and the
 #    share of redirects that failed (socket errors or status ≥ 400).
 # Targets (issue 13): ≥ 99.9 % of redirects succeed during the flood, and
@@ -34,27 +35,40 @@ FLOOD_CONNS=${FLOOD_CONNS:-256}
 FLOOD_FACTOR=${FLOOD_FACTOR:-10}
 QR_CONNS=${QR_CONNS:-16}
 SERVE_ARGS=${SERVE_ARGS:-} # more linkgate serve flags, e.g. --max-inflight-creates 16
-BEFORE_ARGS=${BEFORE_ARGS---overload-rate=false} # the "before" server's flags, after SERVE_ARGS; empty: no before server
+BEFORE_REF=${BEFORE_REF:-} # build the "before" server from this git ref (e.g. a457a86), with SERVE_ARGS and BEFORE_ARGS
+if [ -n "$BEFORE_REF" ]; then
+	BEFORE_ARGS=${BEFORE_ARGS:-}
+else
+	BEFORE_ARGS=${BEFORE_ARGS---overload-rate=false} # the "before" server's flags, after SERVE_ARGS; empty (without BEFORE_REF): no before server
+fi
 
 bench_workdir # $work, $pids: killed and removed on exit
 step "build linkgate and benchcmp"
 go build -trimpath -o "$work/linkgate" ./cmd/linkgate
 benchcmp_build "$work"
+before_bin=$work/linkgate
+if [ -n "$BEFORE_REF" ]; then
+	step "build linkgate at $BEFORE_REF (the before server)"
+	mkdir "$work/before-src"
+	git archive "$BEFORE_REF" | tar -x -C "$work/before-src"
+	(cd "$work/before-src" && go build -trimpath -o "$work/linkgate-before" ./cmd/linkgate)
+	before_bin=$work/linkgate-before
+fi
 
 exec 9>"$BENCH_LOCK"
 step "waiting for $BENCH_LOCK"
 flock 9
 echo "server on CPU $SERVER_CPU (GOMAXPROCS=1); generators on CPU $LOAD_CPU; $ROUNDS rounds of $DURATION"
 
-# serve NAME FLAGS… starts linkgate serve in $work/NAME (a fresh default
-# store there), creates the link to redirect, and sets NAME_pid, NAME_url
-# and NAME_id.
+# serve NAME BINARY FLAGS… starts BINARY serve in $work/NAME (a fresh
+# default store there), creates the link to redirect, and sets NAME_pid,
+# NAME_url and NAME_id.
 serve() {
-	local name=$1 port id
-	shift
+	local name=$1 bin=$2 port id
+	shift 2
 	port=$(free_port)
 	mkdir -p "$work/$name"
-	(cd "$work/$name" && GOMAXPROCS=1 exec taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$port" \
+	(cd "$work/$name" && GOMAXPROCS=1 exec taskset -c "$SERVER_CPU" "$bin" serve --addr "127.0.0.1:$port" \
 		--log-level warn "$@" >"$work/$name.log" 2>&1) &
 	printf -v "${name}_pid" %s $!
 	pids+=("$!")
@@ -65,12 +79,13 @@ serve() {
 	printf -v "${name}_id" %s "$id"
 }
 # shellcheck disable=SC2086 # the flags are words
-serve after $SERVE_ARGS
+serve after "$work/linkgate" $SERVE_ARGS
 lg_pid=$after_pid url=$after_url id=$after_id
-if [ -n "$BEFORE_ARGS" ]; then
+before_what="linkgate${BEFORE_REF:+ at $BEFORE_REF} serve $SERVE_ARGS $BEFORE_ARGS"
+if [ -n "$BEFORE_REF$BEFORE_ARGS" ]; then
 	# shellcheck disable=SC2086
-	serve before $SERVE_ARGS $BEFORE_ARGS
-	echo "before: linkgate serve $SERVE_ARGS $BEFORE_ARGS"
+	serve before "$before_bin" $SERVE_ARGS $BEFORE_ARGS
+	echo "before: $before_what"
 fi
 res=$work/results.jsonl
 
@@ -95,7 +110,7 @@ flood_targets() {
 }
 targets=(-target "quiet $url/$id gen=linkgate R=$REDIRECT_RATE c=32 pid=$lg_pid warmup=2s")
 flood_targets "" "$url" "$id" "$lg_pid"
-[ -z "$BEFORE_ARGS" ] || flood_targets _before "$before_url" "$before_id" "$before_pid"
+[ -z "$BEFORE_REF$BEFORE_ARGS" ] || flood_targets _before "$before_url" "$before_id" "$before_pid"
 measure "$res" -linkgate "$work/linkgate" "${targets[@]}"
 metrics=$(curl -sf "$url/metrics")
 
@@ -114,9 +129,9 @@ redirect latency at {{printf "%.0f" (med "quiet" "rps")}}/s, corrected (ms), med
 redirects that failed (socket errors or status ≥ 400), all rounds:
   quiet {{printf "%.3f" (mul 100 (failed "quiet"))}} %, create flood {{printf "%.3f" (mul 100 (failed "flooded"))}} %, QR flood {{printf "%.3f" (mul 100 (failed "qrflood"))}} % (target ≤ 0.1 %)
 TABLE
-if [ -n "$BEFORE_ARGS" ]; then
+if [ -n "$BEFORE_REF$BEFORE_ARGS" ]; then
 	echo
-	echo "before: the same floods against linkgate serve $SERVE_ARGS $BEFORE_ARGS, rounds interleaved with the above:"
+	echo "before: the same floods against $before_what, rounds interleaved with the above:"
 	table "$res" <<'TABLE'
 {{report "GET /{id}, during the create flood, before" "flooded_before"}}
 {{report "GET /{id}, during the QR flood, before" "qrflood_before"}}
@@ -130,14 +145,14 @@ if [ -n "$BEFORE_ARGS" ]; then
 TABLE
 fi
 echo "the floods as their generator saw them (one line per round):"
-for sfx in "" ${BEFORE_ARGS:+_before}; do
+for sfx in "" ${before_pid:+_before}; do
 	grep -h '^Requests/sec' "$work/flood$sfx.log" | sed "s/^/  creates$sfx: /" || true
 	grep -h '^Requests/sec' "$work/qrflood$sfx.log" | sed "s/^/  QR codes$sfx: /" || true
 done
 counters='^linkgate_http_requests_shed_total|^linkgate_links_created_total|^linkgate_http_requests_total\{code="(302|503)",route="(redirect|shorten_url|links_qr)"\}'
 echo "server counters after the rounds:"
 grep -E "$counters" <<<"$metrics" | sed 's/^/  /'
-if [ -n "$BEFORE_ARGS" ]; then
+if [ -n "${before_pid:-}" ]; then
 	echo "before server counters:"
 	curl -sf "$before_url/metrics" | grep -E "$counters" | sed 's/^/  /'
 fi
