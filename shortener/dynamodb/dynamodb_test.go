@@ -121,7 +121,7 @@ func TestSeedItemsResolve(t *testing.T) {
 	}
 	svc := shortener.NewService(s, shortener.Options{})
 	for _, it := range items {
-		l, err := svc.Resolve(ctx, it.ID)
+		l, err := svc.Resolve(ctx, "", it.ID)
 		if err != nil {
 			t.Fatalf("Resolve(%q): %v", it.ID, err)
 		}
@@ -200,7 +200,7 @@ func TestExpiredItemRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := shortener.NewService(s, shortener.Options{})
-	if _, err := svc.Resolve(ctx, "expired001"); !errors.Is(err, shortener.ErrExpired) && !errors.Is(err, shortener.ErrNotFound) {
+	if _, err := svc.Resolve(ctx, "", "expired001"); !errors.Is(err, shortener.ErrExpired) && !errors.Is(err, shortener.ErrNotFound) {
 		t.Errorf("Resolve(expired) = %v, want ErrExpired (or ErrNotFound once TTL deleted it)", err)
 	}
 }
