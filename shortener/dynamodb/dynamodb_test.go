@@ -140,6 +140,44 @@ func TestSeedItemsResolve(t *testing.T) {
 	}
 }
 
+// With several domains, the default domain's links keep the seed's
+// layout (shortURL = id: the seed's GetItem reads them), and another
+// domain's link of the same slug is the item shortURL = domain/id, which
+// the seed's app never asks for.
+func TestDomainItemsKeepTheSeedLayout(t *testing.T) {
+	s := newStore(t, dynamodb.Options{})
+	ctx := context.Background()
+	svc := shortener.NewService(s, shortener.Options{})
+	for _, req := range []shortener.CreateRequest{
+		{URL: "https://default.example/", Slug: "promo"},
+		{URL: "https://other.example/", Slug: "promo", Domain: "go.example.com"},
+	} {
+		if _, err := svc.Create(ctx, req); err != nil {
+			t.Fatalf("Create(%+v): %v", req, err)
+		}
+	}
+	for key, want := range map[string]string{"promo": "https://default.example/", "go.example.com/promo": "https://other.example/"} {
+		out, err := s.Client().GetItem(ctx, &ddb.GetItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{
+			"shortURL": &types.AttributeValueMemberS{Value: key}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got seedItem
+		if err := attributevalue.UnmarshalMap(out.Item, &got); err != nil || got != (seedItem{ID: key, OriginalURL: want}) {
+			t.Errorf("GetItem shortURL=%q: %+v %v, want %s", key, got, err, want)
+		}
+	}
+	if err := svc.Delete(ctx, "go.example.com", "promo"); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := svc.Resolve(ctx, "", "promo"); err != nil || l.URL != "https://default.example/" {
+		t.Errorf("default domain's link after the other's delete: %+v %v", l, err)
+	}
+	if _, err := svc.Create(ctx, shortener.CreateRequest{URL: "https://x.example/", Slug: "promo", Domain: "linkgate:1234"}); shortener.ErrorCode(err) != shortener.InvalidParameter {
+		t.Errorf("a domain in DynamoDB's reserved prefix: %v, want invalid_parameter", err)
+	}
+}
+
 // Links linkgate writes read back in the seed's shape: GetItem and
 // attributevalue.UnmarshalMap into its struct, as its getItem.go does.
 func TestLinkgateItemsReadBySeed(t *testing.T) {
