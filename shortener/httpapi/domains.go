@@ -18,6 +18,8 @@ type domain struct {
 	host string // lower case ASCII (IDNA A-labels), with the port if one was given
 	name string // host without its port
 	base string // scheme://host, the start of returned short links
+	// hostBytes is host, for the Host match on every request.
+	hostBytes []byte
 }
 
 // maxDomains bounds Config.Domains: the Host check is a linear scan.
@@ -55,6 +57,7 @@ func parseDomains(in []string) ([]domain, error) {
 			return nil, fmt.Errorf("domain %q: at most %d characters of a-z 0-9 . - (after IDNA mapping) and a port", raw, shortener.MaxDomainLength)
 		}
 		d.base = u.Scheme + "://" + d.host
+		d.hostBytes = []byte(d.host)
 		for _, o := range out {
 			if o.host == d.host {
 				return nil, fmt.Errorf("domain %q given twice", raw)
@@ -78,34 +81,14 @@ func (h *Handler) domainOf(host []byte) int {
 	match := -1
 	for i := range h.domains {
 		d := &h.domains[i]
-		if equalFold(host, d.host) {
+		if bytes.EqualFold(host, d.hostBytes) {
 			return i
 		}
-		if match < 0 && d.host == d.name && equalFold(name, d.name) {
+		if match < 0 && d.host == d.name && bytes.EqualFold(name, d.hostBytes) {
 			match = i
 		}
 	}
 	return match
-}
-
-// equalFold is bytes.EqualFold(b, []byte(s)) without the conversion.
-func equalFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(b) {
-		if lower(b[i]) != lower(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func lower(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
 }
 
 // domainList names the configured domains, for the 421 message.
