@@ -189,5 +189,9 @@ func (h *Handler) domainName(ctx *fasthttp.RequestCtx, domain string) string {
 
 func (h *Handler) defaultDomainName(ctx *fasthttp.RequestCtx) string {
 	b := h.linkBase(ctx, "")
-	return b[strings.Index(b, "://")+3:]
+	host := b[strings.Index(b, "://")+3:]
+	if i := strings.IndexByte(host, '/'); i >= 0 { // a --public-url with a path
+		host = host[:i]
+	}
+	return host
 }
