@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -70,6 +71,7 @@ type srvConn struct {
 	rf   *http2.Framer // reads: the reading goroutine only
 	dec  *hpack.Decoder
 
+	payload []byte // a HEADERS frame's
 	// The reading goroutine's state.
 	maxID     uint32     // highest stream id the client opened
 	cur       *srvStream // stream whose header block is being decoded
@@ -259,6 +261,12 @@ func (sc *srvConn) readLoop() error {
 		if err != nil {
 			return err
 		}
+		if fh.Type == http2.FrameHeaders && sc.settled {
+			if err := sc.readHeaders(fh); err != nil {
+				return err
+			}
+			continue
+		}
 		f, err := sc.rf.ReadFrameForHeader(fh)
 		if err != nil {
 			var se http2.StreamError
@@ -282,8 +290,6 @@ func (sc *srvConn) readLoop() error {
 
 func (sc *srvConn) handle(f http2.Frame) error {
 	switch f := f.(type) {
-	case *http2.HeadersFrame:
-		return sc.onHeaders(f)
 	case *http2.ContinuationFrame:
 		return sc.onBlock(f.HeaderBlockFragment(), f.HeadersEnded())
 	case *http2.DataFrame:
@@ -433,15 +439,48 @@ func (sc *srvConn) wake(st *srvStream) {
 	sc.cond.Broadcast()
 }
 
-func (sc *srvConn) onHeaders(f *http2.HeadersFrame) error {
-	id := f.StreamID
+// readHeaders reads a HEADERS frame's payload. It is parsed here, not by
+// the Framer, which allocates a HeadersFrame for each: one per request.
+func (sc *srvConn) readHeaders(fh http2.FrameHeader) error {
+	if cap(sc.payload) < int(fh.Length) {
+		sc.payload = make([]byte, h2MaxFrame)
+	}
+	p := sc.payload[:fh.Length]
+	if _, err := io.ReadFull(sc.br, p); err != nil {
+		return err
+	}
+	if fh.StreamID == 0 {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	pad := 0
+	if fh.Flags.Has(http2.FlagHeadersPadded) {
+		if len(p) < 1 {
+			return http2.ConnectionError(http2.ErrCodeFrameSize)
+		}
+		pad, p = int(p[0]), p[1:]
+	}
+	var dep uint32
+	if fh.Flags.Has(http2.FlagHeadersPriority) {
+		if len(p) < 5 {
+			return http2.ConnectionError(http2.ErrCodeFrameSize)
+		}
+		dep, p = binary.BigEndian.Uint32(p)&0x7fffffff, p[5:]
+	}
+	if pad > len(p) {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	return sc.onHeaders(fh.StreamID, fh.Flags.Has(http2.FlagHeadersEndStream), fh.Flags.Has(http2.FlagHeadersEndHeaders),
+		dep == fh.StreamID, p[:len(p)-pad])
+}
+
+func (sc *srvConn) onHeaders(id uint32, endStream, endHeaders, selfDep bool, frag []byte) error {
 	if id%2 == 0 {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
-	sc.hdr = hdrState{endStream: f.StreamEnded(), contentLen: -1}
+	sc.hdr = hdrState{endStream: endStream, contentLen: -1}
 	// A stream depending on itself is a stream error; its header block is
 	// still decoded, for the table's sake.
-	sc.hdr.err = f.HasPriority() && f.Priority.StreamDep == id
+	sc.hdr.err = selfDep
 	if id <= sc.maxID {
 		sc.mu.Lock()
 		st := sc.streams[id]
@@ -449,19 +488,19 @@ func (sc *srvConn) onHeaders(f *http2.HeadersFrame) error {
 		if st == nil || st.inEOF {
 			return http2.ConnectionError(http2.ErrCodeStreamClosed)
 		}
-		if !f.StreamEnded() {
+		if !endStream {
 			return http2.ConnectionError(http2.ErrCodeProtocol) // trailers end the stream
 		}
 		sc.hdr.trailers = true
 		sc.cur = st
-		return sc.onBlock(f.HeaderBlockFragment(), f.HeadersEnded())
+		return sc.onBlock(frag, endHeaders)
 	}
 	sc.maxID = id
 	st := h2Streams.Get().(*srvStream)
 	st.sc, st.id = sc, id
 	st.fc.Init2(sc.view, fasthttpLogger{sc.g.log}, false)
 	sc.cur = st
-	return sc.onBlock(f.HeaderBlockFragment(), f.HeadersEnded())
+	return sc.onBlock(frag, endHeaders)
 }
 
 // onBlock decodes a fragment of the current header block; at its end the

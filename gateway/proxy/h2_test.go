@@ -440,4 +440,3 @@ func tcpPair(t testing.TB) (client, server net.Conn) {
 	}
 	return client, server
 }
-

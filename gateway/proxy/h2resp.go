@@ -281,13 +281,7 @@ func (sc *srvConn) httpDate() []byte {
 func (sc *srvConn) writeData(st *srvStream, data []byte, end bool) bool {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	var expired *bool
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	var timer *h2Timer
 	for {
 		if sc.closed || st.reset || st.local || st.ended {
 			return false
@@ -300,27 +294,13 @@ func (sc *srvConn) writeData(st *srvStream, data []byte, end bool) bool {
 			return true
 		}
 		n := int64(min(len(data), sc.peerFrame))
-		n = min(n, sc.sendWin, st.sendWin)
-		if n <= 0 {
-			if expired != nil && *expired {
-				sc.resetLocked(st, http2.ErrCodeCancel)
-				return false
-			}
+		if n = min(n, sc.sendWin, st.sendWin); n <= 0 {
 			if timer == nil {
-				expired = new(bool)
-				timer = time.AfterFunc(sc.g.limits.Write, func() {
-					sc.mu.Lock()
-					*expired = true
-					sc.cond.Broadcast()
-					sc.mu.Unlock()
-				})
+				timer = sc.writeTimer()
+				defer timer.t.Stop()
 			}
-			// What is queued goes out while the client opens its window.
-			sc.mu.Unlock()
-			sc.flush()
-			sc.mu.Lock()
-			if min(sc.sendWin, st.sendWin) <= 0 && !sc.closed && !st.reset && !*expired {
-				sc.cond.Wait()
+			if !sc.waitWindow(st, timer) {
+				return false
 			}
 			continue
 		}
@@ -334,4 +314,38 @@ func (sc *srvConn) writeData(st *srvStream, data []byte, end bool) bool {
 			return true
 		}
 	}
+}
+
+// h2Timer is a write timeout running while a stream waits for a window.
+type h2Timer struct {
+	t       *time.Timer
+	expired bool // guarded by sc.mu
+}
+
+func (sc *srvConn) writeTimer() *h2Timer {
+	ht := &h2Timer{}
+	ht.t = time.AfterFunc(sc.g.limits.Write, func() {
+		sc.mu.Lock()
+		ht.expired = true
+		sc.cond.Broadcast()
+		sc.mu.Unlock()
+	})
+	return ht
+}
+
+// waitWindow flushes what is queued and waits for the client to open
+// st's windows; false (the stream reset) when the write timeout passed
+// first. sc.mu is held.
+func (sc *srvConn) waitWindow(st *srvStream, timer *h2Timer) bool {
+	if timer.expired {
+		sc.resetLocked(st, http2.ErrCodeCancel)
+		return false
+	}
+	sc.mu.Unlock()
+	sc.flush()
+	sc.mu.Lock()
+	if min(sc.sendWin, st.sendWin) <= 0 && !sc.closed && !st.reset && !timer.expired {
+		sc.cond.Wait()
+	}
+	return true
 }
