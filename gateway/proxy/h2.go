@@ -211,12 +211,25 @@ func (sc *srvConn) serve() {
 	switch ce := (http2.ConnectionError(0)); {
 	case errors.As(err, &ce):
 		sc.goAway(http2.ErrCode(ce))
+		sc.linger()
 	case errors.Is(err, http2.ErrFrameTooLarge):
 		sc.goAway(http2.ErrCodeFrameSize)
+		sc.linger()
 	case isTimeout(err):
 		sc.goAway(http2.ErrCodeNo)
 	}
 	sc.close()
+}
+
+// linger reads and drops what the client still sends, for up to a second
+// and 1 MiB, after a GOAWAY for its error: closing a socket with unread
+// data resets the connection, and the client might not read the GOAWAY.
+func (sc *srvConn) linger() {
+	if cw, ok := sc.c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	sc.setReadTimeout(time.Second)
+	_, _ = io.CopyN(io.Discard, sc.br, 1<<20)
 }
 
 func (sc *srvConn) setReadTimeout(d time.Duration) {
@@ -234,7 +247,7 @@ func (sc *srvConn) setReadTimeout(d time.Duration) {
 // ConnectionError is the GOAWAY to send.
 func (sc *srvConn) readLoop() error {
 	g := sc.g
-	idle := true
+	idle := false
 	for {
 		if sc.br.Buffered() == 0 {
 			// About to wait for the client: what is pending goes out first.
@@ -485,7 +498,7 @@ func (sc *srvConn) onHeaders(id uint32, endStream, endHeaders, selfDep bool, fra
 		sc.mu.Lock()
 		st := sc.streams[id]
 		sc.mu.Unlock()
-		if st == nil || st.inEOF {
+		if st == nil || st.inEOF { // inEOF: written by this goroutine only
 			return http2.ConnectionError(http2.ErrCodeStreamClosed)
 		}
 		if !endStream {
@@ -531,11 +544,13 @@ func (sc *srvConn) onBlock(frag []byte, end bool) error {
 	h := &sc.hdr
 	if h.trailers {
 		sc.mu.Lock()
-		if h.err {
-			sc.resetLocked(st, http2.ErrCodeProtocol)
+		if sc.streams[st.id] == st { // its handler may have ended meanwhile
+			if h.err {
+				sc.resetLocked(st, http2.ErrCodeProtocol)
+			}
+			st.inEOF = true
+			sc.wake(st)
 		}
-		st.inEOF = true
-		sc.wake(st)
 		sc.mu.Unlock()
 		return nil
 	}
@@ -807,6 +822,7 @@ func (sc *srvConn) flush() {
 // release forgets st once its handler is done.
 func (sc *srvConn) release(st *srvStream) {
 	sc.mu.Lock()
+	queued := len(sc.out.b)
 	if !st.reset && !st.inEOF && !sc.closed {
 		// The answer is complete before the request: stop the upload.
 		_ = sc.wf.WriteRSTStream(st.id, http2.ErrCodeNo)
@@ -816,8 +832,12 @@ func (sc *srvConn) release(st *srvStream) {
 	sc.giveBack(nil, int64(len(st.in)-st.inOff))
 	sc.completed++
 	n, away, closed := len(sc.streams), sc.goingAway, sc.closed
+	wrote := len(sc.out.b) > queued
 	sc.mu.Unlock()
 	h2Release(st)
+	if wrote {
+		sc.flush() // a RST_STREAM or WINDOW_UPDATE just queued
+	}
 	if n == 0 {
 		if closed {
 			close(sc.drained)

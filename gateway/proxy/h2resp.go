@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -147,6 +148,14 @@ func (sc *srvConn) writeResponse(st *srvStream, resp *fasthttp.Response) {
 	}
 	if sc.writeHeaders(st, status, &resp.Header, cl, len(body) == 0) && len(body) > 0 {
 		sc.writeData(st, body, true)
+	}
+	sc.mu.Lock()
+	others := len(sc.streams) > 1
+	sc.mu.Unlock()
+	if others {
+		// Let the connection's other handlers that are ready queue their
+		// answers first: one TLS write for all.
+		runtime.Gosched()
 	}
 	sc.flush()
 }
