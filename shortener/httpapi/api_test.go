@@ -16,6 +16,7 @@ import (
 
 type linkBody struct {
 	ID        string   `json:"id"`
+	Domain    string   `json:"domain"`
 	ShortURL  string   `json:"short_url"`
 	URL       string   `json:"url"`
 	CreatedAt *string  `json:"created_at"`

@@ -371,27 +371,20 @@ func (h *Handler) timeout() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), h.cfg.RequestTimeout)
 }
 
-// shortURL returns the public short link for id.
-func (h *Handler) shortURL(ctx *fasthttp.RequestCtx, id string) string {
-	return h.baseURL(ctx) + "/" + id
+// shortURL returns the public short link of l, on its domain.
+func (h *Handler) shortURL(ctx *fasthttp.RequestCtx, l shortener.Link) string {
+	return h.linkBase(ctx, l.Domain) + "/" + l.ID
 }
 
-// baseURL is where this server's short links start: the PublicURL, or
-// the configured domain the request's Host names.
-// Without one, the request's Host is used only when it names this
-// machine (localhost, 127.0.0.1, [::1], with any port), as a local
-// install's users type it; any other Host, which a client chooses freely,
-// never reaches a returned link: the address the connection arrived on is
-// used instead.
+// baseURL is where this server's short links start when no domains are
+// configured: the PublicURL; without one, the request's Host only when
+// it names this machine (localhost, 127.0.0.1, [::1], with any port), as
+// a local install's users type it; any other Host, which a client
+// chooses freely, never reaches a returned link: the address the
+// connection arrived on is used instead.
 func (h *Handler) baseURL(ctx *fasthttp.RequestCtx) string {
 	if h.publicURL != "" {
 		return h.publicURL
-	}
-	if len(h.domains) > 0 {
-		if i := h.domainOf(ctx.Host()); i >= 0 {
-			return h.domains[i].base
-		}
-		return h.domains[0].base // not reached: ServeFastHTTP answered 421
 	}
 	scheme := "http://"
 	if ctx.IsTLS() {

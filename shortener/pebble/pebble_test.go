@@ -89,6 +89,42 @@ func TestPowerLossFailsWithoutSync(t *testing.T) {
 	}
 }
 
+// Links of other domains are kept as the package comment's layout says
+// ('l' domain 0x00 id), and a reopened store (whose read index is built
+// from those keys) answers each under its link key, with AppendURL too.
+func TestReopenKeepsDomainLinks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "links")
+	s, err := pebble.Open(dir, pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	keys := []string{"same", shortener.LinkKey("go.example.com", "same"), shortener.LinkKey("a.example:8080", "same")}
+	for _, k := range keys {
+		if err := s.Create(ctx, shortener.Link{ID: k, URL: "https://t.example/" + k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = pebble.Open(dir, pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, k := range keys {
+		dst, _, err := s.AppendURL(ctx, nil, []byte(k))
+		if l, gerr := s.Get(ctx, k); err != nil || gerr != nil || string(dst) != "https://t.example/"+k || l.ID != k {
+			t.Errorf("key %q after reopen: AppendURL %q %v, Get %+v %v", k, dst, err, l, gerr)
+		}
+	}
+	p, err := s.List(ctx, "", 10)
+	if err != nil || len(p.Links) != 3 || p.Links[0].ID != "same" || p.Links[1].ID != keys[2] || p.Links[2].ID != keys[1] {
+		t.Errorf("List after reopen: %+v %v", p, err)
+	}
+}
+
 func TestReopenKeepsLinksAndVisits(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "links")
 	s, err := pebble.Open(dir, pebble.Options{})
