@@ -10,11 +10,13 @@
 // # Durability
 //
 // A create is committed with pebble.Sync: Create returns only once its WAL
-// record is fdatasync'ed (concurrent creates share the sync). So are
-// deletes and visit flushes. Create checks that the id is free, under a
-// small in-memory reservation of the ids being created, edited or deleted,
-// so two concurrent creates of one id never both succeed, and an edit is a
-// read-modify-write no other write of the id can interleave with.
+// record is fdatasync'ed (concurrent creates share the sync; with a single
+// P the log waits a moment after each sync so that they can: syncGather).
+// So are deletes and visit flushes. Create checks that the id is free,
+// under a small in-memory reservation of the ids being created, edited or
+// deleted, so two concurrent creates of one id never both succeed, and an
+// edit is a read-modify-write no other write of the id can interleave
+// with.
 //
 // # Key layout
 //
@@ -116,7 +118,7 @@ type Options struct {
 	// clock is the free-space guard's; nil: time.Now (tests).
 	clock func() time.Time
 	// syncGather is pebble's WALMinSyncInterval; nil: syncGather. Only
-	// the test that shows what the gathering does changes it.
+	// BenchmarkCreateParallel's anchor (pebble's default) changes it.
 	syncGather func() time.Duration
 }
 
