@@ -126,9 +126,8 @@ type Options struct {
 const DefaultCacheSize = 8 << 20
 
 // syncGather is how long the write-ahead log waits after a sync before
-// the next one (pebble's WALMinSyncInterval): 500 µs — the value pebble's
-// documentation suggests — while the process has a single P, none with
-// more.
+// the next one (pebble's WALMinSyncInterval): 1 ms while the process has a
+// single P, none with more.
 //
 // A goroutine blocked in fdatasync keeps its P until the runtime's sysmon
 // takes it back, which it does only for a system call it sees across two
@@ -141,10 +140,15 @@ const DefaultCacheSize = 8 << 20
 // the creates that arrive meanwhile are decoded, committed and share the
 // next sync. With more than one P a sync blocks only its own, creates
 // share syncs by themselves (about 20 each under the same load), and a
-// wait would only add latency.
+// wait would only add latency. The wait adds at most 1 ms to a create,
+// and only while syncs follow each other: a create that comes later than
+// that after the last sync is synced at once. Under the same load on a
+// busy machine (fsyncs of 2–3.6 ms), a sync carried 21 creates after
+// 500 µs (pebble's documentation suggests that value), 27–29 after 1 ms
+// and 29–33 after 2 ms (docs/serve-benchmarks.md).
 func syncGather() time.Duration {
 	if runtime.GOMAXPROCS(0) == 1 {
-		return 500 * time.Microsecond
+		return time.Millisecond
 	}
 	return 0
 }
