@@ -131,15 +131,15 @@ func TestServiceUpdateValidatesAsCreate(t *testing.T) {
 		{shortener.CreateRequest{URL: "https://ok.example/", Tags: []string{"a b"}}, shortener.LinkUpdate{Tags: &[]string{"a b"}}},
 	} {
 		_, cerr := s.Create(context.Background(), tt.create)
-		_, uerr := s.Update(context.Background(), l.ID, tt.update, tt.create.Host)
+		_, uerr := s.Update(context.Background(), "", l.ID, tt.update, tt.create.Host)
 		if cerr == nil || shortener.ErrorCode(cerr) != shortener.ErrorCode(uerr) || shortener.ErrorMessage(cerr) != shortener.ErrorMessage(uerr) {
 			t.Errorf("%+v: create error %v, update error %v; want the same error", tt.create, cerr, uerr)
 		}
 	}
-	if got, err := s.Get(context.Background(), l.ID); err != nil || got.URL != "https://ok.example/" {
+	if got, err := s.Get(context.Background(), "", l.ID); err != nil || got.URL != "https://ok.example/" {
 		t.Errorf("refused edits changed the link: %+v, %v", got, err)
 	}
-	if _, err := s.Update(context.Background(), "no/such", shortener.LinkUpdate{URL: ptr("https://x.example/")}, ""); err != shortener.ErrNotFound {
+	if _, err := s.Update(context.Background(), "", "no/such", shortener.LinkUpdate{URL: ptr("https://x.example/")}, ""); err != shortener.ErrNotFound {
 		t.Errorf("Update of a malformed id: %v", err)
 	}
 }

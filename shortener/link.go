@@ -7,7 +7,11 @@ import "time"
 // Times have one-second precision (the Service truncates them) and are in
 // UTC, so every store round-trips them exactly.
 type Link struct {
-	ID        string    // generated id or custom slug; see ValidID
+	ID string // generated id or custom slug; see ValidID
+	// Domain is the short-link domain the link belongs to (domain.go):
+	// "" the server's default domain, else a ValidDomain. Two links on
+	// two domains may have the same ID.
+	Domain    string
 	URL       string    // target, validated by URLPolicy when created or edited
 	CreatedAt time.Time // when it was created
 	ExpiresAt time.Time // after this instant it answers 410; zero: never

@@ -19,6 +19,9 @@ const MaxQueryLength = 256
 type ListFilter struct {
 	Tag   string // links with this tag (exact)
 	Query string // links whose id or URL contains it, ASCII letters compared case-insensitively
+	// Domain, if set, selects the links of that domain ("": the
+	// default); nil: every domain.
+	Domain *string
 	// CreatedAfter and CreatedBefore bound the creation time: after ≤
 	// CreatedAt < before, so that consecutive windows never overlap.
 	// Links without a creation time (items of the seed's app) match
@@ -31,6 +34,8 @@ func (f ListFilter) Validate() error {
 	switch {
 	case f.Tag != "" && validateTag(f.Tag) != nil:
 		return validateTag(f.Tag)
+	case f.Domain != nil && *f.Domain != "" && !ValidDomain(*f.Domain):
+		return Errorf(InvalidParameter, "invalid domain %q", *f.Domain)
 	case len(f.Query) > MaxQueryLength:
 		return Errorf(InvalidParameter, "q is at most %d bytes", MaxQueryLength)
 	case !f.CreatedAfter.IsZero() && !f.CreatedBefore.IsZero() && !f.CreatedAfter.Before(f.CreatedBefore):
@@ -41,6 +46,9 @@ func (f ListFilter) Validate() error {
 
 // Match reports whether l passes the filter.
 func (f ListFilter) Match(l *Link) bool {
+	if f.Domain != nil && l.Domain != *f.Domain {
+		return false
+	}
 	if f.Tag != "" {
 		if _, found := slices.BinarySearch(l.Tags, f.Tag); !found {
 			return false
@@ -77,24 +85,28 @@ func lower(c byte) byte {
 	return c
 }
 
-// newer orders links newest first: by creation time, then by id (both
-// descending), so every link has one place in the order and a cursor (a
-// position in it) stays valid while links are created, edited or deleted.
+// newer orders links newest first: by creation time, then by id, then by
+// domain (all descending), so every link has one place in the order and a
+// cursor (a position in it) stays valid while links are created, edited or
+// deleted.
 func newer(a, b *Link) int {
 	if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
 		return c
 	}
-	return cmp.Compare(b.ID, a.ID)
+	if c := cmp.Compare(b.ID, a.ID); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.Domain, a.Domain)
 }
 
 // findCursor is a position in the newest-first order: "n" Unix-seconds
-// "." id, base64url-encoded.
+// "." key, base64url-encoded.
 func findCursor(l *Link) string {
 	var t int64
 	if !l.CreatedAt.IsZero() {
 		t = l.CreatedAt.Unix()
 	}
-	return base64.RawURLEncoding.EncodeToString([]byte("n" + strconv.FormatInt(t, 10) + "." + l.ID))
+	return base64.RawURLEncoding.EncodeToString([]byte("n" + strconv.FormatInt(t, 10) + "." + l.Key()))
 }
 
 func parseFindCursor(c string) (Link, error) {
@@ -103,12 +115,12 @@ func parseFindCursor(c string) (Link, error) {
 	if err != nil || len(b) < 2 || b[0] != 'n' {
 		return Link{}, bad
 	}
-	ts, id, ok := strings.Cut(string(b[1:]), ".")
+	ts, key, ok := strings.Cut(string(b[1:]), ".")
 	t, err := strconv.ParseInt(ts, 10, 64)
-	if !ok || err != nil || !ValidID(id) {
+	if !ok || err != nil || !ValidKey(key) {
 		return Link{}, bad
 	}
-	l := Link{ID: id}
+	l := fromStore(Link{ID: key})
 	if t != 0 {
 		l.CreatedAt = time.Unix(t, 0).UTC()
 	}
@@ -148,6 +160,7 @@ func (s *Service) Find(ctx context.Context, cursor string, limit int, f ListFilt
 		}
 		for i := range p.Links {
 			l := &p.Links[i]
+			*l = fromStore(*l)
 			if (after == nil || newer(after, l) < 0) && f.Match(l) {
 				best.offer(*l)
 			}

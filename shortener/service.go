@@ -60,6 +60,7 @@ type CreateRequest struct {
 	MaxVisits    int64     // 0: unlimited; negative is invalid
 	Tags         []string  // see ValidateTags
 	ForwardQuery Forward   // ForwardDefault: as the server is configured
+	Domain       string    // the link's domain: "" the default, else a ValidDomain
 	Host         string    // Host the request arrived with, for the self-reference check
 }
 
@@ -105,14 +106,17 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Link, error) {
 	if err := s.check(now, &f, req.Host); err != nil {
 		return Link{}, err
 	}
-	l := Link{CreatedAt: now}
+	if req.Domain != "" && !ValidDomain(req.Domain) {
+		return Link{}, Errorf(InvalidParameter, "invalid domain %q", req.Domain)
+	}
+	l := Link{CreatedAt: now, Domain: req.Domain}
 	f.Apply(&l)
 	if req.Slug != "" {
 		if err := ValidateSlug(req.Slug); err != nil {
 			return Link{}, err
 		}
 		l.ID = req.Slug
-		if err := s.store.Create(ctx, l); err != nil {
+		if err := s.store.Create(ctx, toStore(l)); err != nil {
 			if errors.Is(err, ErrConflict) {
 				return Link{}, &Error{Code: Conflict, Message: fmt.Sprintf("slug %q is already taken", req.Slug), Err: err}
 			}
@@ -126,7 +130,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Link, error) {
 			return Link{}, &Error{Code: Internal, Message: "could not generate an id", Err: err}
 		}
 		l.ID = id
-		err = s.store.Create(ctx, l)
+		err = s.store.Create(ctx, toStore(l))
 		if err == nil {
 			return l, nil
 		}
@@ -138,28 +142,39 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Link, error) {
 		Err: fmt.Errorf("%d generated ids in a row were taken", s.attempts)}
 }
 
-// Get returns the link under id as stored, expired or not (for the API's
-// link view). Malformed ids answer ErrNotFound without a store call.
-func (s *Service) Get(ctx context.Context, id string) (Link, error) {
-	if !ValidID(id) {
+// Get returns the link id of domain ("": the default) as stored, expired
+// or not (for the API's link view). Malformed ids and domains answer
+// ErrNotFound without a store call.
+func (s *Service) Get(ctx context.Context, domain, id string) (Link, error) {
+	key, ok := checkedKey(domain, id)
+	if !ok {
 		return Link{}, ErrNotFound
 	}
-	l, err := s.store.Get(ctx, id)
+	l, err := s.store.Get(ctx, key)
 	if err != nil {
 		return Link{}, storeError("get link", err)
 	}
-	return l, nil
+	return fromStore(l), nil
 }
 
-// Resolve returns the link under id if it may be followed now: ErrNotFound
-// for an unknown (or malformed) id, ErrExpired when it has expired or used
-// up its visit limit.
-func (s *Service) Resolve(ctx context.Context, id string) (Link, error) {
-	l, err := s.Get(ctx, id)
+// checkedKey returns the key of the link id on domain, and false when
+// either is malformed.
+func checkedKey(domain, id string) (string, bool) {
+	if !ValidID(id) || domain != "" && !ValidDomain(domain) {
+		return "", false
+	}
+	return LinkKey(domain, id), true
+}
+
+// Resolve returns the link id of domain if it may be followed now:
+// ErrNotFound for an unknown (or malformed) id, ErrExpired when it has
+// expired or used up its visit limit.
+func (s *Service) Resolve(ctx context.Context, domain, id string) (Link, error) {
+	l, err := s.Get(ctx, domain, id)
 	if err != nil {
 		return Link{}, err
 	}
-	s.addPending(&l, []byte(id))
+	s.addPending(&l, []byte(l.Key()))
 	if s.expired(l) {
 		return Link{}, ErrExpired
 	}
@@ -167,28 +182,29 @@ func (s *Service) Resolve(ctx context.Context, id string) (Link, error) {
 }
 
 // AppendResolve is Resolve for the redirect hot path: it appends the URL of
-// the link under id to dst and returns the extended buffer, without
+// the link under key (AppendKey: the id, after its domain on another
+// domain than the default) to dst and returns the extended buffer, without
 // allocating when the store implements URLAppender, and the link's fields
-// other than ID and URL (a redirect records a visit of a link with a visit
-// limit as such). Errors are Resolve's. id is not retained.
-func (s *Service) AppendResolve(ctx context.Context, dst, id []byte) ([]byte, Link, error) {
-	if !ValidID(id) {
+// other than ID, Domain and URL (a redirect records a visit of a link with
+// a visit limit as such). Errors are Resolve's. key is not retained.
+func (s *Service) AppendResolve(ctx context.Context, dst, key []byte) ([]byte, Link, error) {
+	if !ValidKey(key) {
 		return dst, Link{}, ErrNotFound
 	}
 	var l Link
 	n := len(dst)
 	var err error
 	if a, ok := s.store.(URLAppender); ok {
-		dst, l, err = a.AppendURL(ctx, dst, id)
+		dst, l, err = a.AppendURL(ctx, dst, key)
 	} else {
-		l, err = s.store.Get(ctx, string(id))
+		l, err = s.store.Get(ctx, string(key))
 		dst = append(dst, l.URL...)
 		l.ID, l.URL = "", ""
 	}
 	if err != nil {
 		return dst[:n], Link{}, storeError("get link", err)
 	}
-	s.addPending(&l, id)
+	s.addPending(&l, key)
 	if s.expired(l) {
 		return dst[:n], Link{}, ErrExpired
 	}
@@ -196,10 +212,11 @@ func (s *Service) AppendResolve(ctx context.Context, dst, id []byte) ([]byte, Li
 }
 
 // addPending makes a visit limit count the visits not yet stored; it is
-// called after the store read (see VisitCounter.Pending).
-func (s *Service) addPending(l *Link, id []byte) {
+// called after the store read (see VisitCounter.Pending). key is the
+// link's.
+func (s *Service) addPending(l *Link, key []byte) {
 	if l.MaxVisits > 0 && s.visits != nil {
-		l.Visits += s.visits.Pending(id)
+		l.Visits += s.visits.Pending(key)
 	}
 }
 
@@ -209,42 +226,48 @@ func (s *Service) expired(l Link) bool {
 }
 
 // Update validates u as Create validates a new link's fields and applies
-// it to the link under id, keeping its id, creation time and statistics.
-// It returns the link as stored after the edit; ErrNotFound if there is
-// none. host is the request's Host, for the self-reference check.
-func (s *Service) Update(ctx context.Context, id string, u LinkUpdate, host string) (Link, error) {
-	if !ValidID(id) {
+// it to the link id of domain, keeping its id, domain, creation time and
+// statistics (an edit never moves a link to another domain: its short
+// link, printed or shared, would stop working). It returns the link as
+// stored after the edit; ErrNotFound if there is none. host is the
+// request's Host, for the self-reference check.
+func (s *Service) Update(ctx context.Context, domain, id string, u LinkUpdate, host string) (Link, error) {
+	key, ok := checkedKey(domain, id)
+	if !ok {
 		return Link{}, ErrNotFound
 	}
 	if err := s.check(s.now().UTC().Truncate(time.Second), &u, host); err != nil {
 		return Link{}, err
 	}
 	if u == (LinkUpdate{}) {
-		return s.Get(ctx, id) // nothing to change
+		return s.Get(ctx, domain, id) // nothing to change
 	}
 	up, ok := s.store.(Updater)
 	if !ok {
 		return Link{}, ErrNotEditable
 	}
-	l, err := up.Update(ctx, id, u)
+	l, err := up.Update(ctx, key, u)
 	if err != nil {
 		return Link{}, storeError("update link", err)
 	}
-	return l, nil
+	return fromStore(l), nil
 }
 
-// Delete removes the link under id; ErrNotFound if there is none.
-func (s *Service) Delete(ctx context.Context, id string) error {
-	if !ValidID(id) {
+// Delete removes the link id of domain; ErrNotFound if there is none. A
+// link of the same id on another domain stays.
+func (s *Service) Delete(ctx context.Context, domain, id string) error {
+	key, ok := checkedKey(domain, id)
+	if !ok {
 		return ErrNotFound
 	}
-	if err := s.store.Delete(ctx, id); err != nil {
+	if err := s.store.Delete(ctx, key); err != nil {
 		return storeError("delete link", err)
 	}
 	return nil
 }
 
-// List returns one page of links. limit must be 1..MaxPageSize.
+// List returns one page of links, of every domain. limit must be
+// 1..MaxPageSize.
 func (s *Service) List(ctx context.Context, cursor string, limit int) (Page, error) {
 	if limit < 1 || limit > MaxPageSize {
 		return Page{}, Errorf(InvalidParameter, "limit must be between 1 and %d", MaxPageSize)
@@ -252,6 +275,9 @@ func (s *Service) List(ctx context.Context, cursor string, limit int) (Page, err
 	p, err := s.store.List(ctx, cursor, limit)
 	if err != nil {
 		return Page{}, storeError("list links", err)
+	}
+	for i := range p.Links {
+		p.Links[i] = fromStore(p.Links[i])
 	}
 	return p, nil
 }

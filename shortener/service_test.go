@@ -89,7 +89,7 @@ func TestServiceCreate(t *testing.T) {
 			if !l.CreatedAt.Equal(now.Truncate(time.Second)) || l.URL != tt.req.URL || l.MaxVisits != tt.req.MaxVisits {
 				t.Errorf("link %+v does not reflect request %+v", l, tt.req)
 			}
-			got, err := s.Get(ctx, l.ID)
+			got, err := s.Get(ctx, "", l.ID)
 			if err != nil || got.URL != tt.req.URL {
 				t.Errorf("Get(%q) = %+v, %v", l.ID, got, err)
 			}
@@ -107,25 +107,25 @@ func TestServiceResolveEnforcesExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Resolve(ctx, l.ID); err != nil {
+	if _, err := s.Resolve(ctx, "", l.ID); err != nil {
 		t.Fatalf("Resolve before expiry: %v", err)
 	}
 	clock = now.Add(time.Hour)
-	if _, err := s.Resolve(ctx, l.ID); !errors.Is(err, shortener.ErrExpired) {
+	if _, err := s.Resolve(ctx, "", l.ID); !errors.Is(err, shortener.ErrExpired) {
 		t.Fatalf("Resolve at expiry: %v, want ErrExpired", err)
 	}
 	// The API view still shows it.
-	if _, err := s.Get(ctx, l.ID); err != nil {
+	if _, err := s.Get(ctx, "", l.ID); err != nil {
 		t.Fatalf("Get of an expired link: %v", err)
 	}
 	if err := store.Create(ctx, shortener.Link{ID: "usedup0001", URL: "https://u.example/", MaxVisits: 1, Visits: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Resolve(ctx, "usedup0001"); !errors.Is(err, shortener.ErrExpired) {
+	if _, err := s.Resolve(ctx, "", "usedup0001"); !errors.Is(err, shortener.ErrExpired) {
 		t.Fatalf("Resolve at visit limit: %v, want ErrExpired", err)
 	}
 	for _, id := range []string{"unknown001", "", "a/b", "../etc/passwd"} {
-		if _, err := s.Resolve(ctx, id); !errors.Is(err, shortener.ErrNotFound) {
+		if _, err := s.Resolve(ctx, "", id); !errors.Is(err, shortener.ErrNotFound) {
 			t.Errorf("Resolve(%q): %v, want ErrNotFound", id, err)
 		}
 	}
@@ -138,7 +138,7 @@ func TestServiceStoreFailureIsUnavailable(t *testing.T) {
 	if shortener.ErrorCode(err) != shortener.Unavailable || !errors.Is(err, errDown) {
 		t.Errorf("Create on a failing store: %v", err)
 	}
-	if _, err := s.Resolve(ctx, "abcdefghij"); shortener.ErrorCode(err) != shortener.Unavailable {
+	if _, err := s.Resolve(ctx, "", "abcdefghij"); shortener.ErrorCode(err) != shortener.Unavailable {
 		t.Errorf("Resolve on a failing store: %v", err)
 	}
 	if err := s.Ready(ctx); shortener.ErrorCode(err) != shortener.Unavailable {

@@ -297,12 +297,14 @@ type VisitCounter interface {
 	Stats(ctx context.Context, id string) (VisitStats, error)
 }
 
-// Stats returns the visit statistics of the link under id, the live ones
-// (stored plus not yet flushed) when the Service counts visits.
-func (s *Service) Stats(ctx context.Context, id string) (VisitStats, error) {
-	if !ValidID(id) {
+// Stats returns the visit statistics of the link id of domain, the live
+// ones (stored plus not yet flushed) when the Service counts visits.
+func (s *Service) Stats(ctx context.Context, domain, id string) (VisitStats, error) {
+	key, ok := checkedKey(domain, id)
+	if !ok {
 		return VisitStats{}, ErrNotFound
 	}
+	id = key
 	var st VisitStats
 	var err error
 	switch vs, ok := s.store.(VisitStore); {

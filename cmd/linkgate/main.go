@@ -8,8 +8,6 @@ import (
 	"os"
 
 	"github.com/linkgate/linkgate/internal/cli"
-	// WebSocket over HTTP/2 (extended CONNECT) without GODEBUG=http2xconnect=1.
-	_ "github.com/linkgate/linkgate/internal/xconnect"
 )
 
 func main() {

@@ -41,7 +41,7 @@ var importFormats = []string{"jsonl", "csv", "yourls", "yourls-sql", "kutt", "sh
 
 // csvColumns maps a format's column names to the link's fields.
 var csvColumns = map[string]map[string][]string{
-	"csv":    {"id": {"id"}, "url": {"url"}, "created": {"created_at"}, "expires": {"expires_at"}, "max": {"max_visits"}, "visits": {"visits"}, "total": {"total"}},
+	"csv":    {"id": {"id"}, "url": {"url"}, "created": {"created_at"}, "expires": {"expires_at"}, "max": {"max_visits"}, "visits": {"visits"}, "total": {"total"}, "domain": {"domain"}},
 	"yourls": {"id": {"keyword"}, "url": {"url"}, "created": {"timestamp"}, "visits": {"clicks"}},
 	"shlink": {"id": {"shortcode"}, "url": {"longurl"}, "created": {"createdat"}, "visits": {"visits"}},
 	"bitly":  {"id": {"link", "bitlink", "id"}, "url": {"long_url", "long url", "destination"}, "created": {"created_at", "created", "date created"}, "visits": {"clicks", "total_clicks", "total clicks", "engagements"}},
@@ -313,7 +313,7 @@ func csvRecord(at map[string]int, row []string) (shortener.LinkRecord, error) {
 	}
 	var r shortener.LinkRecord
 	l := &r.Link
-	l.ID, l.URL = lastSegment(get("id")), get("url")
+	l.ID, l.URL = shortener.LinkKey(get("domain"), lastSegment(get("id"))), get("url")
 	var err error
 	if l.CreatedAt, err = parseTime(get("created")); err != nil {
 		return r, err
@@ -353,11 +353,14 @@ func parseTime(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("time %q is not RFC 3339 or YYYY-MM-DD HH:MM:SS", s)
 }
 
-// checkLink refuses what cannot be a link: an id linkgate cannot serve, a
-// URL that is not an absolute http(s) URL.
+// checkLink refuses what cannot be a link: an id linkgate cannot serve
+// (l.ID is the store key: the id, after its domain on another than the
+// default), a URL that is not an absolute http(s) URL.
 func checkLink(l *shortener.Link) error {
-	if !shortener.ValidID(l.ID) {
-		return fmt.Errorf("id %q is not a valid id (1–%d of a-z A-Z 0-9 _ -)", l.ID, shortener.MaxIDLength)
+	if domain, id := shortener.SplitKey(l.ID); !shortener.ValidID(id) {
+		return fmt.Errorf("id %q is not a valid id (1–%d of a-z A-Z 0-9 _ -)", id, shortener.MaxIDLength)
+	} else if len(domain) < len(l.ID)-len(id) && !shortener.ValidDomain(domain) {
+		return fmt.Errorf("%s: domain %q is not a domain name (at most %d of a-z 0-9 . - :, after IDNA mapping)", id, domain, shortener.MaxDomainLength)
 	}
 	u, err := url.Parse(l.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

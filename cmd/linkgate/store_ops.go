@@ -198,12 +198,14 @@ store is moved aside to DIR.before-restore-TIME first.`, env.Stderr)
 }
 
 // Export and import formats. JSON Lines carries every field and the
-// statistics; CSV carries the link's fields and the totals.
-var csvHeader = []string{"id", "url", "created_at", "expires_at", "max_visits", "visits", "total", "bots"}
+// statistics; CSV carries the link's fields and the totals. A link's
+// domain (docs/domains.md) is empty on the default domain.
+var csvHeader = []string{"id", "url", "created_at", "expires_at", "max_visits", "visits", "total", "bots", "domain"}
 
 // recordJSON is one line of the JSON Lines format.
 type recordJSON struct {
 	ID        string                `json:"id"`
+	Domain    string                `json:"domain,omitempty"` // absent: the default domain
 	URL       string                `json:"url"`
 	CreatedAt *time.Time            `json:"created_at,omitempty"`
 	ExpiresAt *time.Time            `json:"expires_at,omitempty"`
@@ -215,7 +217,8 @@ type recordJSON struct {
 }
 
 func toJSON(r shortener.LinkRecord) recordJSON {
-	j := recordJSON{ID: r.Link.ID, URL: r.Link.URL, MaxVisits: r.Link.MaxVisits, Visits: r.Link.Visits, Tags: r.Link.Tags}
+	domain, id := shortener.SplitKey(r.Link.ID) // a store's link has its key in ID
+	j := recordJSON{ID: id, Domain: domain, URL: r.Link.URL, MaxVisits: r.Link.MaxVisits, Visits: r.Link.Visits, Tags: r.Link.Tags}
 	if r.Link.ForwardQuery != shortener.ForwardDefault {
 		on := r.Link.ForwardQuery == shortener.ForwardOn
 		j.Forward = &on
@@ -233,7 +236,7 @@ func toJSON(r shortener.LinkRecord) recordJSON {
 }
 
 func (j recordJSON) record() shortener.LinkRecord {
-	r := shortener.LinkRecord{Link: shortener.Link{ID: j.ID, URL: j.URL, MaxVisits: j.MaxVisits, Visits: j.Visits, Tags: j.Tags}}
+	r := shortener.LinkRecord{Link: shortener.Link{ID: shortener.LinkKey(j.Domain, j.ID), URL: j.URL, MaxVisits: j.MaxVisits, Visits: j.Visits, Tags: j.Tags}}
 	switch {
 	case j.Forward == nil:
 	case *j.Forward:
@@ -295,9 +298,10 @@ pebble:BACKUP_DIR).`, env.Stderr)
 	err = s.(shortener.RecordStore).ExportRecords(ctx, func(r shortener.LinkRecord) error {
 		n++
 		if cw != nil {
-			return cw.Write([]string{r.Link.ID, r.Link.URL, csvTime(r.Link.CreatedAt), csvTime(r.Link.ExpiresAt),
+			domain, id := shortener.SplitKey(r.Link.ID)
+			return cw.Write([]string{id, r.Link.URL, csvTime(r.Link.CreatedAt), csvTime(r.Link.ExpiresAt),
 				strconv.FormatInt(r.Link.MaxVisits, 10), strconv.FormatInt(r.Link.Visits, 10),
-				strconv.FormatInt(r.Stats.Total, 10), strconv.FormatInt(r.Stats.Bots, 10)})
+				strconv.FormatInt(r.Stats.Total, 10), strconv.FormatInt(r.Stats.Bots, 10), domain})
 		}
 		return enc.Encode(toJSON(r))
 	})

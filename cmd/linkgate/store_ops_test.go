@@ -111,7 +111,7 @@ func TestStoreExportImportRoundTrip(t *testing.T) {
 	}
 	wantRecords(t, exportAll(t, dst), want)
 	csvOut, _, err := runCmd(t, "", "store", "export", "--store", "pebble:"+src, "--format", "csv")
-	if err != nil || !strings.HasPrefix(csvOut, "id,url,created_at,expires_at,max_visits,visits,total,bots\n") || !strings.Contains(csvOut, "\nfix000,") {
+	if err != nil || !strings.HasPrefix(csvOut, "id,url,created_at,expires_at,max_visits,visits,total,bots,domain\n") || !strings.Contains(csvOut, "\nfix000,") {
 		t.Errorf("CSV export: %v\n%.300s", err, csvOut)
 	}
 }
@@ -146,6 +146,50 @@ func TestStoreExportImportTags(t *testing.T) {
 	bad := `{"id":"badtags","url":"https://b.example/","tags":["no spaces"]}` + "\n"
 	if out, _, err := runCmd(t, bad, "store", "import", "--store", "pebble:"+dst); err == nil || !strings.Contains(out, "1 bad lines") {
 		t.Errorf("import of a bad tag: %v %s", err, out)
+	}
+}
+
+// A link's domain goes through an export and an import, in JSON Lines
+// and in CSV: the same slug on two domains stays two links; links of the
+// default domain carry no domain.
+func TestStoreExportImportDomains(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	s, err := pebble.Open(src, pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := time.Unix(1.9e9, 0).UTC()
+	links := []shortener.Link{
+		{ID: "promo", URL: "https://default.example/", CreatedAt: created},
+		{ID: shortener.LinkKey("go.example.com", "promo"), URL: "https://go.example/", CreatedAt: created},
+		{ID: shortener.LinkKey("local.test:8080", "promo"), URL: "https://local.example/", CreatedAt: created},
+	}
+	for _, l := range links {
+		if err := s.Create(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	jsonl, _, err := runCmd(t, "", "store", "export", "--store", "pebble:"+src)
+	if err != nil || !strings.Contains(jsonl, `{"id":"promo","domain":"go.example.com","url":"https://go.example/"`) ||
+		!strings.Contains(jsonl, `{"id":"promo","url":"https://default.example/"`) {
+		t.Fatalf("export: %v\n%s", err, jsonl)
+	}
+	csvOut, _, err := runCmd(t, "", "store", "export", "--store", "pebble:"+src, "--format", "csv")
+	if err != nil || !strings.Contains(csvOut, "\npromo,https://local.example/,2030-03-17T17:46:40Z,,0,0,0,0,local.test:8080\n") {
+		t.Fatalf("CSV export: %v\n%s", err, csvOut)
+	}
+	for _, tt := range []struct{ format, in string }{{"jsonl", jsonl}, {"csv", csvOut}} {
+		dst := filepath.Join(t.TempDir(), "dst")
+		if out, errOut, err := runCmd(t, tt.in, "store", "import", "--store", "pebble:"+dst, "--format", tt.format); err != nil {
+			t.Fatalf("import %s: %v %s %s", tt.format, err, out, errOut)
+		}
+		wantRecords(t, exportAll(t, dst), []shortener.LinkRecord{{Link: links[0]}, {Link: links[1]}, {Link: links[2]}})
+	}
+	bad := `{"id":"promo","domain":"Not A Domain","url":"https://b.example/"}` + "\n"
+	if out, errOut, err := runCmd(t, bad, "store", "import", "--store", "pebble:"+filepath.Join(t.TempDir(), "bad")); err == nil ||
+		!strings.Contains(out, "1 bad lines") || !strings.Contains(errOut, "not a domain name") {
+		t.Errorf("import of a bad domain: %v %s %s", err, out, errOut)
 	}
 }
 

@@ -4,16 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"io"
-	"log/slog"
 	"net"
-	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/valyala/fasthttp"
 
 	"github.com/linkgate/linkgate/internal/deadline"
 )
@@ -21,25 +15,24 @@ import (
 // The TLS listener: handshakes with the certificate the SNI selects
 // (gateway/certs), then ALPN decides the protocol — HTTP/1.1 connections
 // join the cleartext listener's fasthttp server, h2 connections are served
-// by the standard library's HTTP/2 server (net/http), whose requests are
-// copied into a fasthttp.RequestCtx and go through the same handle:
-// routing, plugins, metrics and forwarded headers (X-Forwarded-Proto:
-// https) are one code path. Upstreams stay HTTP/1.1 on the same
-// connection pools.
+// by the gateway's own HTTP/2 server (h2.go), whose requests go into a
+// fasthttp.RequestCtx and through the same handle: routing, plugins,
+// metrics and forwarded headers (X-Forwarded-Proto: https) are one code
+// path. Upstreams stay HTTP/1.1 on the same connection pools.
 
 type tlsState struct {
 	tlsMu  sync.Mutex
 	tlsLns []net.Listener
-	h1tls  *connQueue   // handshaken HTTP/1.1 connections, served by g.server
-	h2q    *connQueue   // handshaken h2 connections, served by h2srv
-	h2srv  *http.Server // net/http's HTTP/2 server
-	h2ctxs sync.Pool    // *fasthttp.RequestCtx
+	h1tls  *connQueue // handshaken HTTP/1.1 connections, served by g.server
+
+	h2Workers h2Pool
+	h2mu      sync.Mutex // guards h2set and h2closed
+	h2set     map[*srvConn]struct{}
+	h2closed  bool
+	h2wg      sync.WaitGroup
 
 	handshakes, handshakeErrors, h2Conns atomic.Int64
 }
-
-// connKey finds a request's h2View in its context.
-type connKey struct{}
 
 // TLS defaults: nginx's http2_max_concurrent_streams and
 // large_client_header_buffers, a handshake timeout as APISIX's
@@ -61,32 +54,8 @@ func (g *Gateway) initTLS() {
 	if o.MaxHeaderBytes <= 0 {
 		o.MaxHeaderBytes = defaultMaxHeaderBytes
 	}
-	g.h1tls, g.h2q = newConnQueue(), newConnQueue()
-	var protos http.Protocols
-	protos.SetHTTP2(true)
-	g.h2srv = &http.Server{
-		Handler:        http.HandlerFunc(g.serveH2Request),
-		Protocols:      &protos,
-		ReadTimeout:    o.ReadTimeout,
-		WriteTimeout:   o.WriteTimeout,
-		IdleTimeout:    o.IdleTimeout,
-		MaxHeaderBytes: o.MaxHeaderBytes,
-		HTTP2:          &http.HTTP2Config{MaxConcurrentStreams: int(o.MaxConcurrentStreams)},
-		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			tc, _ := c.(*tls.Conn)
-			return context.WithValue(ctx, connKey{}, h2View{tc})
-		},
-		ConnState: func(_ net.Conn, s http.ConnState) {
-			switch s {
-			case http.StateNew:
-				g.h2Conns.Add(1)
-			case http.StateClosed, http.StateHijacked:
-				g.h2Conns.Add(-1)
-			}
-		},
-	}
-	g.h2ctxs.New = func() any { return new(fasthttp.RequestCtx) }
+	g.h1tls = newConnQueue()
+	g.h2set = map[*srvConn]struct{}{}
 }
 
 // ServeTLS accepts TLS connections on ln until Shutdown, with the
@@ -101,7 +70,6 @@ func (g *Gateway) ServeTLS(ln net.Listener) error {
 	g.tlsMu.Unlock()
 	if first {
 		go func() { _ = g.server.Serve(g.h1tls) }()
-		go func() { _ = g.h2srv.Serve(g.h2q) }()
 	}
 	cfg := g.opts.Certs.Config()
 	w := g.dogs.For(g.opts.HandshakeTimeout, g.limits.Read, g.limits.Write, g.limits.Idle)
@@ -137,19 +105,18 @@ func (g *Gateway) handshake(dc *deadline.Conn, cfg *tls.Config) {
 		return
 	}
 	g.handshakes.Add(1)
-	q := g.h1tls
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
-		// net/http's HTTP/2 server applies its own timeouts (per stream,
-		// and IdleTimeout for the connection) through the connection's
-		// cheap deadlines, and reads and writes in two goroutines.
+		// The HTTP/2 server applies its own timeouts through the
+		// connection's cheap deadlines, and reads and writes from several
+		// goroutines.
 		c.shared = true
 		c.wrote.Store(false)
 		dc.SetDeadline(time.Time{})
-		q = g.h2q
-	} else {
-		dc.SetLimits(&g.limits)
+		g.serveH2(tc, dc, h2View{tc})
+		return
 	}
-	if !q.put(tc) {
+	dc.SetLimits(&g.limits)
+	if !g.h1tls.put(tc) {
 		tc.Close()
 	}
 }
@@ -161,104 +128,6 @@ type h2View struct{ *tls.Conn }
 
 func (h2View) NetConn() net.Conn { return nil }
 
-var hopHeaders = map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Transfer-Encoding": true, "Upgrade": true}
-
-// serveH2Request copies an HTTP/2 request into a fasthttp.RequestCtx,
-// handles it as any other, and writes the answer back.
-func (g *Gateway) serveH2Request(w http.ResponseWriter, r *http.Request) {
-	view, _ := r.Context().Value(connKey{}).(h2View)
-	fc := g.h2ctxs.Get().(*fasthttp.RequestCtx)
-	defer func() {
-		fc.Request.Reset()
-		fc.Response.Reset()
-		g.h2ctxs.Put(fc)
-	}()
-	fc.Init2(view, fasthttpLogger{g.log}, false)
-	req := &fc.Request
-	req.Header.DisableNormalizing()
-	req.Header.SetMethod(r.Method)
-	req.Header.SetRequestURI(r.RequestURI)
-	req.Header.SetHost(r.Host)
-	for k, vs := range r.Header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	var ws *h2Stream
-	if proto, ok := extendedConnect(r); ok {
-		if proto != "websocket" {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = w.Write(wsBadProtocol)
-			return
-		}
-		ws = newH2Stream(w, r, req) // the stream is the tunnel, not a body
-	} else if r.ContentLength != 0 {
-		// Read as HTTP/1.1 bodies are: whole when small, else streamed.
-		// (Not an io.Closer: net/http closes it after the handler.)
-		req.SetBodyStream(struct{ io.Reader }{r.Body}, int(r.ContentLength))
-	}
-	g.handle(fc, true, ws)
-	if ws != nil && ws.tunnel != nil {
-		ws.runH2(g.opts.ServerHeader)
-		return
-	}
-	resp := &fc.Response
-	h := w.Header()
-	for k, v := range resp.Header.All() {
-		name := http.CanonicalHeaderKey(string(k))
-		if hopHeaders[name] || name == "Content-Length" {
-			continue
-		}
-		h.Add(name, string(v))
-	}
-	if ct := resp.Header.ContentType(); len(ct) > 0 && h.Get("Content-Type") == "" {
-		h.Set("Content-Type", string(ct))
-	}
-	if g.opts.ServerHeader != "" && h.Get("Server") == "" {
-		h.Set("Server", g.opts.ServerHeader)
-	}
-	if resp.IsBodyStream() {
-		// A streamed upstream body: each read is passed on and flushed at
-		// once (server-sent events); the request ends at CloseBodyStream.
-		defer resp.CloseBodyStream()
-		if cl := resp.Header.ContentLength(); cl >= 0 {
-			h.Set("Content-Length", strconv.Itoa(cl))
-		}
-		w.WriteHeader(resp.StatusCode())
-		copyFlushing(w, resp.BodyStream())
-		return
-	}
-	body := resp.Body()
-	if r.Method != http.MethodHead {
-		h.Set("Content-Length", strconv.Itoa(len(body)))
-	}
-	w.WriteHeader(resp.StatusCode())
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(body)
-	}
-}
-
-// copyFlushing copies r to w, flushing after every read.
-func copyFlushing(w http.ResponseWriter, r io.Reader) {
-	f, _ := w.(http.Flusher)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return
-			}
-			if f != nil {
-				f.Flush()
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
 // closeTLS stops the TLS listeners (Shutdown).
 func (g *Gateway) closeTLS() {
 	g.tlsMu.Lock()
@@ -268,14 +137,53 @@ func (g *Gateway) closeTLS() {
 	}
 }
 
+// addH2 registers an h2 connection; false once shutting down.
+func (g *Gateway) addH2(sc *srvConn) bool {
+	g.h2mu.Lock()
+	defer g.h2mu.Unlock()
+	if g.h2closed {
+		return false
+	}
+	g.h2set[sc] = struct{}{}
+	g.h2wg.Add(1)
+	g.h2Conns.Add(1)
+	return true
+}
+
+func (g *Gateway) removeH2(sc *srvConn) {
+	g.h2mu.Lock()
+	delete(g.h2set, sc)
+	g.h2mu.Unlock()
+	g.h2Conns.Add(-1)
+	g.h2wg.Done()
+}
+
 // shutdownHTTP2 sends GOAWAY on every h2 connection and waits for their
 // streams, until ctx ends (then closes them).
 func (g *Gateway) shutdownHTTP2(ctx context.Context) error {
-	g.h2q.Close()
-	err := g.h2srv.Shutdown(ctx)
-	if err != nil {
-		_ = g.h2srv.Close()
+	g.h2mu.Lock()
+	g.h2closed = true
+	conns := make([]*srvConn, 0, len(g.h2set))
+	for sc := range g.h2set {
+		conns = append(conns, sc)
 	}
+	g.h2mu.Unlock()
+	for _, sc := range conns {
+		sc.shutdown()
+	}
+	done := make(chan struct{})
+	go func() { g.h2wg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		for _, sc := range conns {
+			sc.c.Close()
+		}
+		<-done
+	}
+	g.h2Workers.stop()
 	return err
 }
 

@@ -30,11 +30,8 @@ import (
 //
 // HTTP/2 clients use extended CONNECT (RFC 8441, :protocol websocket): the
 // node gets an HTTP/1.1 upgrade with a key of the gateway's, the client a
-// 200 and the stream as the tunnel. Go's HTTP/2 server announces
-// SETTINGS_ENABLE_CONNECT_PROTOCOL only with GODEBUG=http2xconnect=1 in
-// the process's environment at start (Go issue 71128), which the linkgate
-// binary sets for itself (internal/xconnect); without it, clients upgrade
-// over HTTP/1.1 (browsers fall back to it).
+// 200 and the stream as the tunnel (h2resp.go). The HTTP/2 server
+// announces SETTINGS_ENABLE_CONNECT_PROTOCOL on every connection.
 //
 // A tunnel ends after the route's read timeout without a byte either way
 // (nginx's proxy_read_timeout on an upgraded connection, 60 s by default)
@@ -420,63 +417,19 @@ func (g *Gateway) openTunnels() int64 {
 }
 
 // h2Stream is an HTTP/2 extended CONNECT being handled: the WebSocket
-// tunnel runs in the stream's handler.
+// tunnel runs on the stream once the node has upgraded.
 type h2Stream struct {
-	w                    http.ResponseWriter
-	r                    *http.Request
 	key                  string // Sec-WebSocket-Key sent to the node
 	tunnel               *tunnel
 	protocol, extensions string // the node's choices, for the client
 }
 
-// extendedConnect reports whether r is an RFC 8441 extended CONNECT, and
-// with which protocol.
-func extendedConnect(r *http.Request) (protocol string, ok bool) {
-	if r.Method != http.MethodConnect {
-		return "", false
-	}
-	p := r.Header.Get(":protocol")
-	return p, p != ""
-}
-
 // newH2Stream turns an extended CONNECT into the GET upgrade request the
 // route sees (methods match GET, as for HTTP/1.1 clients).
-func newH2Stream(w http.ResponseWriter, r *http.Request, req *fasthttp.Request) *h2Stream {
+func newH2Stream(req *fasthttp.Request) *h2Stream {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	req.Header.SetMethod(http.MethodGet)
-	req.Header.Del(":protocol")
 	req.Header.Set("Upgrade", "websocket")
-	return &h2Stream{w: w, r: r, key: base64.StdEncoding.EncodeToString(b[:])}
-}
-
-// runH2 answers the extended CONNECT with 200 and relays over the stream.
-func (s *h2Stream) runH2(serverHeader string) {
-	rc := http.NewResponseController(s.w)
-	// The stream lives as long as the tunnel: its timeouts replace the
-	// server's per-request ones.
-	_ = rc.SetReadDeadline(time.Time{})
-	_ = rc.SetWriteDeadline(time.Time{})
-	h := s.w.Header()
-	if s.protocol != "" {
-		h.Set("Sec-WebSocket-Protocol", s.protocol)
-	}
-	if s.extensions != "" {
-		h.Set("Sec-WebSocket-Extensions", s.extensions)
-	}
-	if serverHeader != "" {
-		h.Set("Server", serverHeader)
-	}
-	s.w.WriteHeader(http.StatusOK)
-	f, _ := s.w.(http.Flusher)
-	if f != nil {
-		f.Flush()
-	}
-	s.tunnel.run(h2Conn{s.r.Body, s.w}, s.r.Body, f)
-}
-
-// h2Conn is an HTTP/2 stream as a tunnel's client side.
-type h2Conn struct {
-	io.Reader
-	io.Writer
+	return &h2Stream{key: base64.StdEncoding.EncodeToString(b[:])}
 }

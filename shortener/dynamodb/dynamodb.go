@@ -2,7 +2,10 @@
 // data-compatible with the seed's app both ways: partition key shortURL (S),
 // the target in originalURL (S). linkgate adds createdAt, expiresAt (the
 // table's TTL attribute), maxVisits and visits, all numbers, and reads items
-// that lack them.
+// that lack them. A link of the default domain is the item shortURL = id,
+// as the seed's app writes and reads it; a link of another domain is the
+// item shortURL = domain "/" id (shortener.LinkKey), which the seed's app
+// never asks for.
 //
 // Every call has a deadline (Options.Timeout) and goes through the SDK's
 // retryer (the DynamoDB client's default: 4 attempts, jittered exponential

@@ -121,7 +121,7 @@ func TestSeedItemsResolve(t *testing.T) {
 	}
 	svc := shortener.NewService(s, shortener.Options{})
 	for _, it := range items {
-		l, err := svc.Resolve(ctx, it.ID)
+		l, err := svc.Resolve(ctx, "", it.ID)
 		if err != nil {
 			t.Fatalf("Resolve(%q): %v", it.ID, err)
 		}
@@ -137,6 +137,44 @@ func TestSeedItemsResolve(t *testing.T) {
 	// A seed item's id is taken for linkgate too.
 	if _, err := svc.Create(ctx, shortener.CreateRequest{URL: "https://new.example/", Slug: items[0].ID}); !errors.Is(err, shortener.ErrConflict) {
 		t.Errorf("Create over a seed item: %v, want ErrConflict", err)
+	}
+}
+
+// With several domains, the default domain's links keep the seed's
+// layout (shortURL = id: the seed's GetItem reads them), and another
+// domain's link of the same slug is the item shortURL = domain/id, which
+// the seed's app never asks for.
+func TestDomainItemsKeepTheSeedLayout(t *testing.T) {
+	s := newStore(t, dynamodb.Options{})
+	ctx := context.Background()
+	svc := shortener.NewService(s, shortener.Options{})
+	for _, req := range []shortener.CreateRequest{
+		{URL: "https://default.example/", Slug: "promo"},
+		{URL: "https://other.example/", Slug: "promo", Domain: "go.example.com"},
+	} {
+		if _, err := svc.Create(ctx, req); err != nil {
+			t.Fatalf("Create(%+v): %v", req, err)
+		}
+	}
+	for key, want := range map[string]string{"promo": "https://default.example/", "go.example.com/promo": "https://other.example/"} {
+		out, err := s.Client().GetItem(ctx, &ddb.GetItemInput{TableName: aws.String(s.Table()), Key: map[string]types.AttributeValue{
+			"shortURL": &types.AttributeValueMemberS{Value: key}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got seedItem
+		if err := attributevalue.UnmarshalMap(out.Item, &got); err != nil || got != (seedItem{ID: key, OriginalURL: want}) {
+			t.Errorf("GetItem shortURL=%q: %+v %v, want %s", key, got, err, want)
+		}
+	}
+	if err := svc.Delete(ctx, "go.example.com", "promo"); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := svc.Resolve(ctx, "", "promo"); err != nil || l.URL != "https://default.example/" {
+		t.Errorf("default domain's link after the other's delete: %+v %v", l, err)
+	}
+	if _, err := svc.Create(ctx, shortener.CreateRequest{URL: "https://x.example/", Slug: "promo", Domain: "linkgate:1234"}); shortener.ErrorCode(err) != shortener.InvalidParameter {
+		t.Errorf("a domain in DynamoDB's reserved prefix: %v, want invalid_parameter", err)
 	}
 }
 
@@ -200,7 +238,7 @@ func TestExpiredItemRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := shortener.NewService(s, shortener.Options{})
-	if _, err := svc.Resolve(ctx, "expired001"); !errors.Is(err, shortener.ErrExpired) && !errors.Is(err, shortener.ErrNotFound) {
+	if _, err := svc.Resolve(ctx, "", "expired001"); !errors.Is(err, shortener.ErrExpired) && !errors.Is(err, shortener.ErrNotFound) {
 		t.Errorf("Resolve(expired) = %v, want ErrExpired (or ErrNotFound once TTL deleted it)", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -80,6 +81,9 @@ func itemSize(l shortener.Link) int {
 func checkItem(l shortener.Link) error {
 	if !validKey(l.ID) {
 		return shortener.Errorf(shortener.InvalidSlug, "id must be 1 to %d bytes of UTF-8", maxKeyBytes)
+	}
+	if strings.HasPrefix(l.ID, reservedPrefix) { // a domain "linkgate:PORT" would hide its links among the store's own items
+		return shortener.Errorf(shortener.InvalidParameter, "links of the domain %q cannot be kept in DynamoDB (its prefix is reserved)", strings.TrimSuffix(reservedPrefix, ":"))
 	}
 	if !utf8.ValidString(l.URL) {
 		return shortener.Errorf(shortener.InvalidURL, "URL is not valid UTF-8")

@@ -48,7 +48,7 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 	now := s.visits.now()
 	for i := range recs {
 		l := recs[i].Link
-		if !shortener.ValidID(l.ID) {
+		if !shortener.ValidKey(l.ID) {
 			return nil, fmt.Errorf("import: invalid id %q", l.ID)
 		}
 		if err := checkItem(l); err != nil {

@@ -20,6 +20,7 @@ import (
 // linkJSON is a link on the wire.
 type linkJSON struct {
 	ID           string   `json:"id"`
+	Domain       string   `json:"domain"` // the host of short_url
 	ShortURL     string   `json:"short_url"`
 	URL          string   `json:"url"`
 	CreatedAt    *string  `json:"created_at"` // null for items without one (written by the seed's app)
@@ -30,7 +31,7 @@ type linkJSON struct {
 }
 
 func (h *Handler) linkJSON(ctx *fasthttp.RequestCtx, l shortener.Link) linkJSON {
-	out := linkJSON{ID: l.ID, ShortURL: h.shortURL(ctx, l.ID), URL: l.URL, Tags: l.Tags}
+	out := linkJSON{ID: l.ID, Domain: h.domainName(ctx, l.Domain), ShortURL: h.shortURL(ctx, l), URL: l.URL, Tags: l.Tags}
 	if !l.CreatedAt.IsZero() {
 		s := l.CreatedAt.UTC().Format(time.RFC3339)
 		out.CreatedAt = &s
@@ -60,6 +61,7 @@ type createRequest struct {
 	MaxVisits    *int64   `json:"max_visits"`
 	Tags         []string `json:"tags"`
 	ForwardQuery *bool    `json:"forward_query"`
+	Domain       *string  `json:"domain"` // null or absent: the Host's
 }
 
 // decodeStrict decodes one JSON object into v: valid UTF-8, no unknown
@@ -111,26 +113,27 @@ func forwardOf(on *bool) shortener.Forward {
 
 // decodeCreate parses a POST /api/v1/links body strictly. JSON problems
 // give a plain error (invalid_json); bad field values a domain error.
-func decodeCreate(body []byte) (shortener.CreateRequest, error) {
+// domain is the domain field, nil if absent or null.
+func decodeCreate(body []byte) (out shortener.CreateRequest, domain *string, err error) {
 	var req createRequest
 	if err := decodeStrict(body, &req); err != nil {
-		return shortener.CreateRequest{}, err
+		return out, nil, err
 	}
-	out := shortener.CreateRequest{URL: req.URL, Slug: req.Slug, Tags: req.Tags, ForwardQuery: forwardOf(req.ForwardQuery)}
+	out = shortener.CreateRequest{URL: req.URL, Slug: req.Slug, Tags: req.Tags, ForwardQuery: forwardOf(req.ForwardQuery)}
 	if req.ExpiresAt != nil {
 		t, err := parseExpiresAt(*req.ExpiresAt)
 		if err != nil {
-			return shortener.CreateRequest{}, err
+			return shortener.CreateRequest{}, nil, err
 		}
 		out.ExpiresAt = t
 	}
 	if req.MaxVisits != nil {
 		if err := checkMaxVisits(*req.MaxVisits); err != nil {
-			return shortener.CreateRequest{}, err
+			return shortener.CreateRequest{}, nil, err
 		}
 		out.MaxVisits = *req.MaxVisits
 	}
-	return out, nil
+	return out, req.Domain, nil
 }
 
 // patchRequest is the body of PATCH /api/v1/links/{id}: the fields to
@@ -142,6 +145,7 @@ type patchRequest struct {
 	MaxVisits    json.RawMessage `json:"max_visits"`
 	Tags         json.RawMessage `json:"tags"`
 	ForwardQuery json.RawMessage `json:"forward_query"`
+	Domain       json.RawMessage `json:"domain"` // refused: links do not move
 }
 
 // patchField decodes one field of a patch: set says it was given, null
@@ -170,6 +174,10 @@ func decodePatch(body []byte) (shortener.LinkUpdate, error) {
 	var req patchRequest
 	if err := decodeStrict(body, &req); err != nil {
 		return shortener.LinkUpdate{}, err
+	}
+	if req.Domain != nil {
+		return shortener.LinkUpdate{}, shortener.Errorf(shortener.InvalidParameter,
+			"domain cannot be edited: the short link may be printed or shared already; create a link on the other domain instead")
 	}
 	var u shortener.LinkUpdate
 	var url string
@@ -234,12 +242,19 @@ func (h *Handler) handleCreate(ctx *fasthttp.RequestCtx) {
 	if !h.allowCreateRequest(ctx) {
 		return
 	}
-	req, err := decodeCreate(ctx.PostBody())
+	req, domain, err := decodeCreate(ctx.PostBody())
 	if err != nil {
 		h.writeDecodeError(ctx, err)
 		return
 	}
 	req.Host = string(ctx.Host())
+	req.Domain = h.hostDomain(ctx)
+	if domain != nil {
+		if req.Domain, err = h.namedDomain(ctx, *domain); err != nil {
+			h.writeDomainError(ctx, err)
+			return
+		}
+	}
 	tctx, cancel := h.timeout()
 	defer cancel()
 	l, err := h.svc.Create(tctx, req)
@@ -248,14 +263,26 @@ func (h *Handler) handleCreate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	h.metrics.created.Inc()
-	ctx.Response.Header.Set("Location", "/api/v1/links/"+l.ID)
+	ctx.Response.Header.Set("Location", linkPath(l))
 	writeJSON(ctx, fasthttp.StatusCreated, h.linkJSON(ctx, l))
 }
 
+// linkPath is the API address of l.
+func linkPath(l shortener.Link) string {
+	if l.Domain == "" {
+		return "/api/v1/links/" + l.ID
+	}
+	return "/api/v1/links/" + l.ID + "?domain=" + l.Domain
+}
+
 func (h *Handler) handleGet(ctx *fasthttp.RequestCtx, id []byte) {
+	domain, ok := h.requestDomain(ctx)
+	if !ok {
+		return
+	}
 	tctx, cancel := h.timeout()
 	defer cancel()
-	l, err := h.svc.Get(tctx, string(id))
+	l, err := h.svc.Get(tctx, domain, string(id))
 	if err != nil {
 		h.writeDomainError(ctx, err)
 		return
@@ -267,6 +294,10 @@ func (h *Handler) handlePatch(ctx *fasthttp.RequestCtx, id []byte) {
 	if _, ok := h.authorize(ctx, shortener.ScopeWrite); !ok {
 		return
 	}
+	domain, ok := h.requestDomain(ctx)
+	if !ok {
+		return
+	}
 	u, err := decodePatch(ctx.PostBody())
 	if err != nil {
 		h.writeDecodeError(ctx, err)
@@ -274,7 +305,7 @@ func (h *Handler) handlePatch(ctx *fasthttp.RequestCtx, id []byte) {
 	}
 	tctx, cancel := h.timeout()
 	defer cancel()
-	l, err := h.svc.Update(tctx, string(id), u, string(ctx.Host()))
+	l, err := h.svc.Update(tctx, domain, string(id), u, string(ctx.Host()))
 	if err != nil {
 		h.writeDomainError(ctx, err)
 		return
@@ -286,9 +317,13 @@ func (h *Handler) handleDelete(ctx *fasthttp.RequestCtx, id []byte) {
 	if _, ok := h.authorize(ctx, shortener.ScopeWrite); !ok {
 		return
 	}
+	domain, ok := h.requestDomain(ctx)
+	if !ok {
+		return
+	}
 	tctx, cancel := h.timeout()
 	defer cancel()
-	if err := h.svc.Delete(tctx, string(id)); err != nil {
+	if err := h.svc.Delete(tctx, domain, string(id)); err != nil {
 		h.writeDomainError(ctx, err)
 		return
 	}
@@ -317,6 +352,14 @@ func (h *Handler) handleList(ctx *fasthttp.RequestCtx) {
 	if err != nil {
 		h.writeDomainError(ctx, err)
 		return
+	}
+	if v := args.Peek("domain"); v != nil {
+		d, err := h.namedDomain(ctx, string(v))
+		if err != nil {
+			h.writeDomainError(ctx, err)
+			return
+		}
+		f.Domain, find = &d, true
 	}
 	tctx, cancel := h.timeout()
 	defer cancel()

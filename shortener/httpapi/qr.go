@@ -179,14 +179,18 @@ func (h *Handler) handleQR(ctx *fasthttp.RequestCtx, id []byte) {
 		}
 		size = n
 	}
+	domain, ok := h.requestDomain(ctx)
+	if !ok {
+		return
+	}
 	tctx, cancel := h.timeout()
 	defer cancel()
-	l, err := h.svc.Get(tctx, string(id))
+	l, err := h.svc.Get(tctx, domain, string(id))
 	if err != nil {
 		h.writeDomainError(ctx, err)
 		return
 	}
-	img, err := h.qr.get(tctx, h.shortURL(ctx, l.ID), format, size)
+	img, err := h.qr.get(tctx, h.shortURL(ctx, l), format, size)
 	if err != nil {
 		var de *shortener.Error
 		if !errors.As(err, &de) {

@@ -30,7 +30,13 @@ var locations = sync.Pool{New: func() any {
 
 func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte) {
 	buf := locations.Get().(*[]byte)
-	loc, l, err := h.svc.AppendResolve(context.Background(), (*buf)[:0], id)
+	key, kb := id, (*[]byte)(nil) // the store key: the id on the default domain
+	if d := h.hostDomain(ctx); d != "" {
+		kb = locations.Get().(*[]byte)
+		*kb = shortener.AppendKey((*kb)[:0], d, id)
+		key = *kb
+	}
+	loc, l, err := h.svc.AppendResolve(context.Background(), (*buf)[:0], key)
 	full := loc
 	if err == nil && l.ForwardQuery.Enabled(h.cfg.ForwardQuery) {
 		if q := ctx.URI().QueryString(); len(q) > 0 {
@@ -45,11 +51,14 @@ func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte) {
 		ctx.SetStatusCode(h.redirectStatus)
 		if h.visits != nil && ctx.IsGet() {
 			ip, country := h.cfg.TrustedProxies.client(ctx)
-			h.visits.Record(id, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ip, country, ctx.Time(), l)
+			h.visits.Record(key, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ip, country, ctx.Time(), l)
 		}
 	}
 	*buf = full
 	locations.Put(buf)
+	if kb != nil {
+		locations.Put(kb)
+	}
 	if err != nil {
 		h.redirectFailed(ctx, err)
 	}

@@ -49,7 +49,7 @@ func (h *Handler) handleShortenURL(ctx *fasthttp.RequestCtx) {
 	}
 	tctx, cancel := h.timeout()
 	defer cancel()
-	l, err := h.svc.Create(tctx, shortener.CreateRequest{URL: raw, Host: string(ctx.Host())})
+	l, err := h.svc.Create(tctx, shortener.CreateRequest{URL: raw, Host: string(ctx.Host()), Domain: h.hostDomain(ctx)})
 	if err != nil {
 		h.writeDomainError(ctx, err)
 		return
@@ -64,7 +64,7 @@ func (h *Handler) handleShortenURL(ctx *fasthttp.RequestCtx) {
 func (h *Handler) handleGetFullURL(ctx *fasthttp.RequestCtx, id []byte) {
 	tctx, cancel := h.timeout()
 	defer cancel()
-	l, err := h.svc.Resolve(tctx, string(id))
+	l, err := h.svc.Resolve(tctx, h.hostDomain(ctx), string(id))
 	if err != nil {
 		h.writeDomainError(ctx, err)
 		return

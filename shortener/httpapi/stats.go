@@ -60,9 +60,13 @@ func (h *Handler) handleStats(ctx *fasthttp.RequestCtx, id []byte) {
 			return
 		}
 	}
+	domain, ok := h.requestDomain(ctx)
+	if !ok {
+		return
+	}
 	tctx, cancel := h.timeout()
 	defer cancel()
-	st, err := h.svc.Stats(tctx, string(id))
+	st, err := h.svc.Stats(tctx, domain, string(id))
 	if err != nil {
 		h.writeDomainError(ctx, err)
 		return

@@ -62,7 +62,8 @@ type pageData struct {
 	Version     string
 	Expiries    []struct{ Value, Label string }
 	StatsPublic bool
-	Form        struct{ URL, Slug, Expires, MaxVisits string }
+	Domains     []string // the domains to choose from, when there are several
+	Form        struct{ URL, Slug, Expires, MaxVisits, Domain string }
 	Error       string
 	Result      *linkJSON
 	QRSize      int
@@ -70,6 +71,14 @@ type pageData struct {
 
 func (h *Handler) renderPage(ctx *fasthttp.RequestCtx, status int, d pageData) {
 	d.Version, d.Expiries, d.StatsPublic, d.QRSize = h.ui.version, uiExpiries, h.cfg.StatsPublic, DefaultQRSize
+	if len(h.domains) > 1 {
+		for _, dom := range h.domains {
+			d.Domains = append(d.Domains, dom.host)
+		}
+		if d.Form.Domain == "" {
+			d.Form.Domain = h.domainName(ctx, h.hostDomain(ctx))
+		}
+	}
 	var buf bytes.Buffer
 	if err := h.ui.page.Execute(&buf, d); err != nil {
 		panic("render page: " + err.Error()) // a bug: recovered into a 500
@@ -88,9 +97,13 @@ func (h *Handler) renderPage(ctx *fasthttp.RequestCtx, status int, d pageData) {
 func (h *Handler) handleUI(ctx *fasthttp.RequestCtx) {
 	var d pageData
 	if id := ctx.QueryArgs().Peek("created"); id != nil {
+		domain, ok := h.requestDomain(ctx)
+		if !ok {
+			return
+		}
 		tctx, cancel := h.timeout()
 		defer cancel()
-		l, err := h.svc.Get(tctx, string(id))
+		l, err := h.svc.Get(tctx, domain, string(id))
 		if err != nil {
 			status, _ := statusOf(err)
 			d.Error = shortener.ErrorMessage(err)
@@ -124,9 +137,13 @@ func (h *Handler) handleUIForm(ctx *fasthttp.RequestCtx) {
 	d.Form.Slug = strings.TrimSpace(string(args.Peek("slug")))
 	d.Form.Expires = string(args.Peek("expires"))
 	d.Form.MaxVisits = strings.TrimSpace(string(args.Peek("max_visits")))
-	req := shortener.CreateRequest{URL: d.Form.URL, Slug: d.Form.Slug, Host: string(ctx.Host())}
+	req := shortener.CreateRequest{URL: d.Form.URL, Slug: d.Form.Slug, Host: string(ctx.Host()), Domain: h.hostDomain(ctx)}
 	var err error
-	if d.Form.Expires != "" {
+	if v := args.Peek("domain"); v != nil {
+		d.Form.Domain = string(v)
+		req.Domain, err = h.namedDomain(ctx, d.Form.Domain)
+	}
+	if err == nil && d.Form.Expires != "" {
 		ok := false
 		for _, e := range uiExpiries {
 			ok = ok || e.Value == d.Form.Expires
@@ -162,7 +179,11 @@ func (h *Handler) handleUIForm(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	h.metrics.created.Inc()
-	ctx.Response.Header.Set("Location", "/?created="+l.ID)
+	if l.Domain != "" {
+		ctx.Response.Header.Set("Location", "/?created="+l.ID+"&domain="+l.Domain)
+	} else {
+		ctx.Response.Header.Set("Location", "/?created="+l.ID)
+	}
 	ctx.SetStatusCode(fasthttp.StatusSeeOther)
 }
 

@@ -32,7 +32,10 @@
 //	'k' id                    an API key (keys.go)
 //
 // Domains never contain 0x00, ids are shortener.ValidID, so a domain's
-// links are the keys with the prefix 'l' domain 0x00, in id order. A
+// links are the keys with the prefix 'l' domain 0x00, in id order. The
+// Store's methods take shortener's link keys ("id" on the default domain,
+// "domain/id" on another, shortener.LinkKey) and appendKey lays them out
+// as above; a store written before domains is read as it is. A
 // link's statistics are deleted with it: an id created again starts from
 // zero.
 //
@@ -46,6 +49,7 @@
 package pebble
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -85,11 +89,29 @@ const format = 1
 
 var formatKey = []byte{kindMeta, 'f', 'o', 'r', 'm', 'a', 't'}
 
-// appendKey appends the key of record kind for id in the default domain.
-func appendKey[T string | []byte](dst []byte, kind byte, id T) []byte {
-	dst = append(dst, kind, 0)
+// appendKey appends the pebble key of record kind for the link key k
+// (shortener.LinkKey): kind, its domain ("" the default), 0x00, its id.
+func appendKey[T string | []byte](dst []byte, kind byte, k T) []byte {
+	domain, id := shortener.SplitKey(k)
+	dst = append(dst, kind)
+	dst = append(dst, domain...)
+	dst = append(dst, 0)
 	return append(dst, id...)
 }
+
+// linkKey returns the shortener link key of a pebble link or statistics
+// key: the inverse of appendKey.
+func linkKey(pk []byte) string {
+	rest := pk[1:]
+	i := bytes.IndexByte(rest, 0)
+	if i == 0 {
+		return string(rest[1:])
+	}
+	return string(rest[:i]) + "/" + string(rest[i+1:])
+}
+
+// The bounds of an iterator over every domain's links.
+var linksLower, linksUpper = []byte{kindLink}, []byte{kindLink + 1}
 
 // Options configure Open. The zero value is the production setting.
 type Options struct {
@@ -203,7 +225,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.createSync = pebbledb.Sync
 	}
 	s.res.held = make(map[string]*reservation)
-	s.keys.New = func() any { b := make([]byte, 0, 2+shortener.MaxIDLength); return &b }
+	s.keys.New = func() any { b := make([]byte, 0, 2+shortener.MaxKeyLength); return &b }
 	s.guard = newGuard(fs, dir, opts.MinFreeBytes, opts.Logger, opts.clock)
 	pfs := fs
 	if s.guard != nil && !s.guard.unsupported {
@@ -261,7 +283,7 @@ func (s *Store) buildIndex(arenaDir string) error {
 	if err != nil {
 		return err
 	}
-	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: appendKey(nil, kindLink, ""), UpperBound: []byte{kindLink, 1}})
+	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: linksLower, UpperBound: linksUpper})
 	if err != nil {
 		ix.close()
 		return err
@@ -269,7 +291,11 @@ func (s *Store) buildIndex(arenaDir string) error {
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
 		if err == nil {
-			err = ix.put(it.Key()[2:], v)
+			if k := it.Key(); k[1] == 0 {
+				err = ix.put(k[2:], v) // the default domain's: no copy
+			} else {
+				err = ix.put([]byte(linkKey(k)), v)
+			}
 		}
 		if err != nil {
 			it.Close()
@@ -553,15 +579,15 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// List returns links in id order. The cursor is the last id of the
-// previous page, base64url-encoded.
+// List returns links in key order: the default domain's in id order,
+// then each other domain's. The cursor is the last key of the previous
+// page, base64url-encoded.
 func (s *Store) List(ctx context.Context, cursor string, limit int) (shortener.Page, error) {
-	lower := appendKey(nil, kindLink, "")
-	upper := []byte{kindLink, 1} // the default domain's links: 'l' 0x00 …
+	lower, upper := linksLower, linksUpper
 	start := lower
 	if cursor != "" {
 		after, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || !shortener.ValidID(after) {
+		if err != nil || !shortener.ValidKey(after) {
 			return shortener.Page{}, shortener.Errorf(shortener.InvalidParameter, "invalid cursor")
 		}
 		start = append(appendKey(nil, kindLink, after), 0) // just after it
@@ -581,7 +607,7 @@ func (s *Store) List(ctx context.Context, cursor string, limit int) (shortener.P
 			p.Next = base64.RawURLEncoding.EncodeToString([]byte(p.Links[limit-1].ID))
 			break
 		}
-		id := string(it.Key()[2:])
+		id := linkKey(it.Key())
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return shortener.Page{}, unavailable("list links", err)

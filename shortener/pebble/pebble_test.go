@@ -90,6 +90,42 @@ func TestPowerLossFailsWithoutSync(t *testing.T) {
 	}
 }
 
+// Links of other domains are kept as the package comment's layout says
+// ('l' domain 0x00 id), and a reopened store (whose read index is built
+// from those keys) answers each under its link key, with AppendURL too.
+func TestReopenKeepsDomainLinks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "links")
+	s, err := pebble.Open(dir, pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	keys := []string{"same", shortener.LinkKey("go.example.com", "same"), shortener.LinkKey("a.example:8080", "same")}
+	for _, k := range keys {
+		if err := s.Create(ctx, shortener.Link{ID: k, URL: "https://t.example/" + k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = pebble.Open(dir, pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, k := range keys {
+		dst, _, err := s.AppendURL(ctx, nil, []byte(k))
+		if l, gerr := s.Get(ctx, k); err != nil || gerr != nil || string(dst) != "https://t.example/"+k || l.ID != k {
+			t.Errorf("key %q after reopen: AppendURL %q %v, Get %+v %v", k, dst, err, l, gerr)
+		}
+	}
+	p, err := s.List(ctx, "", 10)
+	if err != nil || len(p.Links) != 3 || p.Links[0].ID != "same" || p.Links[1].ID != keys[2] || p.Links[2].ID != keys[1] {
+		t.Errorf("List after reopen: %+v %v", p, err)
+	}
+}
+
 func TestReopenKeepsLinksAndVisits(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "links")
 	s, err := pebble.Open(dir, pebble.Options{})
@@ -321,4 +357,98 @@ func BenchmarkFind(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkVisitsSpread measures the store's cost per visit when visits
+// are spread over many links (make bench-serve's random ids): each op is
+// one visit batch of 2,000 links, each visited once, into a store of
+// 200,000 links, with the flushes and compactions it causes counted in
+// the time (run it with -cpu 1, as the server runs: pebble's background
+// work then shares the one core), and a final compaction of everything.
+func BenchmarkVisitsSpread(b *testing.B) {
+	s, _ := pebbletest.Open(b)
+	ctx := context.Background()
+	const links, perBatch = 200_000, 2000
+	recs := make([]shortener.LinkRecord, links)
+	for i := range recs {
+		recs[i].Link = shortener.Link{ID: fmt.Sprintf("spread%06d", i), URL: "https://spread.example/"}
+	}
+	if _, err := s.ImportRecords(ctx, recs); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Compact(); err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	deltas := make([]shortener.VisitDelta, perBatch)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		for i := range deltas {
+			deltas[i] = shortener.VisitDelta{ID: recs[rng.IntN(links)].Link.ID, Stats: shortener.VisitStats{Total: 1,
+				Days: shortener.Breakdown{"2026-12-01": 1}, Referrers: shortener.Breakdown{shortener.DirectReferrer: 1},
+				Browsers: shortener.Breakdown{"Chrome": 1}}}
+		}
+		batch := shortener.NewVisitBatch(deltas...)
+		b.StartTimer()
+		if err := s.AddVisits(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Compact(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perBatch), "ns/visit")
+}
+
+// Every link's statistics come out exact whether its key has one merge
+// operand (passed through) or several (added), read from the memtable or
+// after flushes and compactions, with the mergers reused between keys.
+func TestVisitsOneOrManyOperands(t *testing.T) {
+	s, _ := pebbletest.Open(t)
+	ctx := context.Background()
+	const links = 300
+	recs := make([]shortener.LinkRecord, links)
+	for i := range recs {
+		recs[i].Link = shortener.Link{ID: fmt.Sprintf("ops%04d", i), URL: "https://ops.example/"}
+	}
+	if _, err := s.ImportRecords(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]int64, links)
+	check := func(when string) {
+		t.Helper()
+		for i, n := range want {
+			st, err := s.VisitStats(ctx, recs[i].Link.ID)
+			if err != nil || st.Total != n || st.Referrers["r.example"] != n || (n > 0 && st.Days["2026-12-01"] != n) {
+				t.Fatalf("%s: link %d: %+v, %v; want total %d", when, i, st, err, n)
+			}
+		}
+	}
+	for round := range 8 {
+		var deltas []shortener.VisitDelta
+		for i := range links {
+			if i%8 > round { // link i gets 8-i%8 operands: 1 to 8
+				continue
+			}
+			deltas = append(deltas, shortener.VisitDelta{ID: recs[i].Link.ID, Stats: shortener.VisitStats{Total: int64(round + 1),
+				Days: shortener.Breakdown{"2026-12-01": int64(round + 1)}, Referrers: shortener.Breakdown{"r.example": int64(round + 1)}}})
+			want[i] += int64(round + 1)
+		}
+		if err := s.AddVisits(ctx, shortener.NewVisitBatch(deltas...)); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("round %d", round))
+		if round%3 == 1 {
+			if err := s.Compact(); err != nil {
+				t.Fatal(err)
+			}
+			check(fmt.Sprintf("round %d, compacted", round))
+		}
+	}
+	if err := s.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	check("compacted")
 }

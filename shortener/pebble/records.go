@@ -20,7 +20,7 @@ var _ shortener.RecordStore = (*Store)(nil)
 func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) ([]shortener.ImportResult, error) {
 	ids := make([]string, len(recs))
 	for i := range recs {
-		if !shortener.ValidID(recs[i].Link.ID) {
+		if !shortener.ValidKey(recs[i].Link.ID) {
 			return nil, fmt.Errorf("import: invalid id %q", recs[i].Link.ID)
 		}
 		ids[i] = recs[i].Link.ID
@@ -87,7 +87,7 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 	return results, nil
 }
 
-// ExportRecords calls fn with every link and its statistics, in id order,
+// ExportRecords calls fn with every link and its statistics, in List's order,
 // from one snapshot of the store.
 func (s *Store) ExportRecords(ctx context.Context, fn func(shortener.LinkRecord) error) error {
 	if s.closed.Load() {
@@ -95,7 +95,7 @@ func (s *Store) ExportRecords(ctx context.Context, fn func(shortener.LinkRecord)
 	}
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
-	it, err := snap.NewIter(&pebbledb.IterOptions{LowerBound: appendKey(nil, kindLink, ""), UpperBound: []byte{kindLink, 1}})
+	it, err := snap.NewIter(&pebbledb.IterOptions{LowerBound: linksLower, UpperBound: linksUpper})
 	if err != nil {
 		return unavailable("export", err)
 	}
@@ -105,7 +105,7 @@ func (s *Store) ExportRecords(ctx context.Context, fn func(shortener.LinkRecord)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		id := string(it.Key()[2:])
+		id := linkKey(it.Key())
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return unavailable("export", err)

@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) shortener.Store) {
 	runVisits(t, newStore)
 	runUpdates(t, newStore)
 	runKeys(t, newStore)
+	runDomains(t, newStore)
 }
 
 // base is a second-precision UTC time, as the Service produces.

@@ -353,10 +353,10 @@ func TestServiceLimitUsesLiveCount(t *testing.T) {
 	if _, _, err := svc.AppendResolve(ctx, nil, []byte(l.ID)); !errors.Is(err, shortener.ErrExpired) {
 		t.Errorf("fourth visit: %v, want ErrExpired", err)
 	}
-	if _, err := svc.Resolve(ctx, l.ID); !errors.Is(err, shortener.ErrExpired) {
+	if _, err := svc.Resolve(ctx, "", l.ID); !errors.Is(err, shortener.ErrExpired) {
 		t.Errorf("Resolve after the limit: %v, want ErrExpired", err)
 	}
-	st, err := svc.Stats(ctx, l.ID)
+	st, err := svc.Stats(ctx, "", l.ID)
 	if err != nil || st.Total != 3 {
 		t.Errorf("Stats = %+v, %v", st, err)
 	}

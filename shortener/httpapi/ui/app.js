@@ -15,8 +15,8 @@
   }
   function save(links) { localStorage.setItem(STORE, JSON.stringify(links.slice(0, 200))); }
   function remember(link) {
-    const links = load().filter((l) => l.id !== link.id);
-    links.unshift({ id: link.id, short_url: link.short_url, url: link.url, created_at: link.created_at });
+    const links = load().filter((l) => l.short_url !== link.short_url);
+    links.unshift({ id: link.id, domain: link.domain, short_url: link.short_url, url: link.url, created_at: link.created_at });
     save(links);
   }
   // An API key (or the admin key), entered once and kept in this browser:
@@ -38,6 +38,13 @@
     return e;
   }
 
+  // --- domains ----------------------------------------------------------
+  // With several domains the form has a domain choice, and a link's API
+  // calls name its domain (?domain=); with one they need not.
+  const multiDomain = !!$("domain");
+  function domainArg(sep, domain) { return multiDomain && domain ? sep + "domain=" + encodeURIComponent(domain) : ""; }
+  function statsKey(id, domain) { return multiDomain && domain ? id + "@" + domain : id; }
+
   // --- create ---------------------------------------------------------
   const form = $("create");
   form.addEventListener("submit", async (ev) => {
@@ -53,6 +60,7 @@
     if (exp) body.expires_at = new Date(Date.now() + parseInt(exp, 10) * 3600e3).toISOString().replace(/\.\d+Z$/, "Z");
     const max = $("max_visits").value.trim();
     if (max) body.max_visits = Number(max);
+    if (multiDomain) body.domain = $("domain").value;
     const button = form.querySelector("button[type=submit]");
     button.disabled = true;
     try {
@@ -87,7 +95,7 @@
     a.href = link.short_url;
     a.textContent = link.short_url;
     $("result-target").textContent = link.url;
-    $("qr").src = "/api/v1/links/" + encodeURIComponent(link.id) + "/qr?format=svg&size=" + qrSize;
+    $("qr").src = "/api/v1/links/" + encodeURIComponent(link.id) + "/qr?format=svg&size=" + qrSize + domainArg("&", link.domain);
     $("copy-status").textContent = "";
     $("result").hidden = false;
     $("result-url").focus();
@@ -115,8 +123,8 @@
   }
 
   // --- list -------------------------------------------------------------
-  async function fetchStats(id) {
-    const resp = await fetch("/api/v1/links/" + encodeURIComponent(id) + "/stats", { headers: headers(), cache: "no-store" });
+  async function fetchStats(id, domain) {
+    const resp = await fetch("/api/v1/links/" + encodeURIComponent(id) + "/stats" + domainArg("?", domain), { headers: headers(), cache: "no-store" });
     if (resp.status === 401 || resp.status === 403) {
       $("key-form").hidden = false;
       const e = new Error(await errorMessage(resp));
@@ -140,10 +148,10 @@
         el("td", { class: "target" }, l.url),
         visits,
         el("td", {},
-          el("button", { type: "button", class: "link", onclick: () => openStats(l.id), "aria-label": "Statistics of " + l.short_url }, "Stats"), " ",
-          el("button", { type: "button", class: "link", onclick: () => { save(load().filter((x) => x.id !== l.id)); renderList(); }, "aria-label": "Forget " + l.short_url }, "Forget")));
+          el("button", { type: "button", class: "link", onclick: () => openStats(l.id, l.domain), "aria-label": "Statistics of " + l.short_url }, "Stats"), " ",
+          el("button", { type: "button", class: "link", onclick: () => { save(load().filter((x) => x.short_url !== l.short_url)); renderList(); }, "aria-label": "Forget " + l.short_url }, "Forget")));
       tbody.append(row);
-      fetchStats(l.id).then((s) => { visits.textContent = s.total; visits.dataset.id = l.id; },
+      fetchStats(l.id, l.domain).then((s) => { visits.textContent = s.total; visits.dataset.id = statsKey(l.id, l.domain); },
         (e) => { visits.textContent = e.gone ? "deleted" : "—"; visits.title = e.message; });
     }
   }
@@ -157,11 +165,12 @@
 
   // --- stats --------------------------------------------------------------
   let current = null;
-  async function openStats(id) {
-    current = id;
-    if (location.hash !== "#stats/" + id) history.replaceState(null, "", "#stats/" + id);
+  async function openStats(id, domain) {
+    current = { id, domain: multiDomain ? domain : undefined };
+    const key = statsKey(id, current.domain);
+    if (location.hash !== "#stats/" + key) history.replaceState(null, "", "#stats/" + key);
     $("stats").hidden = false;
-    $("stats-h").textContent = "Statistics of " + id;
+    $("stats-h").textContent = "Statistics of " + (current.domain ? current.domain + "/" : "") + id;
     await refreshStats();
     $("stats").focus();
   }
@@ -169,7 +178,7 @@
     if (!current) return;
     $("stats-error").textContent = "";
     let s;
-    try { s = await fetchStats(current); } catch (e) { $("stats-error").textContent = e.message; return; }
+    try { s = await fetchStats(current.id, current.domain); } catch (e) { $("stats-error").textContent = e.message; return; }
     $("stat-total").textContent = s.total;
     $("stat-humans").textContent = s.total - s.bots;
     $("stat-bots").textContent = s.bots;
@@ -179,7 +188,7 @@
     fillList("stat-bots-list", s.bot_agents);
     fillList("stat-countries", s.countries.map((c) => ({ name: c.code, count: c.count })));
     $("countries-box").hidden = s.countries.length === 0;
-    const cell = document.querySelector('td.num[data-id="' + CSS.escape(current) + '"]');
+    const cell = document.querySelector('td.num[data-id="' + CSS.escape(statsKey(current.id, current.domain)) + '"]');
     if (cell) cell.textContent = s.total;
   }
   function fillList(id, items) {
@@ -222,8 +231,8 @@
   $("stats-close").addEventListener("click", () => { $("stats").hidden = true; current = null; history.replaceState(null, "", location.pathname + location.search); });
 
   function route() {
-    const m = /^#stats\/([A-Za-z0-9_-]{1,64})$/.exec(location.hash);
-    if (m) openStats(m[1]);
+    const m = /^#stats\/([A-Za-z0-9_-]{1,64})(?:@([a-z0-9.:-]{1,128}))?$/.exec(location.hash);
+    if (m) openStats(m[1], m[2]);
   }
   window.addEventListener("hashchange", route);
   renderList();
