@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -439,4 +441,44 @@ func tcpPair(t testing.TB) (client, server net.Conn) {
 		t.Fatal(err)
 	}
 	return client, server
+}
+
+// TestH2Concurrent: many streams at once on one TLS connection, GETs and
+// uploads of both sizes (buffered and streamed), each answered with its
+// own bytes (run with -race).
+func TestH2Concurrent(t *testing.T) {
+	w := startTLSGateway(t, proxy.Options{})
+	node := upstream(t, "u1", func(rw http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		rw.Header().Set("X-Got", r.URL.Query().Get("n"))
+		_, _ = rw.Write(b)
+	})
+	w.load(t, map[string]string{"routes/1": `{"uri":"/echo","upstream":{"type":"roundrobin","nodes":{"` + node + `":1}}}`})
+	c := w.clientFor(true)
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for i := range 6 {
+				n := strconv.Itoa(g*100 + i)
+				body := strings.Repeat(n, 1+(g%4)*(40000)) // up to ~500 KiB: streamed upstream
+				resp, err := c.Post(w.url("/echo?n="+n), "text/plain", strings.NewReader(body))
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || resp.Header.Get("X-Got") != n || string(got) != body {
+					errs <- fmt.Errorf("request %s: %d %v, %d bytes of %d", n, resp.StatusCode, err, len(got), len(body))
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
