@@ -482,3 +482,44 @@ func TestH2Concurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestH2Timeouts: over TLS, a connection without a stream is closed
+// after the idle timeout (with GOAWAY), and one that stops inside a
+// header block after the read timeout.
+func TestH2Timeouts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts proxy.Options // the other timeout is long: each case sees its own
+		send func(fr *http2.Framer)
+	}{
+		{"idle", proxy.Options{IdleTimeout: 300 * time.Millisecond, ReadTimeout: time.Minute}, func(*http2.Framer) {}},
+		{"inside a header block", proxy.Options{IdleTimeout: time.Minute, ReadTimeout: 300 * time.Millisecond}, func(fr *http2.Framer) {
+			var hb bytes.Buffer
+			_ = hpack.NewEncoder(&hb).WriteField(hpack.HeaderField{Name: ":method", Value: "GET"})
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes()}) // no END_HEADERS
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, fr := h2conn(t, startTLSGateway(t, tc.opts))
+			start := time.Now()
+			tc.send(fr)
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			for {
+				if _, err := fr.ReadFrame(); err != nil {
+					if isTimeoutErr(err) {
+						t.Fatal("not closed within 5 s")
+					}
+					break
+				}
+			}
+			if d := time.Since(start); d < 300*time.Millisecond {
+				t.Errorf("closed after %v, before the timeout", d)
+			}
+		})
+	}
+}
+
+func isTimeoutErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
