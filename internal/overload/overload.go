@@ -22,7 +22,8 @@
 // microseconds instead of the full request, and never for the classes
 // that must stay fast, which have no Limit. With nothing to protect
 // (creates alone), a saturated core is no reason to refuse work: the
-// limits stay where they are.
+// limits stay where they are. A Rate (rate.go) does the same for the rate
+// at which a class's requests start, which is what bounds their CPU.
 package overload
 
 import (
@@ -47,6 +48,9 @@ type Monitor struct {
 	target float64 // seconds
 	mu     sync.Mutex
 	limits []*Limit
+	rates  []*Rate
+	clock  func() time.Duration // monotonic
+	at     time.Duration        // clock at the previous Step
 	sample [1]metrics.Sample
 	prev   []uint64
 	late   atomic.Int64 // late windows so far
@@ -58,9 +62,19 @@ type Monitor struct {
 // NewMonitor returns a Monitor whose windows are late when more than 1 %
 // of schedules waited longer than target.
 func NewMonitor(target time.Duration) *Monitor {
-	m := &Monitor{target: target.Seconds()}
+	base := time.Now()
+	m := &Monitor{target: target.Seconds(), clock: func() time.Duration { return time.Since(base) }}
 	m.sample[0].Name = schedLatencies
 	return m
+}
+
+// UseClock makes the Monitor and its Rates read time from now (monotonic,
+// from any origin) instead of the system clock. Call it before Rate.
+func (m *Monitor) UseClock(now func() time.Duration) {
+	m.mu.Lock()
+	m.clock = now
+	m.at = now()
+	m.mu.Unlock()
 }
 
 // Watch makes only windows in which done's count grew late: the limits
@@ -118,6 +132,9 @@ func (m *Monitor) Step() {
 	h := m.sample[0].Value.Float64Histogram()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	now := m.clock()
+	elapsed := now - m.at
+	m.at = now
 	if len(m.prev) != len(h.Counts) {
 		m.prev = append(m.prev[:0], h.Counts...)
 		return
@@ -128,7 +145,7 @@ func (m *Monitor) Step() {
 		late = late && n != m.prevWatched
 		m.prevWatched = n
 	}
-	m.adjust(late)
+	m.adjust(late, elapsed)
 	copy(m.prev, h.Counts)
 }
 
@@ -147,8 +164,12 @@ func lateWindow(buckets []float64, counts, prev []uint64, target float64) bool {
 	return all > 0 && float64(late) > lateShare*float64(all)
 }
 
-// adjust halves every limit after a late window, else raises it by one.
-func (m *Monitor) adjust(late bool) {
+// adjust halves every limit after a late window, else raises it by one,
+// and adjusts every Rate.
+func (m *Monitor) adjust(late bool, elapsed time.Duration) {
+	for _, r := range m.rates {
+		r.adjust(late, elapsed)
+	}
 	if late {
 		m.late.Add(1)
 	}

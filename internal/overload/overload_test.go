@@ -39,19 +39,19 @@ func TestLimitHalvesAndRegrows(t *testing.T) {
 	m := NewMonitor(time.Millisecond)
 	a, b := m.Limit(256), m.Limit(5)
 	for range 3 {
-		m.adjust(true)
+		m.adjust(true, DefaultWindow)
 	}
 	if a.Load() != 32 || b.Load() != 1 {
 		t.Fatalf("after 3 late windows: %d, %d; want 32, 1", a.Load(), b.Load())
 	}
 	for range 5 {
-		m.adjust(true)
+		m.adjust(true, DefaultWindow)
 	}
 	if a.Load() != 1 {
 		t.Fatalf("after 8 late windows: %d; want 1 (never 0)", a.Load())
 	}
 	for range 10 {
-		m.adjust(false)
+		m.adjust(false, DefaultWindow)
 	}
 	if a.Load() != 11 || b.Load() != 5 {
 		t.Fatalf("after 10 good windows: %d, %d; want 11, 5 (its maximum)", a.Load(), b.Load())
@@ -115,5 +115,77 @@ func TestStepReadsTheScheduler(t *testing.T) {
 	<-done
 	if l.Load() != 64 || m.Late() != 0 {
 		t.Errorf("no schedule waits an hour, yet the limit is %d after %d late windows", l.Load(), m.Late())
+	}
+}
+
+func TestRateHalvesAndRegrows(t *testing.T) {
+	var now time.Duration
+	m := NewMonitor(time.Millisecond)
+	m.UseClock(func() time.Duration { return now })
+	r := m.Rate()
+	allowed := func(n int) (ok int) {
+		for range n {
+			if r.Allow() {
+				ok++
+			}
+		}
+		return ok
+	}
+	if got := allowed(1000); got != 1000 || !math.IsInf(r.PerSecond(), 1) {
+		t.Fatalf("before any late window: %d of 1000 allowed at %v/s, want all, unlimited", got, r.PerSecond())
+	}
+	// 1000 in a 10 ms late window: 100k/s were admitted; half of that.
+	now += 10 * time.Millisecond
+	m.adjust(true, 10*time.Millisecond)
+	if got := r.PerSecond(); got != 50000 {
+		t.Fatalf("rate after a late window: %v/s, want 50000 (half what was admitted)", got)
+	}
+	// A burst of 2 ms at the rate, then one per 20 µs.
+	if got := allowed(1000); got != 100 {
+		t.Errorf("burst: %d allowed, want 100", got)
+	}
+	now += time.Millisecond
+	if got := allowed(1000); got != 50 {
+		t.Errorf("1 ms later: %d allowed, want 50", got)
+	}
+	m.adjust(false, 10*time.Millisecond) // it refused some: it grows
+	if got, want := r.PerSecond(), 50000*(1+rateIncrease); got != want {
+		t.Errorf("rate after a good window that refused: %v/s, want %v", got, want)
+	}
+	m.adjust(false, 10*time.Millisecond) // it refused none
+	if got, want := r.PerSecond(), 50000*(1+rateIncrease); got != want {
+		t.Errorf("rate after a good window that refused nothing: %v/s, want it unchanged, %v", got, want)
+	}
+	// A late window in which fewer were admitted than the rate allows:
+	// half of what was admitted.
+	now += 10 * time.Millisecond
+	if got := allowed(30); got != 30 {
+		t.Fatalf("%d of 30 allowed", got)
+	}
+	m.adjust(true, 10*time.Millisecond)
+	if got := r.PerSecond(); got != 1500 {
+		t.Errorf("rate after a late window admitting 3000/s: %v/s, want 1500", got)
+	}
+	for range 20 {
+		now += 10 * time.Millisecond
+		allowed(1)
+		m.adjust(true, 10*time.Millisecond)
+	}
+	if got := r.PerSecond(); got != minRate {
+		t.Errorf("rate after many late windows: %v/s, want the floor %v", got, minRate)
+	}
+	now += time.Second
+	if got := allowed(10); got != 1 {
+		t.Errorf("at the floor, a second later: %d allowed at once, want 1 (the burst is at least 1)", got)
+	}
+}
+
+func TestRateIdleInALateWindow(t *testing.T) {
+	m := NewMonitor(time.Millisecond)
+	m.UseClock(func() time.Duration { return 0 })
+	r := m.Rate()
+	m.adjust(true, DefaultWindow)
+	if !math.IsInf(r.PerSecond(), 1) {
+		t.Errorf("a class that admitted nothing was limited to %v/s by a late window", r.PerSecond())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -439,8 +440,8 @@ func TestOverloadShrinksCreateBudget(t *testing.T) {
 	<-bs.entered
 	shedAt := time.Now()
 	wantError(t, s.do(t, "POST", "/api/v1/links", `{"url":"https://slow.example/"}`), 503, "overloaded")
-	if d := time.Since(shedAt); d < hold {
-		t.Errorf("shed create answered after %v, before its ShedDelay %v", d, hold)
+	if d := time.Since(shedAt); d < hold/2 {
+		t.Errorf("shed create answered after %v, before half its ShedDelay %v", d, hold)
 	}
 	if r := s.do(t, "GET", "/abcdefghij", "", "Accept", "application/json"); r.Status != 404 {
 		t.Errorf("redirect while creates are limited: %d %q", r.Status, r.Body)
@@ -455,6 +456,62 @@ func TestOverloadShrinksCreateBudget(t *testing.T) {
 	close(bs.release)
 	if st := <-held; st != 201 {
 		t.Errorf("held create: %d", st)
+	}
+}
+
+// With OverloadRate, late windows also bound the rate at which creates
+// start: a create is refused though none is in flight, until the rate has
+// let one more through.
+func TestOverloadRateBoundsCreates(t *testing.T) {
+	for _, rate := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rate=%v", rate), func(t *testing.T) {
+			var now atomic.Int64
+			mon := overload.NewMonitor(time.Nanosecond) // every window in which goroutines ran is late
+			mon.UseClock(func() time.Duration { return time.Duration(now.Load()) })
+			s := start(t, setup{cfg: httpapi.Config{MaxInflightCreates: 256, MaxInflightQR: 32, Overload: mon, OverloadRate: rate}})
+			create := func() int { return s.do(t, "POST", "/shortenURL", `{"OriginalURL":"https://example.com/"}`).Status }
+			mon.Step()
+			for range 10 { // 256 → 1 in flight; the rate: half the one create per window, at its floor
+				for range 64 { // the runtime times one schedule in 8
+					ran := make(chan struct{})
+					go close(ran)
+					<-ran
+				}
+				s.do(t, "GET", "/abcdefghij", "")
+				if got := create(); got != 201 {
+					t.Fatalf("one create per 10 ms window: %d", got)
+				}
+				now.Add(int64(10 * time.Millisecond))
+				mon.Step()
+			}
+			first, second := create(), create() // the clock stands still
+			m := s.do(t, "GET", "/metrics", "").Body
+			if !rate {
+				if first != 201 || second != 201 {
+					t.Errorf("creates one at a time without a rate: %d, %d; want 201, 201", first, second)
+				}
+				if strings.Contains(m, "linkgate_http_admission_rate") {
+					t.Error("an admission rate is exported without OverloadRate")
+				}
+				return
+			}
+			if first != 201 || second != 503 {
+				t.Errorf("two creates, one at a time, at once, at the lowest rate: %d, %d; want 201 (its burst), 503", first, second)
+			}
+			now.Add(int64(10 * time.Millisecond)) // one more at 100/s
+			if got := create(); got != 201 {
+				t.Errorf("a create once the rate allows one: %d, want 201", got)
+			}
+			for _, want := range []string{`linkgate_http_admission_rate{class="create"} 100`, `linkgate_http_admission_rate{class="qr_stats"} +Inf`,
+				`linkgate_http_requests_shed_total{class="create"} 1`} {
+				if !strings.Contains(m, want) {
+					t.Errorf("metrics lack %s", want)
+				}
+			}
+			if r := s.do(t, "GET", "/abcdefghij", "", "Accept", "application/json"); r.Status != 404 {
+				t.Errorf("redirect while creates are limited: %d %q", r.Status, r.Body)
+			}
+		})
 	}
 }
 

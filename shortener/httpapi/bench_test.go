@@ -88,6 +88,44 @@ func benchmarkRedirect(b *testing.B, s setup, query string) {
 	}
 }
 
+// BenchmarkShed is a create refused because its class's budget is used
+// up (here by one create held in the store): a flood's refusals must cost
+// the server little. Target: 0 allocs/op.
+func BenchmarkShed(b *testing.B) {
+	bs := blockingStore{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	h, _ := newHandler(b, setup{cfg: httpapi.Config{MaxInflightCreates: 1}, wrap: func(st shortener.Store) shortener.Store { bs.Store = st; return bs }})
+	create := func() *fasthttp.RequestCtx {
+		var req fasthttp.Request
+		req.Header.SetMethod("POST")
+		req.SetRequestURI("/shortenURL")
+		req.SetBodyString(`{"OriginalURL":"https://aws.amazon.com/ec2/graviton/"}`)
+		var rc fasthttp.RequestCtx
+		rc.Init(&req, nil, nil)
+		return &rc
+	}
+	held := make(chan int)
+	go func() {
+		rc := create()
+		h.ServeFastHTTP(rc)
+		held <- rc.Response.StatusCode()
+	}()
+	<-bs.entered
+	rc := create()
+	b.ReportAllocs()
+	for b.Loop() {
+		rc.Response.Reset()
+		h.ServeFastHTTP(rc)
+		if rc.Response.StatusCode() != 503 {
+			b.Fatalf("status %d", rc.Response.StatusCode())
+		}
+	}
+	b.StopTimer()
+	close(bs.release)
+	if st := <-held; st != 201 {
+		b.Errorf("held create: %d", st)
+	}
+}
+
 // The net/http adapter answers exactly what the fasthttp server answers.
 func TestServeHTTPAdapter(t *testing.T) {
 	s := start(t, setup{})

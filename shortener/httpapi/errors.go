@@ -41,16 +41,35 @@ type errorBody struct {
 
 // writeError writes a JSON error answer.
 func writeError(ctx *fasthttp.RequestCtx, status int, code, message string) {
+	writeErrorBody(ctx, status, errorJSON(code, message))
+}
+
+// errorJSON is the body of an error answer.
+func errorJSON(code, message string) []byte {
 	var b errorBody
 	b.Error.Code, b.Error.Message = code, message
 	out, _ := json.Marshal(b)
-	ctx.Response.Header.SetContentType(contentTypeJSON)
+	return append(out, '\n')
+}
+
+// writeErrorBody writes an error answer whose body is errorJSON's (copied).
+func writeErrorBody(ctx *fasthttp.RequestCtx, status int, body []byte) {
+	ctx.Response.Header.SetContentTypeBytes(mimeJSONUTF8)
 	ctx.SetStatusCode(status)
 	if status == fasthttp.StatusServiceUnavailable {
-		ctx.Response.Header.Set("Retry-After", "1")
+		ctx.Response.Header.SetCanonical(headerRetryAfter, retryAfterOne)
 	}
-	ctx.SetBody(append(out, '\n'))
+	ctx.SetBody(body)
 }
+
+var (
+	mimeJSONUTF8     = []byte(contentTypeJSON)
+	headerRetryAfter = []byte("Retry-After")
+	retryAfterOne    = []byte("1")
+	// overloadedBody answers shed requests without allocating: a flood's
+	// refusals should cost the server as little as they cost the client.
+	overloadedBody = errorJSON(codeOverloaded, "too many requests in flight, retry later")
+)
 
 // statusOf maps a domain error to its HTTP status and wire code: the one
 // place where domain errors meet HTTP.

@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"net/url"
@@ -73,8 +74,14 @@ type Config struct {
 	// cannot crowd out redirects, which it never limits. nil: the budgets
 	// are fixed.
 	Overload *overload.Monitor
+	// OverloadRate, with Overload, also bounds the rate at which creates
+	// and QR and statistics requests start (overload.Rate): lowered after
+	// the scheduler ran late while redirects were served, so that these
+	// classes cannot keep the core busy however few are in flight.
+	OverloadRate bool
 	// ShedDelay, with Overload, holds each shed create, QR or statistics
-	// request this long before its 503 (see Handler.shed). 0: none.
+	// request about this long before its 503 (between half and 1.5 times
+	// it; see Handler.shed). 0: none.
 	ShedDelay time.Duration
 	// RequestTimeout bounds store calls of a create, lookup or admin call.
 	// Default 5s.
@@ -218,6 +225,7 @@ type Handler struct {
 	adminKey       *[32]byte                   // SHA-256 of the admin key, nil when admin is off
 	maxInflight    [numClasses]int64           // 0: no limit
 	adaptive       [numClasses]*overload.Limit // Config.Overload's limits; nil: maxInflight
+	rates          [numClasses]*overload.Rate  // Config.OverloadRate's rates; nil: none
 	metricsHandler fasthttp.RequestHandler
 	visits         VisitRecorder // nil: visits are not counted
 	ui             *ui           // nil: no web page
@@ -295,6 +303,10 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 				h.adaptive[c] = cfg.Overload.Limit(h.maxInflight[c])
 				metrics.adaptiveLimit(c, h.adaptive[c])
 			}
+			if cfg.OverloadRate {
+				h.rates[c] = cfg.Overload.Rate()
+				metrics.adaptiveRate(c, h.rates[c])
+			}
 		}
 	}
 	h.now = cfg.Now
@@ -327,7 +339,7 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 		if l := h.adaptive[c]; l != nil {
 			max = l.Load()
 		}
-		if max > 0 && n > max {
+		if max > 0 && n > max || h.rates[c] != nil && !h.rates[c].Allow() {
 			in.n.Add(-1)
 			h.shed(ctx, r, c, start)
 			return
@@ -348,19 +360,29 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 	h.metrics.observe(r, ctx.Response.StatusCode(), start)
 }
 
-// shed answers a request over its class's budget: 503 overloaded, with
-// Retry-After. In a class the overload monitor limits, the answer is held
+// shed answers a request over its class's budget or rate: 503
+// overloaded, with Retry-After. In a class the overload monitor limits, the answer is held
 // for Config.ShedDelay first, outside the budget: a client that floods
 // its keep-alive connections (one request in flight on each) then gets
 // few requests per second through each, so answering them takes little
 // of the CPU the redirects need.
 func (h *Handler) shed(ctx *fasthttp.RequestCtx, r route, c class, start time.Duration) {
 	h.metrics.shed[c].Inc()
-	writeError(ctx, fasthttp.StatusServiceUnavailable, codeOverloaded, "too many requests in flight, retry later")
+	writeErrorBody(ctx, fasthttp.StatusServiceUnavailable, overloadedBody)
 	h.metrics.observe(r, fasthttp.StatusServiceUnavailable, start)
-	if h.adaptive[c] != nil && h.cfg.ShedDelay > 0 {
-		time.Sleep(h.cfg.ShedDelay)
+	if (h.adaptive[c] != nil || h.rates[c] != nil) && h.cfg.ShedDelay > 0 {
+		time.Sleep(jitter(h.cfg.ShedDelay))
 	}
+}
+
+// jitter returns a duration drawn evenly from [d/2, 3d/2). Shed requests
+// held for exactly d would wake together — a flood's connections, shed
+// at once, answered at once, sending and shed again at once — and each
+// burst of hundreds of answers keeps the core from the redirects for
+// milliseconds; spread out, the same answers cost the same CPU in
+// slices of microseconds.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d)
 }
 
 // timeout returns a context for the store calls of one request. It is not

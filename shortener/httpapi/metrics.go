@@ -86,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	shed := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "linkgate_http_requests_shed_total",
-		Help: "Requests answered 503 overloaded because their class's in-flight budget (--max-inflight*) was used up, by class.",
+		Help: "Requests answered 503 overloaded because their class's in-flight budget (--max-inflight*) or admission rate was used up, by class.",
 	}, []string{"class"})
 	reg.MustRegister(m.requests, m.latency, m.created, shed, m.panics, m.qrDraws, m.limited)
 	for c := classRedirect; c < numClasses; c++ {
@@ -115,6 +115,15 @@ func (m *Metrics) adaptiveLimit(c class, l *overload.Limit) {
 		Help:        "The in-flight budget of a class now, as --overload-delay adapts it to the CPU the server gets.",
 		ConstLabels: prometheus.Labels{"class": c.String()},
 	}, func() float64 { return float64(l.Load()) }))
+}
+
+// adaptiveRate exports an adaptive admission rate of class c.
+func (m *Metrics) adaptiveRate(c class, r *overload.Rate) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "linkgate_http_admission_rate",
+		Help:        "The requests per second a class may start now, as --overload-delay adapts it to the CPU the server gets (+Inf: no limit).",
+		ConstLabels: prometheus.Labels{"class": c.String()},
+	}, r.PerSecond))
 }
 
 // clockBase anchors request timing: time.Since(clockBase) reads the

@@ -341,3 +341,97 @@ func BenchmarkFind(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkVisitsSpread measures the store's cost per visit when visits
+// are spread over many links (make bench-serve's random ids): each op is
+// one visit batch of 2,000 links, each visited once, into a store of
+// 200,000 links, with the flushes and compactions it causes counted in
+// the time (run it with -cpu 1, as the server runs: pebble's background
+// work then shares the one core), and a final compaction of everything.
+func BenchmarkVisitsSpread(b *testing.B) {
+	s, _ := pebbletest.Open(b)
+	ctx := context.Background()
+	const links, perBatch = 200_000, 2000
+	recs := make([]shortener.LinkRecord, links)
+	for i := range recs {
+		recs[i].Link = shortener.Link{ID: fmt.Sprintf("spread%06d", i), URL: "https://spread.example/"}
+	}
+	if _, err := s.ImportRecords(ctx, recs); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Compact(); err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	deltas := make([]shortener.VisitDelta, perBatch)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		for i := range deltas {
+			deltas[i] = shortener.VisitDelta{ID: recs[rng.IntN(links)].Link.ID, Stats: shortener.VisitStats{Total: 1,
+				Days: shortener.Breakdown{"2026-12-01": 1}, Referrers: shortener.Breakdown{shortener.DirectReferrer: 1},
+				Browsers: shortener.Breakdown{"Chrome": 1}}}
+		}
+		batch := shortener.NewVisitBatch(deltas...)
+		b.StartTimer()
+		if err := s.AddVisits(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Compact(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perBatch), "ns/visit")
+}
+
+// Every link's statistics come out exact whether its key has one merge
+// operand (passed through) or several (added), read from the memtable or
+// after flushes and compactions, with the mergers reused between keys.
+func TestVisitsOneOrManyOperands(t *testing.T) {
+	s, _ := pebbletest.Open(t)
+	ctx := context.Background()
+	const links = 300
+	recs := make([]shortener.LinkRecord, links)
+	for i := range recs {
+		recs[i].Link = shortener.Link{ID: fmt.Sprintf("ops%04d", i), URL: "https://ops.example/"}
+	}
+	if _, err := s.ImportRecords(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]int64, links)
+	check := func(when string) {
+		t.Helper()
+		for i, n := range want {
+			st, err := s.VisitStats(ctx, recs[i].Link.ID)
+			if err != nil || st.Total != n || st.Referrers["r.example"] != n || (n > 0 && st.Days["2026-12-01"] != n) {
+				t.Fatalf("%s: link %d: %+v, %v; want total %d", when, i, st, err, n)
+			}
+		}
+	}
+	for round := range 8 {
+		var deltas []shortener.VisitDelta
+		for i := range links {
+			if i%8 > round { // link i gets 8-i%8 operands: 1 to 8
+				continue
+			}
+			deltas = append(deltas, shortener.VisitDelta{ID: recs[i].Link.ID, Stats: shortener.VisitStats{Total: int64(round + 1),
+				Days: shortener.Breakdown{"2026-12-01": int64(round + 1)}, Referrers: shortener.Breakdown{"r.example": int64(round + 1)}}})
+			want[i] += int64(round + 1)
+		}
+		if err := s.AddVisits(ctx, shortener.NewVisitBatch(deltas...)); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("round %d", round))
+		if round%3 == 1 {
+			if err := s.Compact(); err != nil {
+				t.Fatal(err)
+			}
+			check(fmt.Sprintf("round %d, compacted", round))
+		}
+	}
+	if err := s.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	check("compacted")
+}

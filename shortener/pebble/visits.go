@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
@@ -34,6 +35,7 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 	defer b.Close()
 	var d statsrec.Delta
 	var key, rec []byte
+	names := statsrec.KeyNames(nil, batch)
 	for i := range batch.Links {
 		if i%yieldEvery == yieldEvery-1 {
 			runtime.Gosched()
@@ -48,7 +50,7 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 			continue // visits of an earlier link under the id, deleted meanwhile
 		}
 		d.Reset()
-		d.AddBatch(batch, i)
+		d.AddBatch(batch, i, names)
 		d.Normalize()
 		var err error
 		if rec, err = statsrec.Merge(rec[:0], nil, &d); err != nil {
@@ -115,15 +117,22 @@ var merger = &pebbledb.Merger{
 		if len(key) == 0 || key[0] != kindStats {
 			return nil, fmt.Errorf("merge operand under key %q, which is not visit statistics", key)
 		}
-		m := &statsMerger{}
-		if err := m.add(value); err != nil {
-			return nil, err
-		}
+		m := mergers.Get().(*statsMerger)
+		m.acc = append(m.acc[:0], value...)
 		return m, nil
 	},
 }
 
-// statsMerger adds records as pebble hands them over, into acc.
+// mergers are reused: Finish gives pebble the merger as the Closer of its
+// result, and Close puts it back.
+var mergers = sync.Pool{New: func() any { return new(statsMerger) }}
+
+// statsMerger adds records as pebble hands them over, into acc. The first
+// operand is kept as it is, not decoded: a key with a single operand is
+// what most keys of a flush or a compaction are (a link visited once since
+// its last compaction), and its record is already canonical and bounded
+// (AddVisits writes operands with statsrec.Merge), so it is passed through
+// unchanged. A corrupt one is reported by the read that decodes it.
 type statsMerger struct {
 	acc, spare []byte
 	d          statsrec.Delta
@@ -135,11 +144,7 @@ func (m *statsMerger) add(v []byte) error {
 		return err
 	}
 	m.d.Normalize()
-	var old []byte
-	if m.acc != nil {
-		old = m.acc
-	}
-	out, err := statsrec.Merge(m.spare[:0], old, &m.d)
+	out, err := statsrec.Merge(m.spare[:0], m.acc, &m.d)
 	if err != nil {
 		return err
 	}
@@ -152,7 +157,14 @@ func (m *statsMerger) MergeNewer(v []byte) error { return m.add(v) }
 func (m *statsMerger) MergeOlder(v []byte) error { return m.add(v) }
 
 func (m *statsMerger) Finish(includesBase bool) ([]byte, io.Closer, error) {
-	return m.acc, nil, nil
+	return m.acc, m, nil
+}
+
+// Close returns m to the pool once pebble is done with its result.
+func (m *statsMerger) Close() error {
+	m.d.Reset()
+	mergers.Put(m)
+	return nil
 }
 
 // String is for pebble's debugging output.

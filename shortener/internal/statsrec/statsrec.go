@@ -130,14 +130,23 @@ func (d *Delta) Reset() {
 // Empty reports whether d adds nothing.
 func (d *Delta) Empty() bool { return d.Total == 0 && d.Bots == 0 && len(d.Counts) == 0 }
 
-// AddBatch adds what batch adds to its link i.
-func (d *Delta) AddBatch(b *shortener.VisitBatch, i int) {
+// KeyNames appends to dst the names of b's keys, as AddBatch takes them:
+// converted once per batch rather than once per link.
+func KeyNames(dst [][]byte, b *shortener.VisitBatch) [][]byte {
+	for _, k := range b.Keys {
+		dst = append(dst, []byte(k.Name))
+	}
+	return dst
+}
+
+// AddBatch adds what batch adds to its link i; names is KeyNames of b
+// (the counts' keys alias it).
+func (d *Delta) AddBatch(b *shortener.VisitBatch, i int, names [][]byte) {
 	l := &b.Links[i]
 	d.Total += l.Total
 	d.Bots += l.Bots
 	for _, c := range l.Counts {
-		k := &b.Keys[c.Key]
-		d.Counts = append(d.Counts, KeyCount{k.Kind, []byte(k.Name), c.N})
+		d.Counts = append(d.Counts, KeyCount{b.Keys[c.Key].Kind, names[c.Key], c.N})
 	}
 }
 
