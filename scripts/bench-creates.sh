@@ -107,6 +107,7 @@ table "$res" <<TABLE
 {{report "this tree" "new"}}
   ratio this tree / base, medians: {{printf "%.3f" (div (med "new" "rps") (med "base" "rps"))}}
 server CPU per create (µs, median; range): base {{printf "%.2f" (med "base" "cpu")}} ({{sorted "%.2f" (vals "base" "cpu")}}), this tree {{printf "%.2f" (med "new" "cpu")}} ({{sorted "%.2f" (vals "new" "cpu")}})
+p99 (ms, median; range): base {{printf "%.1f" (med "base" "p99")}} ({{sorted "%.1f" (vals "base" "p99")}}), this tree {{printf "%.1f" (med "new" "p99")}} ({{sorted "%.1f" (vals "new" "p99")}})
 TABLE
 if [ -f "$work/both.txt" ]; then
 	echo "both cores, unpinned, capacity at p99.9 ≤ 70 ms (A: base, B: this tree):"

@@ -13,7 +13,11 @@
 #    wrk's Lua can cap (a) and (b) alike;
 #    (c) POST /shortenURL with a unique URL per request (create.lua) into
 #    the 1M-link store, and (c0) the same into a fresh, empty store;
-#  - the server's resident memory after the redirect rounds.
+#  - the server's resident memory after the redirect rounds;
+#  - BASE=rev (optional; a revision with the pebble store) also serves
+#    that revision's linkgate on its own copy of the store, same pinning,
+#    its redirect rounds (o)/(o1) interleaved with the others, and prints
+#    this tree against it: before/after in one run.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/bench-lib.sh"
@@ -21,11 +25,19 @@ cd "$LINKGATE_ROOT"
 export GOTOOLCHAIN=local
 N=${N:-1000000}
 IDS_LIMIT=${IDS_LIMIT:-0}
+BASE=${BASE:-}
 
 bench_workdir # $work, $pids: killed and removed on exit
 
 preloaded_links "$work" "$N"
 cp -r "$links_dir" "$work/links"
+if [ -n "$BASE" ]; then
+	step "build the base ($BASE)"
+	mkdir "$work/base-src"
+	git archive "$BASE" | tar -x -C "$work/base-src"
+	(cd "$work/base-src" && go build -trimpath -o "$work/linkgate-base" ./cmd/linkgate)
+	cp -r "$links_dir" "$work/links-base"
+fi
 export IDS_LIMIT
 
 exec 9>"$BENCH_LOCK"
@@ -42,6 +54,15 @@ lg_pid=$!
 pids+=("$lg_pid")
 wait_tcp 127.0.0.1 "$nginx_port" 10 || die "nginx did not start"
 wait_tcp 127.0.0.1 "$lg_port" 30 || die "linkgate did not start: $(cat "$work/linkgate.log")"
+base_targets=()
+if [ -n "$BASE" ]; then
+	base_port=$(free_port)
+	GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/linkgate-base" serve --addr "127.0.0.1:$base_port" \
+		--store "pebble:$work/links-base" --log-level warn >"$work/linkgate-base.log" 2>&1 &
+	base_pid=$!
+	pids+=("$base_pid")
+	wait_tcp 127.0.0.1 "$base_port" 30 || die "the base did not start: $(cat "$work/linkgate-base.log")"
+fi
 
 nginx_url=http://127.0.0.1:$nginx_port/
 lg_url=http://127.0.0.1:$lg_port/
@@ -54,26 +75,39 @@ step "redirects: nginx and linkgate, rounds interleaved"
 # The first round is preceded by a warm-up (page cache, connections).
 one_id=$(head -1 "$IDS_FILE")
 nginx_pid=${pids[0]}
+if [ -n "$BASE" ]; then
+	base_targets=(-target "o http://127.0.0.1:$base_port/ lua=$lua pid=$base_pid prewarm=3s"
+		-target "o1 http://127.0.0.1:$base_port/$one_id pid=$base_pid")
+fi
 measure "$res" \
 	-target "b $nginx_url lua=$lua pid=$nginx_pid prewarm=2s" \
 	-target "a $lg_url lua=$lua pid=$lg_pid prewarm=3s" \
 	-target "b1 $nginx_url$one_id pid=$nginx_pid" \
-	-target "a1 $lg_url$one_id pid=$lg_pid"
+	-target "a1 $lg_url$one_id pid=$lg_pid" \
+	"${base_targets[@]}"
 
 rss() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$lg_pid/status"; }
 rss_anon=$(rss RssAnon) rss_file=$(rss RssFile) vm_rss=$(rss VmRSS)
+if [ -n "$BASE" ]; then
+	base_anon=$(awk '$1 == "RssAnon:" {print $2}' "/proc/$base_pid/status")
+	kill "$base_pid"
+fi
 
 step "creates into the 1M-link store: POST /shortenURL, unique URLs"
-measure "$res" -target "c ${lg_url}shortenURL lua=scripts/bench/create.lua"
+# prewarm: the redirect rounds just before made the adaptive create budget
+# (--overload-delay) shrink; it regrows by one per 10 ms (256 in 2.6 s),
+# which the first measured round must not include.
+measure "$res" -target "c ${lg_url}shortenURL lua=scripts/bench/create.lua pid=$lg_pid prewarm=3s"
 kill "$lg_pid"; wait "$lg_pid" 2>/dev/null || true
 
 step "creates into a fresh store (same pinning)"
 lg_port=$(free_port)
 GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$lg_port" \
 	--store "pebble:$work/fresh" --log-level warn >>"$work/linkgate.log" 2>&1 &
-pids+=($!)
+lg_pid=$!
+pids+=("$lg_pid")
 wait_tcp 127.0.0.1 "$lg_port" 30 || die "linkgate did not start: $(cat "$work/linkgate.log")"
-measure "$res" -target "c0 http://127.0.0.1:$lg_port/shortenURL lua=scripts/bench/create.lua"
+measure "$res" -target "c0 http://127.0.0.1:$lg_port/shortenURL lua=scripts/bench/create.lua pid=$lg_pid"
 
 step "results"
 table "$res" <<'TABLE'
@@ -88,8 +122,21 @@ server CPU per request (µs, median of rounds; capacity ratio = nginx/linkgate):
   one id:     nginx {{printf "%.2f" (med "b1" "cpu")}}, linkgate {{printf "%.2f" (med "a1" "cpu")}} → {{printf "%.3f" (div (med "b1" "cpu") (med "a1" "cpu"))}}
 {{report "POST /shortenURL, 1M-link store (c)" "c"}}
 {{report "POST /shortenURL, fresh store (c0)" "c0"}}
+server CPU per create (µs, median; range): 1M store {{printf "%.2f" (med "c" "cpu")}} ({{sorted "%.2f" (vals "c" "cpu")}}), fresh store {{printf "%.2f" (med "c0" "cpu")}} ({{sorted "%.2f" (vals "c0" "cpu")}}); p99 (ms, median): {{printf "%.1f" (med "c" "p99")}}, {{printf "%.1f" (med "c0" "p99")}}
 TABLE
 echo "linkgate memory after the redirect rounds ($N links): RssAnon $((rss_anon / 1024)) MiB, RssFile $((rss_file / 1024)) MiB, VmRSS $((vm_rss / 1024)) MiB"
+if [ -n "$BASE" ]; then
+	echo "this tree against the base ($BASE), same run:"
+	table "$res" <<'TABLE'
+{{report "base GET /{id}, random ids (o)" "o"}}
+{{report "base GET /{id}, one id (o1)" "o1"}}
+server CPU per request (µs, medians; ratio = base/this tree, above 1: this tree is cheaper):
+  random ids: base {{printf "%.2f" (med "o" "cpu")}}, this tree {{printf "%.2f" (med "a" "cpu")}} → {{printf "%.3f" (div (med "o" "cpu") (med "a" "cpu"))}}
+  one id:     base {{printf "%.2f" (med "o1" "cpu")}}, this tree {{printf "%.2f" (med "a1" "cpu")}} → {{printf "%.3f" (div (med "o1" "cpu") (med "a1" "cpu"))}}
+  base vs nginx by CPU: random ids {{printf "%.3f" (div (med "b" "cpu") (med "o" "cpu"))}}, one id {{printf "%.3f" (div (med "b1" "cpu") (med "o1" "cpu"))}}
+TABLE
+	echo "base memory after the redirect rounds: RssAnon $((base_anon / 1024)) MiB"
+fi
 if grep -qi error "$work/linkgate.log"; then
 	echo "linkgate logged errors:" >&2
 	cat "$work/linkgate.log" >&2

@@ -97,13 +97,17 @@ func (h *Handler) renderPage(ctx *fasthttp.RequestCtx, status int, d pageData) {
 func (h *Handler) handleUI(ctx *fasthttp.RequestCtx) {
 	var d pageData
 	if id := ctx.QueryArgs().Peek("created"); id != nil {
-		domain, ok := h.requestDomain(ctx)
-		if !ok {
-			return
+		domain := h.hostDomain(ctx)
+		var err error
+		if v := ctx.QueryArgs().Peek("domain"); v != nil {
+			domain, err = h.namedDomain(ctx, string(v))
 		}
-		tctx, cancel := h.timeout()
-		defer cancel()
-		l, err := h.svc.Get(tctx, domain, string(id))
+		var l shortener.Link
+		if err == nil {
+			tctx, cancel := h.timeout()
+			defer cancel()
+			l, err = h.svc.Get(tctx, domain, string(id))
+		}
 		if err != nil {
 			status, _ := statusOf(err)
 			d.Error = shortener.ErrorMessage(err)

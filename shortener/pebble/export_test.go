@@ -4,6 +4,7 @@ import (
 	"time"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // WithCreatesNotSynced makes creates commit with pebble.NoSync: only the
@@ -22,3 +23,19 @@ func WithGuardClock(o Options, clock func() time.Time) Options {
 
 // GuardInterval is how long the guard trusts its last look.
 const GuardInterval = guardInterval
+
+// WithoutSyncGathering makes the write-ahead log sync as soon as a commit
+// asks, whatever GOMAXPROCS is (pebble's default).
+func WithoutSyncGathering(o Options) Options {
+	o.syncGather = func() time.Duration { return 0 }
+	return o
+}
+
+// WALSyncs returns how many times the write-ahead log was synced.
+func WALSyncs(s *Store) uint64 {
+	var m dto.Metric
+	if err := s.db.Metrics().LogWriter.FsyncLatency.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
