@@ -213,25 +213,12 @@ func (sc *srvConn) serve() {
 	switch ce := (http2.ConnectionError(0)); {
 	case errors.As(err, &ce):
 		sc.goAway(http2.ErrCode(ce))
-		sc.linger()
 	case errors.Is(err, http2.ErrFrameTooLarge):
 		sc.goAway(http2.ErrCodeFrameSize)
-		sc.linger()
 	case isTimeout(err):
 		sc.goAway(http2.ErrCodeNo)
 	}
 	sc.close()
-}
-
-// linger reads and drops what the client still sends, for up to a second
-// and 1 MiB, after a GOAWAY for its error: closing a socket with unread
-// data resets the connection, and the client might not read the GOAWAY.
-func (sc *srvConn) linger() {
-	if cw, ok := sc.c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-	sc.setReadTimeout(time.Second)
-	_, _ = io.CopyN(io.Discard, sc.br, 1<<20)
 }
 
 func (sc *srvConn) setReadTimeout(d time.Duration) {
