@@ -68,7 +68,7 @@ bench-dynamodb:
 bench-visits:
 	scripts/bench-visits.sh
 
-## bench-abuse: redirects at a constant rate, quiet and during a create flood at 10× create capacity (docs/security.md).
+## bench-abuse: redirects at a constant rate, quiet and during a create flood at 10× create capacity and a QR flood, also against a before server (BEFORE_ARGS, BEFORE_REF; docs/security.md).
 bench-abuse:
 	scripts/bench-abuse.sh
 

@@ -84,11 +84,13 @@ func lastSep[T string | []byte](key T) int {
 // ValidDomain and '/' for a link on another domain than the default.
 // Anything else is answered 404 without asking the store.
 func ValidKey[T string | []byte](key T) bool {
+	return ValidID(key) || validDomainKey(key) // the default domain's keys in one pass, as before domains
+}
+
+// validDomainKey reports whether key is a ValidDomain, '/' and a ValidID.
+func validDomainKey[T string | []byte](key T) bool {
 	i := lastSep(key)
-	if i < 0 {
-		return ValidID(key)
-	}
-	return ValidDomain(key[:i]) && ValidID(key[i+1:])
+	return i >= 0 && ValidDomain(key[:i]) && ValidID(key[i+1:])
 }
 
 // Key returns the link's key (LinkKey).

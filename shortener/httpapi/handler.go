@@ -361,11 +361,11 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 }
 
 // shed answers a request over its class's budget or rate: 503
-// overloaded, with Retry-After. In a class the overload monitor limits, the answer is held
-// for Config.ShedDelay first, outside the budget: a client that floods
-// its keep-alive connections (one request in flight on each) then gets
-// few requests per second through each, so answering them takes little
-// of the CPU the redirects need.
+// overloaded, with Retry-After. In a class the overload monitor limits,
+// the answer is held for about Config.ShedDelay first (jitter), outside
+// the budget: a client that floods its keep-alive connections (one
+// request in flight on each) then gets few requests per second through
+// each, so answering them takes little of the CPU the redirects need.
 func (h *Handler) shed(ctx *fasthttp.RequestCtx, r route, c class, start time.Duration) {
 	h.metrics.shed[c].Inc()
 	writeErrorBody(ctx, fasthttp.StatusServiceUnavailable, overloadedBody)

@@ -31,10 +31,12 @@ var locations = sync.Pool{New: func() any {
 func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte) {
 	buf := locations.Get().(*[]byte)
 	key, kb := id, (*[]byte)(nil) // the store key: the id on the default domain
-	if d := h.hostDomain(ctx); d != "" {
-		kb = locations.Get().(*[]byte)
-		*kb = shortener.AppendKey((*kb)[:0], d, id)
-		key = *kb
+	if len(h.domains) > 1 {
+		if d := h.hostDomain(ctx); d != "" {
+			kb = locations.Get().(*[]byte)
+			*kb = shortener.AppendKey((*kb)[:0], d, id)
+			key = *kb
+		}
 	}
 	loc, l, err := h.svc.AppendResolve(context.Background(), (*buf)[:0], key)
 	full := loc
