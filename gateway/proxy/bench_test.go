@@ -45,19 +45,13 @@ const scenario3 = `{"key-auth":{},"limit-req":{"rate":1e12,"burst":1e12,"key":"r
 // process's CPU time (client, gateway and upstream) per request, which
 // varies less than ns/op when other work shares the core.
 func BenchmarkProxy(b *testing.B) {
-	upLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	up := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("1234567890") }}
-	go func() { _ = up.Serve(upLn) }()
-	defer up.Shutdown()
+	node := benchUpstream(b)
 	chunked := chunkedUpstream(b)
 	for _, sc := range []struct{ name, plugins, node string }{
-		{"no-plugins", `{}`, upLn.Addr().String()},
+		{"no-plugins", `{}`, node},
 		{"no-plugins-chunked", `{}`, chunked},
-		{"limit-count+prometheus", `{"limit-count":{"count":2000000000000,"time_window":60,"rejected_code":503,"key":"remote_addr"},"prometheus":{}}`, upLn.Addr().String()},
-		{"scenario3", scenario3, upLn.Addr().String()},
+		{"limit-count+prometheus", `{"limit-count":{"count":2000000000000,"time_window":60,"rejected_code":503,"key":"remote_addr"},"prometheus":{}}`, node},
+		{"scenario3", scenario3, node},
 	} {
 		b.Run(sc.name, func(b *testing.B) {
 			w := startGateway(b)
@@ -81,6 +75,18 @@ func BenchmarkProxy(b *testing.B) {
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 		})
 	}
+}
+
+// benchUpstream is a fasthttp upstream answering "1234567890".
+func benchUpstream(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	up := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("1234567890") }}
+	go func() { _ = up.Serve(ln) }()
+	b.Cleanup(func() { _ = up.Shutdown() })
+	return ln.Addr().String()
 }
 
 // chunkedUpstream answers every request (no body) with "1234567890",

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -73,13 +74,14 @@ type srvConn struct {
 
 	payload []byte // a HEADERS frame's
 	// The reading goroutine's state.
-	maxID     uint32     // highest stream id the client opened
+	maxID     uint32     // highest stream id the client opened (lastID: its copy for GOAWAY)
 	cur       *srvStream // stream whose header block is being decoded
 	hdr       hdrState
 	completed int  // answered streams
 	resets    int  // streams the client reset in flight, or refused
 	settled   bool // the client's SETTINGS came
 
+	lastID    atomic.Uint32
 	mu        sync.Mutex // guards what follows
 	cond      sync.Cond  // windows, stream ends, connection close
 	streams   map[uint32]*srvStream
@@ -211,25 +213,12 @@ func (sc *srvConn) serve() {
 	switch ce := (http2.ConnectionError(0)); {
 	case errors.As(err, &ce):
 		sc.goAway(http2.ErrCode(ce))
-		sc.linger()
 	case errors.Is(err, http2.ErrFrameTooLarge):
 		sc.goAway(http2.ErrCodeFrameSize)
-		sc.linger()
 	case isTimeout(err):
 		sc.goAway(http2.ErrCodeNo)
 	}
 	sc.close()
-}
-
-// linger reads and drops what the client still sends, for up to a second
-// and 1 MiB, after a GOAWAY for its error: closing a socket with unread
-// data resets the connection, and the client might not read the GOAWAY.
-func (sc *srvConn) linger() {
-	if cw, ok := sc.c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-	sc.setReadTimeout(time.Second)
-	_, _ = io.CopyN(io.Discard, sc.br, 1<<20)
 }
 
 func (sc *srvConn) setReadTimeout(d time.Duration) {
@@ -415,7 +404,7 @@ func (sc *srvConn) onReset(f *http2.RSTStreamFrame) error {
 }
 
 // countReset counts a stream reset in flight or refused; too many close
-// the connection (rapid reset).
+// the connection (rapid reset). sc.mu is held.
 func (sc *srvConn) countReset() error {
 	sc.resets++
 	if sc.resets > sc.completed/2+2*int(sc.g.opts.MaxConcurrentStreams) {
@@ -509,6 +498,7 @@ func (sc *srvConn) onHeaders(id uint32, endStream, endHeaders, selfDep bool, fra
 		return sc.onBlock(frag, endHeaders)
 	}
 	sc.maxID = id
+	sc.lastID.Store(id)
 	st := h2Streams.Get().(*srvStream)
 	st.sc, st.id = sc, id
 	st.fc.Init2(sc.view, fasthttpLogger{sc.g.log}, false)
@@ -562,14 +552,14 @@ func (sc *srvConn) onBlock(frag []byte, end bool) error {
 	}
 	sc.mu.Lock()
 	if sc.goingAway || len(sc.streams) >= int(sc.g.opts.MaxConcurrentStreams) {
-		refused := !sc.goingAway
+		var err error
+		if !sc.goingAway {
+			err = sc.countReset()
+		}
+		_ = sc.wf.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 		sc.mu.Unlock()
 		h2Release(st)
-		sc.resetStream(id, http2.ErrCodeRefusedStream)
-		if refused {
-			return sc.countReset()
-		}
-		return nil
+		return err
 	}
 	st.sendWin, st.recvWin = sc.peerWin, h2StreamWindow
 	st.inEOF = h.endStream
@@ -743,7 +733,7 @@ func (sc *srvConn) giveBack(st *srvStream, n int64) {
 func (sc *srvConn) goAway(code http2.ErrCode) {
 	sc.mu.Lock()
 	sc.goingAway = true
-	_ = sc.wf.WriteGoAway(sc.maxID, code, nil)
+	_ = sc.wf.WriteGoAway(sc.lastID.Load(), code, nil)
 	sc.mu.Unlock()
 	sc.flush()
 }

@@ -5,11 +5,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/valyala/fasthttp"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -21,15 +19,8 @@ import (
 // allocs/op are the server's (and the upstream's, which has none).
 // cpu-µs/op is the process's CPU time per request.
 func BenchmarkH2(b *testing.B) {
-	upLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	up := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("1234567890") }}
-	go func() { _ = up.Serve(upLn) }()
-	defer up.Shutdown()
 	w := startGateway(b)
-	w.load(b, map[string]string{"routes/1": `{"uri":"/hello","upstream":{"type":"roundrobin","nodes":{"` + upLn.Addr().String() + `":1}}}`})
+	w.load(b, map[string]string{"routes/1": `{"uri":"/hello","upstream":{"type":"roundrobin","nodes":{"` + benchUpstream(b) + `":1}}}`})
 	cc, sc := tcpPair(b)
 	go w.g.ServeH2(sc)
 	defer cc.Close()

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -439,4 +441,85 @@ func tcpPair(t testing.TB) (client, server net.Conn) {
 		t.Fatal(err)
 	}
 	return client, server
+}
+
+// TestH2Concurrent: many streams at once on one TLS connection, GETs and
+// uploads of both sizes (buffered and streamed), each answered with its
+// own bytes (run with -race).
+func TestH2Concurrent(t *testing.T) {
+	w := startTLSGateway(t, proxy.Options{})
+	node := upstream(t, "u1", func(rw http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		rw.Header().Set("X-Got", r.URL.Query().Get("n"))
+		_, _ = rw.Write(b)
+	})
+	w.load(t, map[string]string{"routes/1": `{"uri":"/echo","upstream":{"type":"roundrobin","nodes":{"` + node + `":1}}}`})
+	c := w.clientFor(true)
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for i := range 6 {
+				n := strconv.Itoa(g*100 + i)
+				body := strings.Repeat(n, 1+(g%4)*(40000)) // up to ~500 KiB: streamed upstream
+				resp, err := c.Post(w.url("/echo?n="+n), "text/plain", strings.NewReader(body))
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || resp.Header.Get("X-Got") != n || string(got) != body {
+					errs <- fmt.Errorf("request %s: %d %v, %d bytes of %d", n, resp.StatusCode, err, len(got), len(body))
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestH2Timeouts: over TLS, a connection without a stream is closed
+// after the idle timeout (with GOAWAY), and one that stops inside a
+// header block after the read timeout.
+func TestH2Timeouts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts proxy.Options // the other timeout is long: each case sees its own
+		send func(fr *http2.Framer)
+	}{
+		{"idle", proxy.Options{IdleTimeout: 300 * time.Millisecond, ReadTimeout: time.Minute}, func(*http2.Framer) {}},
+		{"inside a header block", proxy.Options{IdleTimeout: time.Minute, ReadTimeout: 300 * time.Millisecond}, func(fr *http2.Framer) {
+			var hb bytes.Buffer
+			_ = hpack.NewEncoder(&hb).WriteField(hpack.HeaderField{Name: ":method", Value: "GET"})
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes()}) // no END_HEADERS
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, fr := h2conn(t, startTLSGateway(t, tc.opts))
+			start := time.Now()
+			tc.send(fr)
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			for {
+				if _, err := fr.ReadFrame(); err != nil {
+					if isTimeoutErr(err) {
+						t.Fatal("not closed within 5 s")
+					}
+					break
+				}
+			}
+			if d := time.Since(start); d < 300*time.Millisecond {
+				t.Errorf("closed after %v, before the timeout", d)
+			}
+		})
+	}
+}
+
+func isTimeoutErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

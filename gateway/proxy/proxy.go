@@ -26,6 +26,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/certs"
 	"github.com/linkgate/linkgate/gateway/router"
 	"github.com/linkgate/linkgate/internal/deadline"
+	"github.com/linkgate/linkgate/internal/linger"
 )
 
 // Options configure a Gateway.
@@ -81,6 +82,7 @@ type Gateway struct {
 	ctxs   sync.Pool
 	server *fasthttp.Server // HTTP/1.1, cleartext and over TLS
 	limits deadline.Limits  // of HTTP/1.1 client connections
+	live   atomic.Int64     // client connections not yet closed for good (internal/linger)
 	tlsState
 
 	mu       sync.Mutex // guards checkers
@@ -358,7 +360,7 @@ func (g *Gateway) reconcileCheckers(s *snapshot) {
 // it of each request).
 func (g *Gateway) Serve(ln net.Listener) error {
 	w := g.dogs.For(g.limits.Read, g.limits.Write, g.limits.Idle)
-	return g.server.Serve(countingListener{w.Listener(ln, g.limits), &g.accepted})
+	return g.server.Serve(countingListener{w.Listener(linger.Listener(ln, &g.live), g.limits), &g.accepted})
 }
 
 // newServer is the HTTP/1.1 server of both listeners.
@@ -384,6 +386,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	err := g.server.ShutdownWithContext(ctx)
 	if herr := g.shutdownHTTP2(ctx); err == nil {
 		err = herr
+	}
+	if lerr := linger.Wait(ctx, &g.live); err == nil {
+		err = lerr
 	}
 	g.mu.Lock()
 	for k, c := range g.checkers {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/linkgate/linkgate/internal/deadline"
+	"github.com/linkgate/linkgate/internal/linger"
 )
 
 // The TLS listener: handshakes with the certificate the SNI selects
@@ -73,6 +74,7 @@ func (g *Gateway) ServeTLS(ln net.Listener) error {
 	}
 	cfg := g.opts.Certs.Config()
 	w := g.dogs.For(g.opts.HandshakeTimeout, g.limits.Read, g.limits.Write, g.limits.Idle)
+	ln = linger.Listener(ln, &g.live)
 	for {
 		raw, err := ln.Accept()
 		if err != nil {

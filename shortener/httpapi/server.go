@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/linkgate/linkgate/internal/linger"
 )
 
 // ServerConfig holds the connection-level limits of a Server.
@@ -34,7 +36,7 @@ type Server struct {
 	srv *fasthttp.Server
 	cfg ServerConfig
 
-	live atomic.Int64 // connections not yet closed for good (linger.go)
+	live atomic.Int64 // connections not yet closed for good (internal/linger)
 }
 
 // NewServer returns a Server for h.
@@ -70,30 +72,21 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.srv.Serve(timedListener(lingerListener{Listener: ln, live: &s.live}, s.cfg))
+	return s.srv.Serve(timedListener(linger.Listener(ln, &s.live), s.cfg))
 }
 
 // Shutdown stops accepting connections, answers the requests it has
 // received (with Connection: close), closes idle keep-alive connections
 // and waits for the requests in flight, until ctx is done; then it closes
-// what is left. Connections close gracefully (lingerConn.Close): a client
+// what is left. Connections close gracefully (internal/linger): a client
 // that sends a request just as its idle connection is closed sees the
 // connection end, never a reset, and may send it again elsewhere.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.srv.ShutdownWithContext(ctx)
 	// fasthttp's Shutdown may return before it has closed its last
 	// connections: wait for them, lingering closes included.
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for s.live.Load() > 0 {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			if err == nil {
-				err = ctx.Err()
-			}
-			return err
-		}
+	if werr := linger.Wait(ctx, &s.live); err == nil {
+		err = werr
 	}
 	return err
 }
