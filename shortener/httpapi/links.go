@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -276,18 +277,29 @@ func linkPath(l shortener.Link) string {
 }
 
 func (h *Handler) handleGet(ctx *fasthttp.RequestCtx, id []byte) {
-	domain, ok := h.requestDomain(ctx)
+	tctx, cancel := h.timeout()
+	defer cancel()
+	l, ok := h.getLink(tctx, ctx, id)
 	if !ok {
 		return
 	}
-	tctx, cancel := h.timeout()
-	defer cancel()
+	writeJSON(ctx, fasthttp.StatusOK, h.linkJSON(ctx, l))
+}
+
+// getLink reads the link id names on the request's domain (?domain=),
+// within tctx; when it cannot, it has written the error answer and ok is
+// false.
+func (h *Handler) getLink(tctx context.Context, ctx *fasthttp.RequestCtx, id []byte) (l shortener.Link, ok bool) {
+	domain, ok := h.requestDomain(ctx)
+	if !ok {
+		return l, false
+	}
 	l, err := h.svc.Get(tctx, domain, string(id))
 	if err != nil {
 		h.writeDomainError(ctx, err)
-		return
+		return l, false
 	}
-	writeJSON(ctx, fasthttp.StatusOK, h.linkJSON(ctx, l))
+	return l, true
 }
 
 func (h *Handler) handlePatch(ctx *fasthttp.RequestCtx, id []byte) {

@@ -179,15 +179,10 @@ func (h *Handler) handleQR(ctx *fasthttp.RequestCtx, id []byte) {
 		}
 		size = n
 	}
-	domain, ok := h.requestDomain(ctx)
-	if !ok {
-		return
-	}
 	tctx, cancel := h.timeout()
 	defer cancel()
-	l, err := h.svc.Get(tctx, domain, string(id))
-	if err != nil {
-		h.writeDomainError(ctx, err)
+	l, ok := h.getLink(tctx, ctx, id)
+	if !ok {
 		return
 	}
 	img, err := h.qr.get(tctx, h.shortURL(ctx, l), format, size)
