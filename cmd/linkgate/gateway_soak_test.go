@@ -1,3 +1,5 @@
+//go:build !functiononly
+
 package main
 
 import (

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/linkgate/linkgate/internal/cli"
+	"github.com/linkgate/linkgate/internal/syncbuf"
 )
 
 // runCLI runs the real run() in-process and returns its output and exit code.
@@ -15,6 +16,15 @@ func runCLI(t *testing.T, env map[string]string, args ...string) (stdout, stderr
 	var out, errOut bytes.Buffer
 	err := run(context.Background(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errOut)
 	return out.String(), errOut.String(), cli.ExitCode(err)
+}
+
+// runCmd runs linkgate with args and stdin, and returns stdout, stderr
+// and the error.
+func runCmd(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut syncbuf.Buffer
+	err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(stdin), &out, &errOut)
+	return out.String(), errOut.String(), err
 }
 
 func TestRunDispatch(t *testing.T) {

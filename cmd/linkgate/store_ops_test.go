@@ -1,3 +1,5 @@
+//go:build !nopebble
+
 package main
 
 import (
@@ -8,20 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkgate/linkgate/internal/syncbuf"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/bolt/bolttest"
 	"github.com/linkgate/linkgate/shortener/pebble"
 )
-
-// runCmd runs linkgate with args and stdin, and returns stdout, stderr
-// and the error.
-func runCmd(t *testing.T, stdin string, args ...string) (string, string, error) {
-	t.Helper()
-	var out, errOut syncbuf.Buffer
-	err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(stdin), &out, &errOut)
-	return out.String(), errOut.String(), err
-}
 
 // Each importer reads a sample in its project's format: the valid lines
 // are imported with their URL, time and visit count, the others reported
