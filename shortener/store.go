@@ -2,6 +2,7 @@ package shortener
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -165,6 +166,19 @@ type RecordStore interface {
 	// can (pebble does); one that cannot (DynamoDB: transactions of up to
 	// 100 items) may have written some when it returns an error, and an
 	// import run again reports those Unchanged. A link is never written
-	// without its statistics.
+	// without its statistics. A record the store cannot keep at all is
+	// refused before anything of the call is written, with a *RecordError.
 	ImportRecords(ctx context.Context, recs []LinkRecord) ([]ImportResult, error)
 }
+
+// RecordError is ImportRecords' error for a record the store cannot keep
+// (on DynamoDB, a link over the 400 KB item limit). Nothing of the call was
+// written: an import reports the record and imports the others without it.
+type RecordError struct {
+	Index int // the record's place in the call's recs
+	Err   error
+}
+
+func (e *RecordError) Error() string { return fmt.Sprintf("record %d: %v", e.Index, e.Err) }
+
+func (e *RecordError) Unwrap() error { return e.Err }

@@ -129,3 +129,31 @@ func TestStoreExportImportDynamoDB(t *testing.T) {
 	}
 	wantRecords(t, exportAll(t, dst), want)
 }
+
+// An import into DynamoDB of a link over its 400 KB item limit reports that
+// line and imports the others, the plain link and the one with statistics
+// (a transaction) alike; the refused link is not in the table.
+func TestStoreImportDynamoDBItemTooLarge(t *testing.T) {
+	localAWSEnv(t)
+	table := createTable(t)
+	huge := "https://big.example/" + strings.Repeat("a", 450<<10)
+	jsonl := `{"id":"plain01","url":"https://a.example/"}` + "\n" +
+		`{"id":"huge01","url":"` + huge + `"}` + "\n" +
+		`{"id":"stats01","url":"https://b.example/","stats":{"Total":3}}` + "\n"
+	out, errOut, err := runCmd(t, jsonl, "store", "import", "--store", "dynamodb:"+table)
+	if err == nil || !strings.Contains(out, "2 imported, 0 already there, 0 conflicting, 1 bad lines") ||
+		!strings.Contains(errOut, "line 2: huge01: URL too long for a DynamoDB item") {
+		t.Fatalf("import: %v\n%s\n%s", err, out, errOut)
+	}
+	out, errOut, err = runCmd(t, "", "store", "export", "--store", "dynamodb:"+table)
+	if err != nil {
+		t.Fatalf("export: %v %s", err, errOut)
+	}
+	var ids []string
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		ids = append(ids, regexp.MustCompile(`"id":"([^"]*)"`).FindStringSubmatch(l)[1])
+	}
+	if slices.Sort(ids); !slices.Equal(ids, []string{"plain01", "stats01"}) {
+		t.Errorf("exported ids %q, want plain01 and stats01\n%s", ids, out)
+	}
+}

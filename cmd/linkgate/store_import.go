@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,6 +103,15 @@ status 1 if any line was refused.`, env.Stderr)
 			recs[i] = batch[i].Rec
 		}
 		res, err := s.(shortener.RecordStore).ImportRecords(ctx, recs)
+		// A record the store cannot keep was refused with nothing written:
+		// its line is reported, and the others are imported without it.
+		for re := (*shortener.RecordError)(nil); errors.As(err, &re) && re.Index >= 0 && re.Index < len(recs); {
+			c.bad++
+			fmt.Fprintf(env.Stderr, "line %d: %v\n", batch[re.Index].Line, re.Err)
+			recs = slices.Delete(recs, re.Index, re.Index+1)
+			batch = slices.Delete(batch, re.Index, re.Index+1)
+			res, err = s.(shortener.RecordStore).ImportRecords(ctx, recs)
+		}
 		if err != nil {
 			return err
 		}

@@ -38,7 +38,8 @@ const (
 // (see above) and says per record what it did: a link already stored,
 // the same, is Unchanged; another link under the id makes the record
 // Conflicting. Records are written in parallel, each link with its
-// statistics at once; on an error some may have been written.
+// statistics at once; on an error some may have been written, but none
+// when it is a *shortener.RecordError (all are checked first).
 func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) ([]shortener.ImportResult, error) {
 	results := make([]shortener.ImportResult, len(recs))
 	seen := make(map[string]bool, len(recs))
@@ -49,10 +50,10 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 	for i := range recs {
 		l := recs[i].Link
 		if !shortener.ValidKey(l.ID) {
-			return nil, fmt.Errorf("import: invalid id %q", l.ID)
+			return nil, &shortener.RecordError{Index: i, Err: fmt.Errorf("import: invalid id %q", l.ID)}
 		}
 		if err := checkItem(l); err != nil {
-			return nil, fmt.Errorf("import %q: %w", l.ID, err)
+			return nil, &shortener.RecordError{Index: i, Err: fmt.Errorf("%s: %w", l.ID, err)}
 		}
 		if seen[l.ID] {
 			again = append(again, i) // after the first is written: then it is stored
