@@ -258,6 +258,7 @@ func (s *Store) Watch(ctx context.Context, fn func(gateway.Update)) error {
 		return err
 	}
 	fn(first)
+	listed := first.Revision // the changes up to it are in a listing fn had
 	for {
 		select {
 		case <-ctx.Done():
@@ -270,6 +271,12 @@ func (s *Store) Watch(ctx context.Context, fn func(gateway.Update)) error {
 				if err != nil {
 					return err
 				}
+				listed = u.Revision
+			} else if u.Revision <= listed {
+				// Queued after the reset marker, before the listing: it
+				// holds this change or a later one, and replaying it
+				// would take the watcher back to an older version.
+				continue
 			}
 			fn(u)
 		}
