@@ -62,13 +62,13 @@ fuzzcache=$(go env GOCACHE)/fuzz
 go list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do
 	targets=$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u)
 	[ -n "$targets" ] || continue
-	go test -c -fuzz=. -o "$fuzzbin/fuzz.test" "$pkg"
+	go test -c -fuzz=. -o "$fuzzbin/fuzz.test" "$pkg" </dev/null
 	for f in $targets; do
 		echo "fuzz $pkg $f"
 		fuzz_log=$(mktemp)
 		for attempt in 1 2; do
 			(cd "$dir" && "$fuzzbin/fuzz.test" -test.run='^$' -test.fuzz="^$f\$" -test.fuzztime="$FUZZTIME" \
-				-test.fuzzcachedir="$fuzzcache/$pkg" -test.timeout=5m -test.paniconexit0) >"$fuzz_log" 2>&1 && break
+				-test.fuzzcachedir="$fuzzcache/$pkg" -test.timeout=5m -test.paniconexit0) </dev/null >"$fuzz_log" 2>&1 && break
 			cat "$fuzz_log"
 			# A failing input is a real failure. Anything else (the fuzz
 			# engine losing a worker on a loaded machine) gets one retry.

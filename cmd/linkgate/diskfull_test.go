@@ -56,6 +56,9 @@ func TestServeDiskFull(t *testing.T) {
 	var body string
 	eventually.True(t, 10*time.Second, "a create refused on a nearly full disk", func() bool {
 		status, hdr, body = call(t, "POST", s.URL+"/shortenURL", `{"OriginalURL":"https://example.com/refused"}`, "Content-Type", "application/json")
+		if shed(status, body) {
+			return false // the admission control's refusal, not the guard's: again
+		}
 		if status == 201 {
 			var got struct{ ShortURL string }
 			if json.Unmarshal([]byte(body), &got) == nil {
@@ -70,7 +73,11 @@ func TestServeDiskFull(t *testing.T) {
 	if status != 503 || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != "unavailable" || e.Error.Message == "" || len(hdr["Retry-After"]) == 0 {
 		t.Fatalf("create on a nearly full disk: %d %v %q, want 503 unavailable with a JSON body and Retry-After", status, hdr, body)
 	}
-	if status, _, body := call(t, "POST", s.URL+"/api/v1/links", `{"url":"https://example.com/refused2"}`); status != 503 || !strings.Contains(body, `"unavailable"`) {
+	eventually.True(t, 10*time.Second, "POST /api/v1/links answered by the guard", func() bool {
+		status, _, body = call(t, "POST", s.URL+"/api/v1/links", `{"url":"https://example.com/refused2"}`)
+		return !shed(status, body)
+	})
+	if status != 503 || !strings.Contains(body, `"unavailable"`) {
 		t.Errorf("POST /api/v1/links on a nearly full disk: %d %q", status, body)
 	}
 	for _, id := range ids {
@@ -106,4 +113,11 @@ func TestServeDiskFull(t *testing.T) {
 			t.Errorf("acknowledged create %s: %v", id, err)
 		}
 	}
+}
+
+// shed says whether an answer is the admission control's (a create shed
+// while the machine is busy, as under -race), which says nothing about the
+// disk guard.
+func shed(status int, body string) bool {
+	return status == 503 && strings.Contains(body, `"overloaded"`)
 }
