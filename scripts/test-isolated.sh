@@ -54,21 +54,13 @@ step "go test (release artefacts, no -race)"
 go test -count=1 -timeout 10m ./tools/release
 
 step "fuzz (${FUZZTIME:=2s} per target)"
-# One instrumented test binary per package, run once per target in the
-# package's folder as go test -fuzz runs it (which would link it again for
-# every target).
-fuzzbin=$(mktemp -d)
-fuzzcache=$(go env GOCACHE)/fuzz
-go list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do
-	targets=$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u)
-	[ -n "$targets" ] || continue
-	go test -c -fuzz=. -o "$fuzzbin/fuzz.test" "$pkg" </dev/null
-	for f in $targets; do
+for pkg in $(go list ./...); do
+	dir=$(go list -f '{{.Dir}}' "$pkg")
+	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
 		echo "fuzz $pkg $f"
 		fuzz_log=$(mktemp)
 		for attempt in 1 2; do
-			(cd "$dir" && "$fuzzbin/fuzz.test" -test.run='^$' -test.fuzz="^$f\$" -test.fuzztime="$FUZZTIME" \
-				-test.fuzzcachedir="$fuzzcache/$pkg" -test.timeout=5m -test.paniconexit0) </dev/null >"$fuzz_log" 2>&1 && break
+			go test -run '^$' -fuzz "^$f\$" -fuzztime "$FUZZTIME" "$pkg" >"$fuzz_log" 2>&1 && break
 			cat "$fuzz_log"
 			# A failing input is a real failure. Anything else (the fuzz
 			# engine losing a worker on a loaded machine) gets one retry.
@@ -80,5 +72,4 @@ go list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do
 		rm -f "$fuzz_log"
 	done
 done
-rm -rf "$fuzzbin"
 step "all tests passed"
