@@ -228,6 +228,7 @@ type Handler struct {
 	rates          [numClasses]*overload.Rate  // Config.OverloadRate's rates; nil: none
 	metricsHandler fasthttp.RequestHandler
 	visits         VisitRecorder // nil: visits are not counted
+	wall           wallClock     // the time of a visit
 	ui             *ui           // nil: no web page
 	qr             *qrCodes
 	createIP       *buckets // nil: no limit
@@ -356,7 +357,7 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 			h.metrics.observe(r, fasthttp.StatusInternalServerError, start)
 		}
 	}()
-	h.dispatch(ctx, r, id, allow)
+	h.dispatch(ctx, r, id, allow, start)
 	h.metrics.observe(r, ctx.Response.StatusCode(), start)
 }
 

@@ -133,6 +133,29 @@ var clockBase = time.Now()
 // monotonic returns the time since clockBase; requests are timed with it.
 func monotonic() time.Duration { return time.Since(clockBase) }
 
+// wallClock gives the wall-clock time of a request from its monotonic
+// start, so that counting a visit (by day) costs no clock read of its
+// own: it adds the monotonic time since a wall-clock reading at most a
+// second old, so a step of the system clock shows within a second.
+type wallClock struct{ last atomic.Pointer[wallReading] }
+
+// wallReading is a wall-clock reading and its monotonic time.
+type wallReading struct {
+	mono time.Duration
+	wall time.Time
+}
+
+// at returns the wall-clock time at monotonic() == mono.
+func (c *wallClock) at(mono time.Duration) time.Time {
+	r := c.last.Load()
+	if r == nil || mono-r.mono >= time.Second {
+		now := time.Now()
+		r = &wallReading{mono: now.Sub(clockBase), wall: now}
+		c.last.Store(r)
+	}
+	return r.wall.Add(mono - r.mono)
+}
+
 // observe records one answered request, started at monotonic() == start.
 func (m *Metrics) observe(r route, status int, start time.Duration) {
 	rm := &m.byRoute[r]

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -28,7 +29,9 @@ var locations = sync.Pool{New: func() any {
 	return &b
 }}
 
-func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte) {
+// handleRedirect follows the link id of a request that started at
+// monotonic() == start.
+func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte, start time.Duration) {
 	buf := locations.Get().(*[]byte)
 	key, kb := id, (*[]byte)(nil) // the store key: the id on the default domain
 	if len(h.domains) > 1 {
@@ -53,7 +56,7 @@ func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte) {
 		ctx.SetStatusCode(h.redirectStatus)
 		if h.visits != nil && ctx.IsGet() {
 			ip, country := h.cfg.TrustedProxies.client(ctx)
-			h.visits.Record(key, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ip, country, ctx.Time(), l)
+			h.visits.Record(key, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ip, country, h.wall.at(start), l)
 		}
 	}
 	*buf = full

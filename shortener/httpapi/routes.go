@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -229,11 +230,12 @@ func match(ctx *fasthttp.RequestCtx) (r route, id []byte, allow string) {
 	return routeNotFound, nil, ""
 }
 
-// dispatch runs the handler of route r and returns the status it answered.
-func (h *Handler) dispatch(ctx *fasthttp.RequestCtx, r route, id []byte, allow string) {
+// dispatch runs the handler of route r, a request that started at
+// monotonic() == start.
+func (h *Handler) dispatch(ctx *fasthttp.RequestCtx, r route, id []byte, allow string, start time.Duration) {
 	switch r {
 	case routeRedirect:
-		h.handleRedirect(ctx, id)
+		h.handleRedirect(ctx, id, start)
 	case routeShorten:
 		h.handleShortenURL(ctx)
 	case routeGetFullURL:

@@ -64,7 +64,7 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 		DisablePreParseMultipartForm: true,
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
-		LazyRequestTime:              true, // the handler times requests itself; visits read ctx.Time()
+		LazyRequestTime:              true, // the handler times requests itself, and visits from that (wallClock)
 		CloseOnShutdown:              true,
 		Logger:                       fasthttpLogger{logger},
 	}}

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"hash/maphash"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,7 +27,11 @@ import (
 // the store's directory, unlinked once created (nothing is left on disk
 // after the process): page cache the kernel can write back and evict, not
 // anonymous memory. The table of slots (8 bytes each, at most 3/4 used) is
-// anonymous memory: 16 MiB for a million links.
+// anonymous memory, 16 MiB for a million links, mapped outside the Go heap:
+// on the heap it counted as live data and the collector's headroom
+// (GOGC=100) let garbage grow by as much again. A replaced table is
+// unmapped by a cleanup once no reader can hold it (its indexState is
+// unreachable), so readers stay lock-free.
 //
 // A slot is 0 (empty), or a 16-bit tag from the id's hash over the entry's
 // arena offset + 1 (48 bits), where offset+1 = tombstone marks a deleted
@@ -53,13 +59,18 @@ type index struct {
 	cur     atomic.Pointer[indexState]
 	seed    maphash.Seed
 	dir     string
-	n       int           // live entries (writers only)
-	used    int           // slots not empty: live + tombstones (writers only)
-	retired []*indexState // replaced by a compaction; unmapped at close
+	n       int      // live entries (writers only)
+	used    int      // slots not empty: live + tombstones (writers only)
+	retired []*arena // replaced by a compaction; unmapped at close
+	// tables counts this index's tables mapped and not yet unmapped
+	// (tests); the cleanups that unmap them hold it, not the index.
+	tables *atomic.Int64
 }
 
 // indexState is a table and the arena its slots point into, swapped as
-// one.
+// one. slots is mapped memory (newState), unmapped once the indexState is
+// unreachable: a reader keeps it reachable until it is done with slots
+// (runtime.KeepAlive in get).
 type indexState struct {
 	slots []atomic.Uint64
 	mask  uint64
@@ -78,21 +89,48 @@ type arena struct {
 func (a *arena) chunkSize() uint64 { return 1 << a.shift }
 
 func newIndex(dir string, expect int) (*index, error) {
-	ix := &index{seed: maphash.MakeSeed(), dir: dir}
+	ix := &index{seed: maphash.MakeSeed(), dir: dir, tables: new(atomic.Int64)}
 	a, err := newArena(dir)
 	if err != nil {
 		return nil, err
 	}
-	ix.cur.Store(newState(max(expect*4/3+1, minSlots), a))
+	st, err := ix.newState(max(expect*4/3+1, minSlots), a)
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	ix.cur.Store(st)
 	return ix, nil
 }
 
-func newState(n int, a *arena) *indexState {
+// newState maps a table of at least n slots over a.
+func (ix *index) newState(n int, a *arena) (*indexState, error) {
 	size := 1
 	for size < n {
 		size <<= 1
 	}
-	return &indexState{slots: make([]atomic.Uint64, size), mask: uint64(size - 1), arena: a}
+	m, err := unix.Mmap(-1, 0, size*8, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("read index: map table: %w", err)
+	}
+	ix.tables.Add(1)
+	st := &indexState{
+		slots: unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(unsafe.SliceData(m))), size),
+		mask:  uint64(size - 1),
+		arena: a,
+	}
+	runtime.AddCleanup(st, unmapTable, mappedTable{m, ix.tables})
+	return st, nil
+}
+
+type mappedTable struct {
+	m      []byte
+	tables *atomic.Int64
+}
+
+func unmapTable(t mappedTable) {
+	unix.Munmap(t.m)
+	t.tables.Add(-1)
 }
 
 // newArena makes an arena backed by a file in dir, or by anonymous memory
@@ -123,8 +161,8 @@ func (ix *index) close() {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.cur.Load().arena.close()
-	for _, st := range ix.retired {
-		st.arena.close()
+	for _, a := range ix.retired {
+		a.close()
 	}
 }
 
@@ -134,17 +172,21 @@ func (ix *index) get(id []byte) []byte {
 	st := ix.cur.Load()
 	h := maphash.Bytes(ix.seed, id)
 	tag := h >> 48
+	var v []byte
 	for i := h & st.mask; ; i = (i + 1) & st.mask {
 		s := st.slots[i].Load()
 		if s == 0 {
-			return nil
+			break
 		}
 		if s>>48 == tag && s&offsetMask != tombstone {
-			if v, ok := st.arena.value(s&offsetMask-1, id); ok {
-				return v
+			var ok bool
+			if v, ok = st.arena.value(s&offsetMask-1, id); ok {
+				break
 			}
 		}
 	}
+	runtime.KeepAlive(st) // its table stays mapped until here
+	return v
 }
 
 // value returns the value of the entry at off if its id is id.
@@ -208,6 +250,9 @@ func (ix *index) put(id, val []byte) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	st := ix.cur.Load()
+	if uint64(ix.used) >= st.mask { // maintain could not map a larger table
+		return errors.New("read index: table full")
+	}
 	off, err := st.arena.append(id, val)
 	if err != nil {
 		return err
@@ -283,7 +328,13 @@ func (ix *index) maintain(st *indexState) {
 			return // keep the garbage; tried again on a later change
 		}
 	}
-	ns := newState(max(ix.n*2, minSlots), a)
+	ns, err := ix.newState(max(ix.n*2, minSlots), a)
+	if err != nil {
+		if compact {
+			a.close()
+		}
+		return // tried again on a later change
+	}
 	for i := range st.slots {
 		s := st.slots[i].Load()
 		if s == 0 || s&offsetMask == tombstone {
@@ -309,7 +360,7 @@ func (ix *index) maintain(st *indexState) {
 	}
 	ix.used = ix.n
 	if compact {
-		ix.retired = append(ix.retired, st)
+		ix.retired = append(ix.retired, st.arena)
 	}
 	ix.cur.Store(ns)
 }

@@ -5,13 +5,16 @@ package pebble
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 )
 
 // The read index against a map: random puts, replacements and deletes,
 // through table growth, tombstones and arena compactions (small chunks),
-// with concurrent readers that never see a torn or foreign value.
+// with concurrent readers that never see a torn or foreign value, while
+// collections unmap the replaced tables (a reader using an unmapped one
+// would fault); at the end only the current table is still mapped.
 func TestIndexModel(t *testing.T) {
 	old := chunkShift
 	chunkShift = 12 // 4 KiB chunks: many chunks, compactions early
@@ -42,6 +45,9 @@ func TestIndexModel(t *testing.T) {
 			})
 		}
 		for i := range 60000 {
+			if i%10000 == 0 {
+				runtime.GC()
+			}
 			id := fmt.Sprintf("id%05d", rng.IntN(3000))
 			switch rng.IntN(4) {
 			case 0:
@@ -71,13 +77,21 @@ func TestIndexModel(t *testing.T) {
 		if len(ix.retired) == 0 {
 			t.Error("no compaction ran")
 		}
+		for i := 0; i < 100 && ix.tables.Load() != 1; i++ {
+			runtime.GC() // cleanups run after a collection finds a table unreachable
+			runtime.Gosched()
+		}
+		if n := ix.tables.Load(); n != 1 {
+			t.Errorf("%d tables mapped, want only the current one", n)
+		}
 		ix.close()
 	}
 }
 
-// BenchmarkIndexGet: a lookup among a million ids, in random order.
+// BenchmarkIndexGet: a lookup among a million ids, in random order, the
+// arena in a file as a store has it.
 func BenchmarkIndexGet(b *testing.B) {
-	ix, err := newIndex("", 0)
+	ix, err := newIndex(b.TempDir(), 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -104,9 +104,10 @@ type Aggregator struct {
 	seed   maphash.Seed
 	closed atomic.Bool
 
-	bufMu sync.Mutex
-	buf   []byte // raw records (ring.go), up to cap(buf)
-	_     [64]byte
+	bufMu   sync.Mutex
+	buf     []byte // raw records (ring.go), up to cap(buf)
+	lastRec int    // where the last record in buf starts; -1: none
+	_       [64]byte
 
 	// aggMu guards the aggregate, the buffer the drainer owns (spare)
 	// and failed, a batch the store refused (retried with the next one).
@@ -164,6 +165,7 @@ func New(cfg Config) (*Aggregator, error) {
 		cfg:       cfg,
 		seed:      maphash.MakeSeed(),
 		buf:       make([]byte, 0, max(cfg.BufferBytes/2, 1024)),
+		lastRec:   -1,
 		spare:     make([]byte, 0, max(cfg.BufferBytes/2, 1024)),
 		lim:       map[string]*limCount{},
 		drainKick: make(chan struct{}, 1),
@@ -245,14 +247,19 @@ func (a *Aggregator) Record(id, referrer, userAgent []byte, ip netip.Addr, count
 		a.kick(a.drainNow)
 		return
 	}
-	a.buf = appendRecord(a.buf, &v, hostLen)
-	half := cap(a.buf) / 2
-	a.bufMu.Unlock()
-	switch {
-	case n == 0:
-		a.kick(a.drainKick)
-	case n < half && n+size >= half:
-		a.kick(a.drainNow)
+	b := appendRecord(a.buf, &v, hostLen)
+	if a.lastRec >= 0 && repeat(b[a.lastRec:n], b[n:]) {
+		a.bufMu.Unlock() // counted by the last record, whose drain is due
+	} else {
+		a.buf, a.lastRec = b, n
+		half := cap(b) / 2
+		a.bufMu.Unlock()
+		switch {
+		case n == 0:
+			a.kick(a.drainKick)
+		case n < half && n+size >= half:
+			a.kick(a.drainNow)
+		}
 	}
 	if limited {
 		a.limMu.Lock()
@@ -373,7 +380,7 @@ func (a *Aggregator) drainLocked() {
 		a.bufMu.Unlock()
 		return
 	}
-	a.buf = a.spare
+	a.buf, a.lastRec = a.spare, -1
 	a.bufMu.Unlock()
 	var v rawVisit
 	done := 0
@@ -391,35 +398,36 @@ func (a *Aggregator) drainLocked() {
 func (a *Aggregator) add(v *rawVisit) {
 	g := a.agg
 	e := g.find(v.hash, v.id)
+	n := v.n
 	if e == nil {
 		if g.links() >= a.cfg.MaxLinks {
-			a.dropped.Add(1)
+			a.dropped.Add(uint64(n))
 			if v.flags&flagLimited != 0 {
-				a.forget(string(v.id), 1)
+				a.forget(string(v.id), int64(n))
 			}
 			return
 		}
 		e = g.insert(v.hash, v.id)
 	}
-	a.recorded.Add(1)
-	e.total++
+	a.recorded.Add(uint64(n))
+	e.total += n
 	bot := v.flags&flagBot != 0
 	if bot {
-		e.bots++
+		e.bots += n
 	}
 	if v.flags&flagLimited != 0 {
 		e.limited = true
 	}
 	e.created = max(e.created, v.created)
-	g.count(e, dimDay, g.dict.day(v.day), 1)
-	g.count(e, dimReferrer, g.dict.referrer(v.host), 1)
-	g.count(e, dimAgent, g.dict.agent(v.agentID, bot, v.agent), 1)
+	g.count(e, dimDay, g.dict.day(v.day), n)
+	g.count(e, dimReferrer, g.dict.referrer(v.host), n)
+	g.count(e, dimAgent, g.dict.agent(v.agentID, bot, v.agent), n)
 	switch {
 	case v.flags&flagCountry != 0:
-		g.count(e, dimCountry, g.dict.country(uint16(v.ip[0])<<8|uint16(v.ip[1])), 1)
+		g.count(e, dimCountry, g.dict.country(uint16(v.ip[0])<<8|uint16(v.ip[1])), n)
 	case v.ip != nil && a.cfg.Geo != nil:
 		if c := a.geo.country(a.cfg.Geo, a.seed, v.ip); len(c) == 2 {
-			g.count(e, dimCountry, g.dict.country(uint16(c[0])<<8|uint16(c[1])), 1)
+			g.count(e, dimCountry, g.dict.country(uint16(c[0])<<8|uint16(c[1])), n)
 		}
 	}
 }
