@@ -33,10 +33,8 @@ bench_workdir # $work, $pids: killed and removed on exit
 
 preloaded_links "$work" 1000000
 mv "$work/linkgate" "$work/linkgate-new"
-step "build the base ($BASE)"
-mkdir "$work/base-src"
-git archive "$BASE" | tar -x -C "$work/base-src"
-(cd "$work/base-src" && go build -trimpath -o "$work/linkgate-base" ./cmd/linkgate && go build -o "$work/benchprep-base" ./tools/benchprep)
+base_build "$work" "$BASE"
+(cd "$work/base-src" && go build -o "$work/benchprep-base" ./tools/benchprep)
 # A base from before the pebble store keeps links in a bbolt file: its own
 # benchprep makes its 1M-link store (cached per base).
 if [ -d "$work/base-src/shortener/pebble" ]; then

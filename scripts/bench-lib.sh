@@ -64,6 +64,15 @@ measure() {
 	"$benchcmp" run -o "$res" -cpu "$LOAD_CPU" -rounds "$ROUNDS" -d "$DURATION" -c "$CONNS" "$@"
 }
 
+# base_build WORK REV builds linkgate at git revision REV into
+# WORK/linkgate-base (its source in WORK/base-src).
+base_build() {
+	step "build the base ($2)"
+	mkdir "$1/base-src"
+	git archive "$2" | tar -x -C "$1/base-src"
+	(cd "$1/base-src" && go build -trimpath -o "$1/linkgate-base" ./cmd/linkgate)
+}
+
 # table RESULTS… prints the table whose template is on stdin.
 table() { "$benchcmp" report "$@"; }
 

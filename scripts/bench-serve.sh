@@ -32,10 +32,7 @@ bench_workdir # $work, $pids: killed and removed on exit
 preloaded_links "$work" "$N"
 cp -r "$links_dir" "$work/links"
 if [ -n "$BASE" ]; then
-	step "build the base ($BASE)"
-	mkdir "$work/base-src"
-	git archive "$BASE" | tar -x -C "$work/base-src"
-	(cd "$work/base-src" && go build -trimpath -o "$work/linkgate-base" ./cmd/linkgate)
+	base_build "$work" "$BASE"
 	cp -r "$links_dir" "$work/links-base"
 fi
 export IDS_LIMIT

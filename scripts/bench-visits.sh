@@ -18,6 +18,9 @@
 #    sent by `linkgate bench -R` (constant rate, latency from each
 #    request's intended send time), p99 and ratio on/off. It needs a
 #    linkgate with the bench command: this tree's, or LOADGEN=path.
+#  - BASE=rev (optional; a revision with the pebble store): a third server,
+#    that build with visits on, measured in the same rounds; its
+#    throughput, CPU and p99 against this tree's visits-off server.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/bench-lib.sh"
@@ -27,23 +30,25 @@ N=${N:-1000000}
 HOT=${HOT:-10000}
 FIXED_SHARE=${FIXED_SHARE:-0.6}
 WORKLOADS=${WORKLOADS:-hot all}
+BASE=${BASE:-}
 
 bench_workdir # $work, $pids: killed and removed on exit
 
 preloaded_links "$work" "$N" # also builds $benchcmp
+[ -z "$BASE" ] || base_build "$work" "$BASE"
 loadgen=${LOADGEN:-$work/linkgate}
 if ! "$loadgen" bench --help >/dev/null 2>&1; then
 	echo "note: $loadgen has no bench command (linkgate bench not merged here); set LOADGEN=/path/to/linkgate for the fixed-rate part" >&2
 	loadgen=
 fi
 
-# start_server NAME ARGS... starts linkgate on a fresh copy of the store;
-# it sets server_url and server_pid.
+# start_server NAME ARGS... starts linkgate (BIN, default this tree's) on a
+# fresh copy of the store; it sets server_url and server_pid.
 start_server() {
 	local name=$1 port; shift
 	cp -r "$links_dir" "$work/$name"
 	port=$(free_port)
-	GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$port" \
+	GOMAXPROCS=1 taskset -c "$SERVER_CPU" "${BIN:-$work/linkgate}" serve --addr "127.0.0.1:$port" \
 		--store "pebble:$work/$name" --log-level warn "$@" >"$work/$name.log" 2>&1 &
 	server_pid=$!
 	pids+=("$server_pid")
@@ -58,6 +63,12 @@ start_server off --visits=false
 off=$server_url off_pid=$server_pid
 start_server on
 on=$server_url on_pid=$server_pid
+base_sat=() base_fixed=()
+if [ -n "$BASE" ]; then
+	BIN=$work/linkgate-base start_server base
+	base=$server_url base_pid=$server_pid
+	echo "base ($BASE), visits on: $base"
+fi
 echo "servers on CPU $SERVER_CPU (GOMAXPROCS=1); load on CPU $LOAD_CPU; -c$CONNS -d$DURATION; $ROUNDS rounds; $N preloaded links"
 echo "visits off: $off   visits on: $on"
 
@@ -71,15 +82,19 @@ for wl in $WORKLOADS; do
 	step "workload $wl (IDS_LIMIT=$IDS_LIMIT): waiting for $BENCH_LOCK"
 	flock 9
 	res=$work/$wl.jsonl
+	if [ -n "$BASE" ]; then
+		base_sat=(-target "base $base lua=scripts/bench/visits.lua pid=$base_pid prewarm=3s")
+		base_fixed=(-target "fixed_base $base lua=scripts/bench/visits.lua R=RATE")
+	fi
 	measure "$res" \
 		-target "off $off lua=scripts/bench/visits.lua pid=$off_pid prewarm=3s" \
-		-target "on $on lua=scripts/bench/visits.lua pid=$on_pid prewarm=3s"
+		-target "on $on lua=scripts/bench/visits.lua pid=$on_pid prewarm=3s" "${base_sat[@]}"
 	rate=
 	if [ -n "$loadgen" ]; then
 		rate=$(table -t "{{printf \"%.0f\" (mul (med \"off\" \"rps\") $FIXED_SHARE)}}" "$res")
 		measure "$res" -gen linkgate -linkgate "$loadgen" -warmup 2s \
 			-target "fixed_off $off lua=scripts/bench/visits.lua R=$rate" \
-			-target "fixed_on $on lua=scripts/bench/visits.lua R=$rate"
+			-target "fixed_on $on lua=scripts/bench/visits.lua R=$rate" "${base_fixed[@]/R=RATE/R=$rate}"
 	fi
 	flock -u 9
 	step "results: workload $wl"
@@ -92,6 +107,12 @@ server CPU per request, µs: visits off median {{printf "%.2f" (med "off" "cpu")
 {{reportms "p99 at $rate req/s, visits off" "fixed_off" "p99"}}
 {{reportms "p99 at $rate req/s, visits on" "fixed_on" "p99"}}
 p99 ratio on/off (medians): {{printf "%.3f" (div (med "fixed_on" "p99") (med "fixed_off" "p99"))}}   (target ≤ 1.20, issue 12)
+{{end -}}
+{{if has "base" -}}
+base ($BASE), visits on: saturation ratio on/off {{printf "%.3f" (div (med "base" "rps") (med "off" "rps"))}}, CPU ratio off/on {{printf "%.3f" (div (med "off" "cpu") (med "base" "cpu"))}} (median {{printf "%.2f" (med "base" "cpu")}} µs, rounds {{each "%.2f" (vals "base" "cpu")}})
+{{end -}}
+{{if has "fixed_base" -}}
+base ($BASE), visits on: p99 ratio on/off {{printf "%.3f" (div (med "fixed_base" "p99") (med "fixed_off" "p99"))}} (p99 rounds {{each "%.2f" (vals "fixed_base" "p99")}} ms)
 {{end -}}
 TABLE
 	echo "visits on: recorded $(metric "$on" linkgate_visits_recorded_total), flushed $(metric "$on" linkgate_visits_flushed_total) in $(metric "$on" linkgate_visits_flushes_total) batches, dropped $(metric "$on" linkgate_visits_dropped_total), flush errors $(metric "$on" linkgate_visits_flush_errors_total)"

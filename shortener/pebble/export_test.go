@@ -39,3 +39,9 @@ func WALSyncs(s *Store) uint64 {
 	}
 	return m.GetHistogram().GetSampleCount()
 }
+
+// WriteStall returns what pebble calls when it stops writes and when it
+// lets them go on again.
+func WriteStall(s *Store) (begin, end func()) {
+	return func() { s.events.stallBegin(pebbledb.WriteStallBeginInfo{Reason: "memtable count limit reached"}) }, s.events.stallEnd
+}

@@ -17,7 +17,7 @@ type Collector struct {
 	free, minFree, refusing, refused    *prometheus.Desc
 	enospc, ballast                     *prometheus.Desc
 	recUnclean, recTorn, recRecords     *prometheus.Desc
-	corruptions                         *prometheus.Desc
+	corruptions, stalls, stallSeconds   *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -50,6 +50,8 @@ func NewCollector(s *Store) *Collector {
 		recTorn:        d("recovery_torn_record", "1 if the newest write-ahead log ended in an incomplete record when the store was opened (pebble dropped it; it had not been acknowledged), else 0."),
 		recRecords:     d("recovery_wal_records", "Complete records pebble replayed from the newest write-ahead log when the store was opened."),
 		corruptions:    d("corruptions_total", "Blocks of the store's files that failed their checksum when read (the log names the file; restore a backup)."),
+		stalls:         d("write_stalls_total", "Times pebble stopped writes until a memtable flush or an L0 compaction caught up."),
+		stallSeconds:   d("write_stall_seconds_total", "Time writes were stopped by pebble's write stalls."),
 	}
 }
 
@@ -57,7 +59,7 @@ func NewCollector(s *Store) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.compactions, c.compactionDebt, c.flushes, c.cacheHits, c.cacheMisses,
 		c.cacheBytes, c.diskBytes, c.memtable, c.readAmp, c.walBytes, c.walFsync, c.l0Subs,
-		c.free, c.minFree, c.refusing, c.refused, c.enospc, c.ballast, c.recUnclean, c.recTorn, c.recRecords, c.corruptions} {
+		c.free, c.minFree, c.refusing, c.refused, c.enospc, c.ballast, c.recUnclean, c.recTorn, c.recRecords, c.corruptions, c.stalls, c.stallSeconds} {
 		ch <- d
 	}
 }
@@ -87,6 +89,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.recTorn, b2f(c.s.recovery.Torn))
 	gauge(c.recRecords, float64(c.s.recovery.Records))
 	counter(c.corruptions, float64(c.s.corruptions.Load()))
+	stalls, stalled := c.s.events.stalled()
+	counter(c.stalls, float64(stalls))
+	counter(c.stallSeconds, stalled.Seconds())
 	if g, ok := c.s.guard.stats(); ok {
 		gauge(c.free, float64(g.free))
 		gauge(c.minFree, float64(g.minFree))

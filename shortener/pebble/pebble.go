@@ -175,6 +175,28 @@ func syncGather() time.Duration {
 	return 0
 }
 
+// l0CompactionThreshold is how many sublevels L0 gathers before pebble
+// compacts it into the level below (pebble's default: 4), and
+// l0StopWritesThreshold how many stop writes (pebble's: 12).
+//
+// Ids are random, so every table a memtable flush writes spans the whole
+// key range, and every compaction out of L0 rewrites the whole base level
+// under it (about 38 MiB with a million links), however little L0 brings:
+// its cost is the size of that level, paid once per compaction. With one
+// P the compaction also holds the P: under make bench-creates' load a
+// runtime trace showed the compaction's goroutine running 317 ms of the
+// 550 ms around a 371 ms L0 compaction, the creates' p99 in that second
+// at 393 ms against 2–15 ms in every other (docs/serve-benchmarks.md,
+// "Compactions"). Four times the sublevels before compacting make each
+// compaction carry four times the new data for the same rewrite: a quarter
+// of the compactions. A point read may look at more tables meanwhile, but
+// links are read from the read index (index.go); pebble is read for visit
+// statistics, by List and without an index.
+const (
+	l0CompactionThreshold = 16
+	l0StopWritesThreshold = 64
+)
+
 // Store is a shortener.Store in a pebble database.
 type Store struct {
 	db         *pebbledb.DB
@@ -195,6 +217,7 @@ type Store struct {
 	// is the last file they named (recovery.go).
 	corruptions atomic.Int64
 	corruptFile atomic.Pointer[string]
+	events      events // write stalls, flushes, compactions (events.go)
 	ixOn        atomic.Bool
 	logger      *slog.Logger
 	closed      atomic.Bool
@@ -240,7 +263,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		Logger:             logger{opts.Logger},
 		EventListener:      &pebbledb.EventListener{DataCorruption: s.onCorruption},
 		WALMinSyncInterval: opts.syncGather,
+		// See l0CompactionThreshold.
+		L0CompactionThreshold: l0CompactionThreshold,
+		L0StopWritesThreshold: l0StopWritesThreshold,
 	}
+	s.events.logger = opts.Logger
+	s.events.listen(po.EventListener)
 	if po.WALMinSyncInterval == nil {
 		po.WALMinSyncInterval = syncGather
 	}
