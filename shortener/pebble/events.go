@@ -76,6 +76,10 @@ func (e *events) flushEnd(info pebbledb.FlushInfo) {
 
 func (e *events) compactionEnd(info pebbledb.CompactionInfo) {
 	var in, out uint64
+	from := -1 // no input level (not expected from pebble; never an index panic in a listener)
+	if len(info.Input) > 0 {
+		from = info.Input[0].Level
+	}
 	for _, l := range info.Input {
 		for _, t := range l.Tables {
 			in += t.Size
@@ -84,7 +88,7 @@ func (e *events) compactionEnd(info pebbledb.CompactionInfo) {
 	for _, t := range info.Output.Tables {
 		out += t.Size
 	}
-	e.logger.Debug("store: compacted", "job", info.JobID, "reason", info.Reason, "from", info.Input[0].Level,
+	e.logger.Debug("store: compacted", "job", info.JobID, "reason", info.Reason, "from", from,
 		"to", info.Output.Level, "in_bytes", in, "out_bytes", out, "took", info.Duration, "total", info.TotalDuration, "error", info.Err)
 }
 
