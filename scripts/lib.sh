@@ -5,7 +5,8 @@
 # install-deps.sh. Bump it to check against newer advisories.
 LINKGATE_VULNDB_VERSION=v0.0.0-20261105234957-e22db6528018
 
-step() { printf '\n==> %s\n' "$*"; }
+# step prints a heading with the time of day (UTC), so a log shows what each step took.
+step() { printf '\n==> %s [%s]\n' "$*" "$(date -u +%T)"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # free_port prints a TCP port on 127.0.0.1 that was free a moment ago.
