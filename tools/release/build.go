@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -81,17 +83,26 @@ func buildBinaries(ctx context.Context, root, out string, s stamp, arches []stri
 		return err
 	}
 	ldflags := fmt.Sprintf("-s -w -X main.version=%s -X main.commit=%s", s.Version, s.Commit)
-	for _, arch := range arches {
-		for _, p := range programs {
-			dst, err := filepath.Abs(filepath.Join(out, binaryName(p.name, arch)))
-			if err != nil {
-				return err
+	// One architecture per goroutine, its programs one after the other (they
+	// share most packages, which the first build compiles): a go build
+	// links on about one core.
+	errs := make([]error, len(arches))
+	var wg sync.WaitGroup
+	for i, arch := range arches {
+		wg.Go(func() {
+			for _, p := range programs {
+				dst, err := filepath.Abs(filepath.Join(out, binaryName(p.name, arch)))
+				if err == nil {
+					_, err = goCmd(ctx, root, goEnv(arch), "build", "-trimpath", "-buildvcs=false",
+						"-tags", p.tags, "-ldflags", ldflags, "-o", dst, p.pkg)
+				}
+				if err != nil {
+					errs[i] = err
+					return
+				}
 			}
-			if _, err := goCmd(ctx, root, goEnv(arch), "build", "-trimpath", "-buildvcs=false",
-				"-tags", p.tags, "-ldflags", ldflags, "-o", dst, p.pkg); err != nil {
-				return err
-			}
-		}
+		})
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
