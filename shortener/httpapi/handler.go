@@ -35,6 +35,19 @@ import (
 // MaxBodyBytes is the largest request body accepted; larger bodies get 413.
 const MaxBodyBytes = 8 << 10
 
+// DefaultMaxInflightCreates is linkgate serve's create budget
+// (--max-inflight-creates). By Little's law a stall of W at a create rate
+// of λ leaves λ·W creates in flight: at issue 12's target, 30,000
+// durable creates/s within a p99.9 of 70 ms, that is 2,100, all of which
+// would be answered within the objective. A budget below it sheds them
+// (256 did, as soon as a stall passed 32 ms at 8,000/s:
+// docs/serve-benchmarks.md, "Both cores"). An in-flight create mostly
+// waits for the log's fdatasync; what it holds beyond its connection's
+// goroutine and buffers, which exist whether or not it is admitted, is
+// its pebble batch. Creates that crowd out redirects are refused by the
+// adaptive budget and rate (Config.Overload), which start from this.
+const DefaultMaxInflightCreates = 4096
+
 // Config configures a Handler. Zero values take the defaults noted.
 type Config struct {
 	// PublicURL is the base of returned short links, e.g.
@@ -138,6 +151,15 @@ type VisitRecorder interface {
 	Record(id, referrer, userAgent []byte, ip netip.Addr, country string, now time.Time, link shortener.Link)
 }
 
+// AddrUser is a VisitRecorder that says whether it uses the client's
+// address (visits.Aggregator: only with GeoIP). When it does not and no
+// TrustedProxies are configured (which may name a country), the redirect
+// skips finding the address: Record gets the zero Addr and "". A
+// recorder that does not implement it always gets them.
+type AddrUser interface {
+	UsesAddr() bool
+}
+
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	switch c.RedirectStatus {
@@ -228,6 +250,7 @@ type Handler struct {
 	rates          [numClasses]*overload.Rate  // Config.OverloadRate's rates; nil: none
 	metricsHandler fasthttp.RequestHandler
 	visits         VisitRecorder // nil: visits are not counted
+	visitAddr      bool          // visits need the client's address or country
 	wall           wallClock     // the time of a visit
 	ui             *ui           // nil: no web page
 	qr             *qrCodes
@@ -315,6 +338,10 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 		h.now = time.Now
 	}
 	h.visits = cfg.Visits
+	h.visitAddr = cfg.TrustedProxies.Len() > 0
+	if u, ok := cfg.Visits.(AddrUser); !ok || u.UsesAddr() {
+		h.visitAddr = true
+	}
 	if cfg.UI {
 		h.ui = newUI()
 	}
