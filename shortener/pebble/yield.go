@@ -12,22 +12,27 @@ import (
 // after every yieldBytes bytes, while the process has a single P, so that
 // the requests waiting for that P run first.
 //
-// With GOMAXPROCS=1 a compaction out of L0 (ids are random: it rewrites
-// the whole base level, ~38 MiB with a million links) kept the only P for
-// hundreds of milliseconds, and creates and redirects waited for it
-// (docs/serve-benchmarks.md, "Background work on one P"). The runtime does
-// preempt it every 10 ms, but a preempted goroutine stays runnable and the
-// scheduler polls the network only when nothing is runnable (or sysmon,
-// at most every 10 ms), so the connections whose requests had arrived were
-// found late and then queued behind it; a goroutine asleep on a timer is
-// not runnable: the scheduler runs what is ready, polls the network, runs
-// the requests it finds, and gives the P back to the compaction when its
-// timer has fired and the current request's goroutine has parked.
+// With GOMAXPROCS=1 a flush of a 4 MiB memtable kept connections waiting
+// 232–242 ms, and a compaction out of L0 (ids are random: it rewrites the
+// whole base level, ~38 MiB with a million links) longer still
+// (docs/serve-benchmarks.md, "Background work on one P"). A runtime trace
+// shows why the scheduler let it: pebble's sstable writer hands each
+// compressed block to a second goroutine over an unbuffered channel, every
+// 30–60 µs, and each of the two readies the other into the P's runnext
+// slot, which inherits the time slice. So the local run queue is never
+// empty, the P's schedtick advances only when some other goroutine (a
+// ticker's) runs, which also keeps sysmon from seeing a 10 ms slice to
+// preempt (one preemption in 8 s of trace), and the global run queue, where
+// sysmon's network poll puts the connections whose requests have arrived,
+// is looked at only on every 61st schedtick. A goroutine asleep on a timer
+// is not runnable: with both asleep the local queue empties, the scheduler
+// runs the global queue and polls the network, runs the requests it finds,
+// and gives the P back to the flush when its timer has fired.
 //
-// The stop is yieldPause; on an idle P it lasts about a millisecond (the
-// network poller sleeps in whole milliseconds), so a compaction with the
-// server idle takes longer, by up to yieldPause's rounding per yieldBytes
-// bytes written. The write-ahead log is never paused: creates wait for it.
+// On an idle P the pause lasts about a millisecond (the network poller
+// sleeps in whole milliseconds), so with the server idle a compaction
+// takes longer by up to that per yieldBytes written. The write-ahead log
+// is never paused: creates wait for it.
 type yieldFS struct {
 	vfs.FS
 	// pause stops the calling goroutine; nil: yieldPause.
@@ -35,13 +40,14 @@ type yieldFS struct {
 }
 
 // yieldBytes is how many bytes a flush or compaction writes between two
-// pauses: about 2 ms of a compaction's work on this machine (13.2 MB
-// written in 371 ms).
+// pauses: about 2 ms of a compaction's work here (13.2 MB written in
+// 371 ms); about 20 in a flush of a 4 MiB memtable (1.4 MB of sstable).
 const yieldBytes = 64 << 10
 
-// yieldPause is how long a flush or compaction stops, at least: long
-// enough that the goroutine is not runnable when the scheduler looks for
-// work, and the shortest the timer allows.
+// yieldPause is how long a flush or compaction stops, at least. Its length
+// hardly matters under load (what matters is that the goroutine is not
+// runnable while the scheduler looks for work); short, so that a busy P
+// gives the flush its turn back after the requests it found.
 const yieldPause = 50 * time.Microsecond
 
 // background reports whether pebble writes files of category c from a
