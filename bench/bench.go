@@ -16,11 +16,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -172,6 +175,29 @@ func (e Errors) Socket() int64 {
 
 // Total is every error of every kind.
 func (e Errors) Total() int64 { return e.Socket() + e.StatusTotal() }
+
+// String names the errors by kind, the ones that occurred only: socket
+// errors first, then statuses in order, e.g. "timeout 2, 503 ×3317"; ""
+// if none. A step that fails on errors says which (a 503 from the
+// target's admission control is not a timeout).
+func (e Errors) String() string {
+	var parts []string
+	for _, k := range []struct {
+		name string
+		n    int64
+	}{{"connect", e.Connect}, {"read", e.Read}, {"write", e.Write}, {"timeout", e.Timeout},
+		{"tls_handshake", e.Handshake}, {"tls_certificate", e.Certificate}} {
+		if k.n > 0 {
+			parts = append(parts, k.name+" "+strconv.FormatInt(k.n, 10))
+		}
+	}
+	for _, code := range slices.Sorted(maps.Keys(e.Status)) {
+		if n := e.Status[code]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d ×%d", code, n))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
 
 // Result is everything one run measured. Only the measured window counts:
 // requests whose planned send time fell in the warm-up are in no figure.

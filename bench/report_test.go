@@ -148,3 +148,20 @@ func TestLittlesLawWarning(t *testing.T) {
 		t.Errorf("warnings %q lack the Little's law warning", r.Warnings())
 	}
 }
+
+// Errors name their kinds, only those that occurred, statuses in order.
+func TestErrorsString(t *testing.T) {
+	for _, tc := range []struct {
+		e    bench.Errors
+		want string
+	}{
+		{bench.Errors{}, ""},
+		{bench.Errors{Status: map[int]int64{500: 0}}, ""},
+		{bench.Errors{Status: map[int]int64{503: 3317}}, "503 ×3317"},
+		{bench.Errors{Connect: 1, Timeout: 2, Handshake: 3, Status: map[int]int64{503: 5, 404: 7}}, "connect 1, timeout 2, tls_handshake 3, 404 ×7, 503 ×5"},
+	} {
+		if got := tc.e.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.e, got, tc.want)
+		}
+	}
+}

@@ -270,8 +270,9 @@ func NewVisitBatch(deltas ...VisitDelta) *VisitBatch {
 // and DynamoDB stores implement it and storetest checks it.
 type VisitStore interface {
 	// AddVisits adds each link's visits to its stored statistics, in as
-	// few writes as the backend allows: bolt in one transaction,
-	// DynamoDB with one UpdateItem ADD per link. Visits of a link that
+	// few writes as the backend allows: pebble in commits of a few
+	// hundred links, synced once, DynamoDB with one UpdateItem ADD per
+	// link. Visits of a link that
 	// does not exist (deleted meanwhile) are dropped. It marks every
 	// link it added (or dropped) Applied; on error the others are to be
 	// retried. Get and AppendURL report a link's stored visits in Visits

@@ -154,10 +154,13 @@ func TestEvaluate(t *testing.T) {
 		t.Errorf("pass %v reasons %q: want the p50 SLO and the achieved rate", pass, reasons)
 	}
 	r := fakeResult(100, 100, 10*time.Millisecond)
-	r.Errors.Status[500] = 5
+	r.Errors.Status[503] = 4
+	r.Errors.Timeout = 1
 	o.SLOs = o.SLOs[:1]
-	if pass, reasons := capacity.Evaluate(&o, 100, r); pass || !strings.Contains(reasons[0], "errors") {
-		t.Errorf("errors over budget passed: %q", reasons)
+	// The reason says which errors: a 503 from admission control is not
+	// a timeout.
+	if pass, reasons := capacity.Evaluate(&o, 100, r); pass || len(reasons) != 1 || reasons[0] != "errors 5 over budget 0.1% (timeout 1, 503 ×4)" {
+		t.Errorf("errors over budget: pass %v, reasons %q", pass, reasons)
 	}
 	o.ErrorBudget = 0.01
 	if pass, reasons := capacity.Evaluate(&o, 100, r); !pass {

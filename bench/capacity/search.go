@@ -116,7 +116,7 @@ func Evaluate(o *Options, rate float64, r *bench.Result) (pass bool, reasons []s
 	}
 	attempts := r.Requests + r.Errors.Socket()
 	if e := r.Errors.Total(); e > 0 && (attempts == 0 || float64(e)/float64(attempts) > o.ErrorBudget) {
-		reasons = append(reasons, fmt.Sprintf("errors %d over budget %g%%", e, o.ErrorBudget*100))
+		reasons = append(reasons, fmt.Sprintf("errors %d over budget %g%% (%s)", e, o.ErrorBudget*100, r.Errors))
 		explained = false
 	}
 	if len(reasons) > 0 && explained {

@@ -106,7 +106,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	c.registerShortener(fs, "pebble:data/links", "text")
 	fs.Int64Var(&c.storeMinFree, "store-min-free", 64, "pebble: free space, in `MiB`, kept on the store's file system: below it creates, deletes and visit flushes answer 503 unavailable and reads go on, until space is freed; half of it is held by a ballast file (DIR/BALLAST) released should the disk fill up anyway")
 	fs.IntVar(&c.api.MaxInflight, "max-inflight", 4096, "redirects and lookups in flight beyond which new ones get 503 overloaded at once (0: no limit)")
-	fs.IntVar(&c.api.MaxInflightCreates, "max-inflight-creates", 256, "creates in flight beyond which new ones get 503 overloaded (0: no limit); a budget of their own, so a create flood never sheds redirects")
+	fs.IntVar(&c.api.MaxInflightCreates, "max-inflight-creates", httpapi.DefaultMaxInflightCreates, "creates in flight beyond which new ones get 503 overloaded (0: no limit); a budget of their own, so a create flood never sheds redirects")
 	fs.IntVar(&c.api.MaxInflightQR, "max-inflight-qr", 32, "QR code and statistics requests in flight beyond which new ones get 503 overloaded (0: no limit)")
 	fs.IntVar(&c.api.MaxInflightAdmin, "max-inflight-admin", 64, "admin requests (list, edit, delete, keys) in flight beyond which new ones get 503 overloaded (0: no limit)")
 	fs.DurationVar(&c.api.ShedDelay, "shed-delay", 100*time.Millisecond, "with --overload-delay, how long a shed create, QR or stats request waits for its 503, on average (drawn from half to 1.5 times it, so shed requests do not wake together): a client flooding its connections gets few requests through each (0: answered at once)")

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/linkgate/linkgate/internal/overload"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/httpapi"
@@ -398,6 +400,51 @@ func TestLoadShedding(t *testing.T) {
 	wg.Wait()
 	if r := s.do(t, "GET", "/nope", ""); r.Status != 404 {
 		t.Errorf("after the load: %d", r.Status)
+	}
+}
+
+// The default create budget admits every create a stall within issue
+// 12's objective queues at its target rate (30,000/s × 70 ms = 2,100 in
+// flight): none of them is shed. With the 256 of before, 1,844 were.
+func TestDefaultCreateBudgetHoldsAStall(t *testing.T) {
+	const queued = 30_000 * 70 / 1000
+	bs := blockingStore{entered: make(chan struct{}, queued), release: make(chan struct{})}
+	h, _ := newHandler(t, setup{cfg: httpapi.Config{MaxInflightCreates: httpapi.DefaultMaxInflightCreates},
+		wrap: func(st shortener.Store) shortener.Store { bs.Store = st; return bs }})
+	statuses := make(chan int, queued)
+	for i := range queued {
+		go func() {
+			var req fasthttp.Request
+			req.Header.SetMethod("POST")
+			req.SetRequestURI("/shortenURL")
+			req.SetBodyString(fmt.Sprintf(`{"OriginalURL":"https://stall.example/%d"}`, i))
+			var rc fasthttp.RequestCtx
+			rc.Init(&req, nil, nil)
+			h.ServeFastHTTP(&rc)
+			statuses <- rc.Response.StatusCode()
+		}()
+	}
+	// Every create is either in the store, held, or already answered.
+	shed := 0
+	for entered := 0; entered+shed < queued; {
+		select {
+		case <-bs.entered:
+			entered++
+		case st := <-statuses:
+			if st != 503 {
+				t.Fatalf("a create answered %d while the store held the others", st)
+			}
+			shed++
+		}
+	}
+	close(bs.release)
+	for range queued - shed {
+		if st := <-statuses; st != 201 {
+			t.Errorf("held create: %d", st)
+		}
+	}
+	if shed > 0 {
+		t.Errorf("%d of %d creates held by a stall were shed (budget %d)", shed, queued, httpapi.DefaultMaxInflightCreates)
 	}
 }
 

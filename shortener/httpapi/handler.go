@@ -35,6 +35,19 @@ import (
 // MaxBodyBytes is the largest request body accepted; larger bodies get 413.
 const MaxBodyBytes = 8 << 10
 
+// DefaultMaxInflightCreates is linkgate serve's create budget
+// (--max-inflight-creates). By Little's law a stall of W at a create rate
+// of λ leaves λ·W creates in flight: at issue 12's target, 30,000
+// durable creates/s within a p99.9 of 70 ms, that is 2,100, all of which
+// would be answered within the objective. A budget below it sheds them
+// (256 did, as soon as a stall passed 32 ms at 8,000/s:
+// docs/serve-benchmarks.md, "Both cores"). An in-flight create mostly
+// waits for the log's fdatasync; what it holds beyond its connection's
+// goroutine and buffers, which exist whether or not it is admitted, is
+// its pebble batch. Creates that crowd out redirects are refused by the
+// adaptive budget and rate (Config.Overload), which start from this.
+const DefaultMaxInflightCreates = 4096
+
 // Config configures a Handler. Zero values take the defaults noted.
 type Config struct {
 	// PublicURL is the base of returned short links, e.g.

@@ -21,6 +21,17 @@ func WithGuardClock(o Options, clock func() time.Time) Options {
 	return o
 }
 
+// WithVisitChunkHook calls hook before each of AddVisits' commits with the
+// number of links it holds and whether it syncs; an error it returns fails
+// that commit.
+func WithVisitChunkHook(o Options, hook func(links int, sync bool) error) Options {
+	o.visitChunkHook = hook
+	return o
+}
+
+// VisitChunk is how many links AddVisits commits at a time.
+const VisitChunk = visitChunk
+
 // GuardInterval is how long the guard trusts its last look.
 const GuardInterval = guardInterval
 

@@ -139,6 +139,10 @@ type Options struct {
 	createSync *pebbledb.WriteOptions
 	// clock is the free-space guard's; nil: time.Now (tests).
 	clock func() time.Time
+	// visitChunkHook, if set, is called before each of AddVisits'
+	// commits with the number of links it holds and whether it syncs;
+	// an error fails that commit (tests).
+	visitChunkHook func(links int, sync bool) error
 	// syncGather is pebble's WALMinSyncInterval; nil: syncGather. Only
 	// BenchmarkCreateParallel's anchor (pebble's default) changes it.
 	syncGather func() time.Duration
@@ -226,6 +230,8 @@ type Store struct {
 	closed      atomic.Bool
 	closeOnce   sync.Once
 	closeErr    error
+	// visitChunkHook: Options.visitChunkHook.
+	visitChunkHook func(links int, sync bool) error
 }
 
 // Open opens the store in dir, creating it (and dir) if needed. It fails
@@ -246,7 +252,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if size <= 0 {
 		size = DefaultCacheSize
 	}
-	s := &Store{dir: dir, fs: fs, lock: lock, cache: pebbledb.NewCache(size), createSync: opts.createSync}
+	s := &Store{dir: dir, fs: fs, lock: lock, cache: pebbledb.NewCache(size), createSync: opts.createSync, visitChunkHook: opts.visitChunkHook}
 	if s.createSync == nil {
 		s.createSync = pebbledb.Sync
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -451,4 +452,161 @@ func TestVisitsOneOrManyOperands(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("compacted")
+}
+
+// AddVisits commits a batch VisitChunk links at a time: a reader between
+// two commits sees the visits of the chunks before and not the next one's,
+// only the last commit syncs (the power-loss test checks that it makes the
+// batch durable), and after a failed commit exactly the links of the
+// chunks before it are Applied.
+func TestVisitsCommittedInChunks(t *testing.T) {
+	ctx := context.Background()
+	n := 2*pebble.VisitChunk + 10
+	recs := make([]shortener.LinkRecord, n)
+	for i := range recs {
+		recs[i].Link = shortener.Link{ID: fmt.Sprintf("chunk%05d", i), URL: "https://chunk.example/"}
+	}
+	var s *pebble.Store
+	var chunks []string // per commit, its links and s for synced
+	var seen []int64    // link 0's total, read before each commit
+	fail := 0           // the commit to fail, from 1; 0: none
+	hook := func(links int, sync bool) error {
+		chunks = append(chunks, fmt.Sprint(links, map[bool]string{true: "s"}[sync]))
+		st, err := s.VisitStats(ctx, recs[0].Link.ID)
+		if err != nil {
+			t.Error(err)
+		}
+		seen = append(seen, st.Total)
+		if len(chunks) == fail {
+			return errors.New("injected commit failure")
+		}
+		return nil
+	}
+	s, err := pebble.Open(filepath.Join(t.TempDir(), "links"), pebble.WithoutSyncGathering(pebble.WithVisitChunkHook(pebble.Options{}, hook)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.ImportRecords(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	visitAll := func() *shortener.VisitBatch {
+		deltas := make([]shortener.VisitDelta, n)
+		for i := range deltas {
+			deltas[i] = shortener.VisitDelta{ID: recs[i].Link.ID, Stats: shortener.VisitStats{Total: 1, Days: shortener.Breakdown{"2026-12-02": 1}}}
+		}
+		return shortener.NewVisitBatch(deltas...)
+	}
+	totals := func() []int64 {
+		out := make([]int64, n)
+		for i := range recs {
+			st, err := s.VisitStats(ctx, recs[i].Link.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = st.Total
+		}
+		return out
+	}
+
+	if err := s.AddVisits(ctx, visitAll()); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("[%d %d 10s]", pebble.VisitChunk, pebble.VisitChunk)
+	if fmt.Sprint(chunks) != want {
+		t.Fatalf("commits of %v links (s: synced), want %v", chunks, want)
+	}
+	if fmt.Sprint(seen) != "[0 1 1]" {
+		t.Errorf("link 0's total before each commit %v, want [0 1 1]", seen)
+	}
+	for i, got := range totals() {
+		if got != 1 {
+			t.Fatalf("link %d: total %d after one visit", i, got)
+		}
+	}
+
+	chunks, seen, fail = nil, nil, 2
+	batch := visitAll()
+	if err := s.AddVisits(ctx, batch); err == nil {
+		t.Fatal("AddVisits with its second commit failing returned nil")
+	}
+	got := totals()
+	for i := range batch.Links {
+		applied := i < pebble.VisitChunk
+		if batch.Links[i].Applied != applied || got[i] != map[bool]int64{true: 2, false: 1}[applied] {
+			t.Fatalf("link %d after the second commit failed: Applied %v, total %d; want Applied %v", i, batch.Links[i].Applied, got[i], applied)
+		}
+	}
+
+	// With the last chunk's links deleted, nothing is left to merge
+	// there, and the last commit still syncs the chunks before it.
+	for _, r := range recs[2*pebble.VisitChunk:] {
+		if err := s.Delete(ctx, r.Link.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chunks, seen, fail = nil, nil, 0
+	if err := s.AddVisits(ctx, visitAll()); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(chunks) != want {
+		t.Errorf("a batch whose last chunk merges nothing: commits of %v links (s: synced), want %v", chunks, want)
+	}
+	if st, err := s.VisitStats(ctx, recs[2*pebble.VisitChunk-1].Link.ID); err != nil || st.Total != 2 {
+		t.Errorf("the last visited link: %+v, %v; want total 2", st, err)
+	}
+}
+
+// BenchmarkVisitsFlushStall measures how late a flush of 20,000 links
+// (each visited once, into a store of them) makes another goroutine run
+// on one P: a goroutine sleeping 100 µs at a time, as a redirect arriving,
+// records how late it wakes while AddVisits runs. Run it with -cpu 1.
+func BenchmarkVisitsFlushStall(b *testing.B) {
+	s, _ := pebbletest.Open(b)
+	ctx := context.Background()
+	const links = 20_000
+	recs := make([]shortener.LinkRecord, links)
+	deltas := make([]shortener.VisitDelta, links)
+	for i := range recs {
+		recs[i].Link = shortener.Link{ID: fmt.Sprintf("stall%06d", i), URL: "https://stall.example/"}
+		deltas[i] = shortener.VisitDelta{ID: recs[i].Link.ID, Stats: shortener.VisitStats{Total: 1,
+			Days: shortener.Breakdown{"2026-12-02": 1}, Referrers: shortener.Breakdown{"news.example.com": 1},
+			Browsers: shortener.Breakdown{"Chrome": 1}}}
+	}
+	if _, err := s.ImportRecords(ctx, recs); err != nil {
+		b.Fatal(err)
+	}
+	var lates []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		batch := shortener.NewVisitBatch(deltas...)
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				t := time.Now()
+				time.Sleep(100 * time.Microsecond)
+				lates = append(lates, time.Since(t)-100*time.Microsecond)
+			}
+		}()
+		b.StartTimer()
+		if err := s.AddVisits(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		close(stop)
+		<-done
+		b.StartTimer()
+	}
+	slices.Sort(lates)
+	if len(lates) > 0 {
+		b.ReportMetric(float64(lates[len(lates)*99/100].Microseconds()), "p99-late-µs")
+		b.ReportMetric(float64(lates[len(lates)-1].Microseconds()), "max-late-µs")
+	}
 }

@@ -13,15 +13,22 @@ import (
 	"github.com/linkgate/linkgate/shortener/internal/statsrec"
 )
 
-// yieldEvery is how many links AddVisits adds between yields: on a server
-// with one core (GOMAXPROCS=1) a large batch would otherwise hold it for
-// a whole scheduler slice at a time.
-const yieldEvery = 512
+// visitChunk is how many links AddVisits commits at a time, yielding
+// between commits: on a server with one core (GOMAXPROCS=1) a flush of
+// 20,000 links in one commit held the core while pebble applied the whole
+// batch to its memtable (about 10 ms, until the runtime preempted it),
+// and every redirect arriving meanwhile waited for it.
+const visitChunk = 512
 
-// AddVisits adds a batch in one synced pebble batch: one Merge of a
-// statistics record per link that exists. Visits of links deleted
-// meanwhile are dropped, and so are those of an earlier link under the
-// same id (their CreatedAt differs from the link's).
+// AddVisits adds a batch: one Merge of a statistics record per link that
+// exists, committed visitChunk links at a time. Every commit but the last
+// is unsynced and the last is synced, which makes the write-ahead log
+// durable up to it, so a batch costs one fsync whatever its size; a link
+// is marked Applied once the commit holding it succeeds (it is in the
+// store and must not be retried), so after an error the links of the
+// committed chunks are Applied and the rest are not. Visits of links
+// deleted meanwhile are dropped, and so are those of an earlier link
+// under the same id (their CreatedAt differs from the link's).
 func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("add visits: %w", err)
@@ -32,40 +39,77 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 		return unavailable("add visits", errClosed)
 	}
 	b := s.db.NewBatch()
-	defer b.Close()
+	defer func() { b.Close() }()
 	var d statsrec.Delta
 	var key, rec []byte
 	names := statsrec.KeyNames(nil, batch)
+	from := 0         // the first link of the chunk being built
+	unsynced := false // a chunk before it was committed without a sync
 	for i := range batch.Links {
-		if i%yieldEvery == yieldEvery-1 {
-			runtime.Gosched()
-		}
 		id := batch.Links[i].ID
 		switch created, found, err := s.createdAt(id); {
 		case err != nil:
 			return unavailable("add visits", err)
 		case !found:
-			continue // deleted meanwhile
 		case batch.Links[i].CreatedAt != 0 && created != 0 && created != batch.Links[i].CreatedAt:
-			continue // visits of an earlier link under the id, deleted meanwhile
+			// visits of an earlier link under the id, deleted meanwhile
+		default:
+			d.Reset()
+			d.AddBatch(batch, i, names)
+			d.Normalize()
+			var err error
+			if rec, err = statsrec.Merge(rec[:0], nil, &d); err != nil {
+				return fmt.Errorf("add visits: link %q: %w", id, err)
+			}
+			key = appendKey(key[:0], kindStats, id)
+			if err := b.Merge(key, rec, nil); err != nil {
+				return unavailable("add visits", err)
+			}
 		}
-		d.Reset()
-		d.AddBatch(batch, i, names)
-		d.Normalize()
-		var err error
-		if rec, err = statsrec.Merge(rec[:0], nil, &d); err != nil {
-			return fmt.Errorf("add visits: link %q: %w", id, err)
+		last := i == len(batch.Links)-1
+		if !last && i-from < visitChunk-1 {
+			continue
 		}
-		key = appendKey(key[:0], kindStats, id)
-		if err := b.Merge(key, rec, nil); err != nil {
+		o := pebbledb.NoSync
+		if last {
+			o = pebbledb.Sync
+			if b.Empty() && unsynced {
+				// Nothing left to merge, but the chunks before are
+				// not synced yet: a log-only record makes the commit.
+				if err := b.LogData(nil, nil); err != nil {
+					return unavailable("add visits", err)
+				}
+			}
+		}
+		if err := s.commitVisits(b, o, batch.Links[from:i+1]); err != nil {
 			return unavailable("add visits", err)
 		}
+		if !last {
+			unsynced = unsynced || !b.Empty()
+			b.Close()
+			b = s.db.NewBatch()
+			from = i + 1
+			runtime.Gosched()
+		}
 	}
-	if err := s.commit(b, pebbledb.Sync); err != nil {
-		return unavailable("add visits", err)
+	return nil
+}
+
+// commitVisits commits b (nothing if it is empty), the visits of links,
+// with o, and marks links Applied.
+func (s *Store) commitVisits(b *pebbledb.Batch, o *pebbledb.WriteOptions, links []shortener.LinkVisits) error {
+	if !b.Empty() {
+		if s.visitChunkHook != nil {
+			if err := s.visitChunkHook(len(links), o.Sync); err != nil {
+				return err
+			}
+		}
+		if err := s.commit(b, o); err != nil {
+			return err
+		}
 	}
-	for i := range batch.Links {
-		batch.Links[i].Applied = true
+	for i := range links {
+		links[i].Applied = true
 	}
 	return nil
 }
