@@ -355,10 +355,20 @@ func (f cacheSizeFlag) entries(kind string) int {
 	return 0
 }
 
+// lookupSample is how many of the embedded store's redirect lookups share
+// one timing in linkgate_store_operation_duration_seconds.
+const lookupSample = 16
+
 // wrapStore adds to a raw store what every front end serves it with: the
 // store latency metrics (of the backend itself), then the read cache.
 func wrapStore(logger *slog.Logger, raw shortener.Store, kind string, c serveConfig, reg prometheus.Registerer) (shortener.Store, error) {
-	var store shortener.Store = storemetrics.Wrap(raw, reg, kind)
+	timed := storemetrics.Wrap(raw, reg, kind)
+	if kind != "dynamodb" {
+		// The embedded store's lookups are sub-microsecond: time a sample
+		// (docs/serve-benchmarks.md, "Redirect CPU: sampled latency and no unused client address").
+		timed.SampleLookups(lookupSample)
+	}
+	var store shortener.Store = timed
 	n := c.cacheSize.entries(kind)
 	if n == 0 {
 		return store, nil

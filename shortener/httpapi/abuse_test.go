@@ -100,20 +100,34 @@ func (r *recorder) Record(_, _, _ []byte, ip netip.Addr, country string, _ time.
 	r.mu.Unlock()
 }
 
+// addrless is a recorder that does not use the client's address (as the
+// visit aggregator without GeoIP).
+type addrless struct{ *recorder }
+
+func (addrless) UsesAddr() bool { return false }
+
 // Visits are counted for the client behind trusted proxies, and for the
-// peer when it is not one of them.
+// peer when it is not one of them. A recorder that does not use the
+// address gets none, unless trusted proxies may name a country.
 func TestVisitsSeeTheClient(t *testing.T) {
 	for _, tt := range []struct {
-		name    string
-		proxies *httpapi.TrustedProxies
-		want    string
+		name     string
+		proxies  *httpapi.TrustedProxies
+		addrless bool
+		want     string
 	}{
-		{"behind a trusted proxy", httpapi.NewTrustedProxies([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}), "198.51.100.7 NZ"},
-		{"from an untrusted peer", httpapi.NewTrustedProxies([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}), "127.0.0.1 "},
-		{"no proxies", nil, "127.0.0.1 "},
+		{"behind a trusted proxy", httpapi.NewTrustedProxies([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}), false, "198.51.100.7 NZ"},
+		{"from an untrusted peer", httpapi.NewTrustedProxies([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}), false, "127.0.0.1 "},
+		{"no proxies", nil, false, "127.0.0.1 "},
+		{"no proxies, address unused", nil, true, "invalid IP "},
+		{"behind a trusted proxy, address unused", httpapi.NewTrustedProxies([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}), true, "198.51.100.7 NZ"},
 	} {
 		rec := &recorder{}
-		s := start(t, setup{cfg: httpapi.Config{Visits: rec, TrustedProxies: tt.proxies}})
+		var vr httpapi.VisitRecorder = rec
+		if tt.addrless {
+			vr = addrless{rec}
+		}
+		s := start(t, setup{cfg: httpapi.Config{Visits: vr, TrustedProxies: tt.proxies}})
 		id := decodeLink(t, s.do(t, "POST", "/api/v1/links", `{"url":"https://example.com/v"}`)).ID
 		s.do(t, "GET", "/"+id, "", "X-Forwarded-For", "6.6.6.6, 198.51.100.7", "CloudFront-Viewer-Country", "NZ")
 		if len(rec.clients) != 1 || rec.clients[0] != tt.want {

@@ -151,6 +151,15 @@ type VisitRecorder interface {
 	Record(id, referrer, userAgent []byte, ip netip.Addr, country string, now time.Time, link shortener.Link)
 }
 
+// AddrUser is a VisitRecorder that says whether it uses the client's
+// address (visits.Aggregator: only with GeoIP). When it does not and no
+// TrustedProxies are configured (which may name a country), the redirect
+// skips finding the address: Record gets the zero Addr and "". A
+// recorder that does not implement it always gets them.
+type AddrUser interface {
+	UsesAddr() bool
+}
+
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	switch c.RedirectStatus {
@@ -241,6 +250,7 @@ type Handler struct {
 	rates          [numClasses]*overload.Rate  // Config.OverloadRate's rates; nil: none
 	metricsHandler fasthttp.RequestHandler
 	visits         VisitRecorder // nil: visits are not counted
+	visitAddr      bool          // visits need the client's address or country
 	wall           wallClock     // the time of a visit
 	ui             *ui           // nil: no web page
 	qr             *qrCodes
@@ -328,6 +338,10 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 		h.now = time.Now
 	}
 	h.visits = cfg.Visits
+	h.visitAddr = cfg.TrustedProxies.Len() > 0
+	if u, ok := cfg.Visits.(AddrUser); !ok || u.UsesAddr() {
+		h.visitAddr = true
+	}
 	if cfg.UI {
 		h.ui = newUI()
 	}

@@ -24,6 +24,7 @@ type Metrics struct {
 	limited  prometheus.Counter
 	inflight [numClasses]inflight
 	reg      prometheus.Registerer
+	followed atomic.Uint32 // redirects followed, for sampling their latency
 
 	byRoute [numRoutes]perRoute
 }
@@ -64,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"route", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "linkgate_http_request_duration_seconds",
-			Help:    "Time from reading a request to handing its response to the server, by route.",
+			Help:    "Time from reading a request to handing its response to the server, by route (of followed redirects, one in 16).",
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"route"}),
 		created: prometheus.NewCounter(prometheus.CounterOpts{
@@ -156,10 +157,20 @@ func (c *wallClock) at(mono time.Duration) time.Time {
 	return r.wall.Add(mono - r.mono)
 }
 
+// redirectSample: one followed redirect (a 30x of the redirect route) in
+// redirectSample is timed in linkgate_http_request_duration_seconds;
+// every other request is, and linkgate_http_requests_total counts them
+// all. A followed redirect takes a few microseconds of the handler's
+// CPU, of which the clock read and the observation were about 0.1 µs;
+// a sample of one in 16 shows the same distribution.
+const redirectSample = 16
+
 // observe records one answered request, started at monotonic() == start.
 func (m *Metrics) observe(r route, status int, start time.Duration) {
 	rm := &m.byRoute[r]
-	rm.latency.Observe((monotonic() - start).Seconds())
+	if r != routeRedirect || status < 300 || status >= 400 || (m.followed.Add(1)-1)%redirectSample == 0 {
+		rm.latency.Observe((monotonic() - start).Seconds())
+	}
 	if status >= 0 && status < len(statusIndex) && statusIndex[status] >= 0 {
 		rm.codes[statusIndex[status]].Inc()
 		return

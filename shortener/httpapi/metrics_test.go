@@ -3,6 +3,8 @@ package httpapi
 import (
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // A visit's time is the request's monotonic start on a wall-clock reading
@@ -20,5 +22,40 @@ func TestWallClock(t *testing.T) {
 	}
 	if d := time.Until(c.at(monotonic() + time.Second)).Abs(); d > 2*time.Second {
 		t.Errorf("a second after the reading: %v off the wall clock, want a new reading", d)
+	}
+}
+
+// Followed redirects are timed one in redirectSample; failed ones and
+// other routes every time; all are counted.
+func TestRedirectLatencySampled(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	for range 2*redirectSample + 1 {
+		m.observe(routeRedirect, 302, monotonic())
+	}
+	m.observe(routeRedirect, 404, monotonic())
+	m.observe(routeShorten, 201, monotonic())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, x := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, lp := range x.GetLabel() {
+				key += " " + lp.GetValue()
+			}
+			got[key] = x.GetCounter().GetValue() + float64(x.GetHistogram().GetSampleCount())
+		}
+	}
+	for key, want := range map[string]float64{
+		"linkgate_http_request_duration_seconds redirect":    3 + 1, // calls 1, 17 and 33, and the 404
+		"linkgate_http_request_duration_seconds shorten_url": 1,
+		"linkgate_http_requests_total 302 redirect":          2*redirectSample + 1,
+	} {
+		if got[key] != want {
+			t.Errorf("%s: %v, want %v", key, got[key], want)
+		}
 	}
 }

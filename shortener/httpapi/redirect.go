@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -55,7 +56,11 @@ func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte, start time
 		ctx.Response.Header.SetCanonical(headerCacheControl, h.cacheControl)
 		ctx.SetStatusCode(h.redirectStatus)
 		if h.visits != nil && ctx.IsGet() {
-			ip, country := h.cfg.TrustedProxies.client(ctx)
+			var ip netip.Addr
+			var country string
+			if h.visitAddr {
+				ip, country = h.cfg.TrustedProxies.client(ctx)
+			}
 			h.visits.Record(key, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ip, country, h.wall.at(start), l)
 		}
 	}

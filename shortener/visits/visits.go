@@ -181,6 +181,10 @@ func New(cfg Config) (*Aggregator, error) {
 	return a, nil
 }
 
+// UsesAddr reports whether Record uses the client's address: only to find
+// its country, with Config.Geo (httpapi.AddrUser).
+func (a *Aggregator) UsesAddr() bool { return a.cfg.Geo != nil }
+
 // Record counts one visit of the link id: its Referer and User-Agent
 // header values, the client's address (used only with a GeoIP database),
 // its country when a trusted front end said it (CloudFront-Viewer-Country;

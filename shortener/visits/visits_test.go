@@ -401,6 +401,9 @@ func (g geo) Country(ip net.IP) string { return g[ip.String()] }
 func TestCountries(t *testing.T) {
 	s := newStore(t, "geo")
 	a := newAggregator(t, s, visits.Config{Geo: geo{"192.0.2.1": "DE"}})
+	if !a.UsesAddr() || newAggregator(t, s, visits.Config{}).UsesAddr() {
+		t.Error("UsesAddr: want true with a GeoIP database only (the redirect skips finding the address otherwise)")
+	}
 	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.1"), "", day, shortener.Link{})
 	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.9"), "", day, shortener.Link{})
 	// A country a trusted front end gave wins over the database, with or
