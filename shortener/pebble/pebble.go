@@ -146,6 +146,9 @@ type Options struct {
 	// syncGather is pebble's WALMinSyncInterval; nil: syncGather. Only
 	// BenchmarkCreateParallel's anchor (pebble's default) changes it.
 	syncGather func() time.Duration
+	// pause is how flushes and compactions stop on a single P (yieldFS);
+	// nil: yieldPause. Only TestBackgroundWritesYield changes it.
+	pause func()
 }
 
 // DefaultCacheSize is the block cache when Options.CacheSize is 0.
@@ -260,6 +263,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.guard != nil && !s.guard.unsupported {
 		pfs = vfs.OnDiskFull(fs, s.guard.onDiskFull)
 	}
+	pfs = yieldFS{FS: pfs, pause: opts.pause}
 	po := &pebbledb.Options{
 		FS:                 pfs,
 		Cache:              s.cache,
