@@ -114,10 +114,3 @@ func TestServeDiskFull(t *testing.T) {
 		}
 	}
 }
-
-// shed says whether an answer is the admission control's (a create shed
-// while the machine is busy, as under -race), which says nothing about the
-// disk guard.
-func shed(status int, body string) bool {
-	return status == 503 && strings.Contains(body, `"overloaded"`)
-}

@@ -123,8 +123,19 @@
   }
 
   // --- list -------------------------------------------------------------
+  // getRetrying GETs url, and asks again (twice at most) after a 503 that
+  // says when to (Retry-After: a busy server sheds statistics first).
+  async function getRetrying(url) {
+    for (let attempt = 1; ; attempt++) {
+      const resp = await fetch(url, { headers: headers(), cache: "no-store" });
+      const after = parseInt(resp.headers.get("Retry-After"), 10);
+      if (resp.status !== 503 || !(after >= 0) || attempt === 3) return resp;
+      await new Promise((done) => setTimeout(done, Math.min(after, 5) * 1000));
+    }
+  }
+
   async function fetchStats(id, domain) {
-    const resp = await fetch("/api/v1/links/" + encodeURIComponent(id) + "/stats" + domainArg("?", domain), { headers: headers(), cache: "no-store" });
+    const resp = await getRetrying("/api/v1/links/" + encodeURIComponent(id) + "/stats" + domainArg("?", domain));
     if (resp.status === 401 || resp.status === 403) {
       $("key-form").hidden = false;
       const e = new Error(await errorMessage(resp));
