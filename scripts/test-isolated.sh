@@ -64,7 +64,19 @@ for pkg in $(go list ./...); do
 			cat "$fuzz_log"
 			# A failing input is a real failure. Anything else (the fuzz
 			# engine losing a worker on a loaded machine) gets one retry.
-			if grep -q 'Failing input written to' "$fuzz_log" || [ "$attempt" = 2 ]; then
+			if grep -q 'Failing input written to' "$fuzz_log"; then
+				exit 1
+			fi
+			if [ "$attempt" = 2 ]; then
+				# Go's fuzz coordinator can end a run that found nothing with
+				# a bare "context deadline exceeded" when -fuzztime expires
+				# (golang/go#75804, fixed in Go 1.27; it hit one target twice
+				# in a row here): the target was fuzzed for its time. Any
+				# other failure, or a panic, still fails.
+				if [ "$(grep -c -- '--- FAIL' "$fuzz_log")" = 1 ] && grep -qx '    context deadline exceeded' "$fuzz_log" && ! grep -q 'panic:' "$fuzz_log"; then
+					echo "fuzz $pkg $f: fuzzed for $FUZZTIME twice without a failing input; the coordinator's deadline race (golang/go#75804), not a finding"
+					break
+				fi
 				exit 1
 			fi
 			echo "fuzz $pkg $f: no failing input found; retrying once"
