@@ -3,7 +3,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,11 +14,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -350,22 +347,25 @@ func runSoak(t *testing.T, nodes []*soakNode, d time.Duration, history func() []
 	}
 
 	// Every configuration swapped in was the store's at its revision.
-	var revs []int64
+	states := replay(history())
+	compiled := map[int64]string{}
 	swaps := 0
-	for _, n := range nodes {
-		n.mu.Lock()
-		for _, s := range n.timeline {
-			revs = append(revs, s.c.Revision)
-		}
-		swaps += len(n.timeline)
-		n.mu.Unlock()
-	}
-	compiled := freshViews(history(), revs)
 	for i, n := range nodes {
+		n.mu.Lock()
+		tl := slices.Clone(n.timeline)
+		n.mu.Unlock()
+		swaps += len(tl)
 		bad := 0
-		for _, s := range n.timeline {
+		for _, s := range tl {
 			rev := s.c.Revision
-			exp := compiled[rev]
+			exp, ok := compiled[rev]
+			if !ok {
+				c := gateway.NewConfig()
+				c.Apply(states.at(rev), reg)
+				fc, _ := gateway.Compile(c, reg)
+				exp = viewOf(fc)
+				compiled[rev] = exp
+			}
 			if got := viewOf(s.c); got != exp && bad < 3 {
 				bad++
 				t.Errorf("node %d served at revision %d a configuration the store did not hold then:\n%s", i, rev, lineDiff(got, exp))
@@ -488,11 +488,7 @@ func soakCall(rng *rand.Rand, up string, gen func() string) (method, path, body 
 // a.path, or, without a marker, no working route for a.path (404) or a
 // route for it that answers a.status.
 func answeredByServed(tl []swap, a answer, versions []string) bool {
-	// Swaps come one after another, so the ones replaced before a was
-	// sent are a prefix of the timeline: skip it in one search.
-	first, _ := slices.BinarySearchFunc(tl, a.a, func(s swap, sent time.Time) int { return s.after.Compare(sent) })
-	for k := max(first-1, 0); k < len(tl); k++ {
-		s := tl[k]
+	for k, s := range tl {
 		if s.before.After(a.b) {
 			break
 		}
@@ -551,57 +547,35 @@ func lineDiff(got, want string) string {
 	return strings.Join(out, "\n")
 }
 
-// freshViews replays a store's history (its changes, in any order) and
-// returns, for each of revs, the view of a configuration compiled from
-// scratch out of the store's content at that revision. The history is
-// replayed once; the compiles, one per distinct revision, run on every
-// core, each worker with a registry of its own.
-func freshViews(h []gateway.Update, revs []int64) map[int64]string {
-	slices.SortStableFunc(h, func(a, b gateway.Update) int { return cmp.Compare(a.Revision, b.Revision) })
-	revs = slices.Clone(revs)
-	slices.Sort(revs)
-	revs = slices.Compact(revs)
-	states := make([]gateway.Update, len(revs))
+// history is a store's changes in revision order.
+type history []gateway.Update
+
+// replay returns the history as a function of revision.
+func replay(h []gateway.Update) history {
+	slices.SortStableFunc(h, func(a, b gateway.Update) int { return int(a.Revision - b.Revision) })
+	return h
+}
+
+// at is the store's content at revision rev, as a Reset update.
+func (h history) at(rev int64) gateway.Update {
 	state := map[string]gateway.Entry{}
-	next := 0
-	for i, rev := range revs {
-		for ; next < len(h) && h[next].Revision <= rev; next++ {
-			u := h[next]
-			if u.Reset {
-				clear(state)
-			}
-			for _, e := range u.Entries {
-				state[e.Key()] = e
-			}
-			for _, e := range u.Deleted {
-				delete(state, e.Key())
-			}
+	for _, u := range h {
+		if u.Revision > rev {
+			break
 		}
-		states[i] = gateway.Update{Reset: true, Revision: rev}
-		for _, k := range slices.Sorted(maps.Keys(state)) {
-			states[i].Entries = append(states[i].Entries, state[k])
+		if u.Reset {
+			clear(state)
+		}
+		for _, e := range u.Entries {
+			state[e.Key()] = e
+		}
+		for _, e := range u.Deleted {
+			delete(state, e.Key())
 		}
 	}
-	views := make([]string, len(revs))
-	var wg sync.WaitGroup
-	var work atomic.Int64
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			pool := redis.NewPool()
-			defer pool.Close()
-			reg := newRegistry(slog.New(slog.DiscardHandler), gatewayConfig{}, prometheus.New(), pool)
-			for i := int(work.Add(1) - 1); i < len(revs); i = int(work.Add(1) - 1) {
-				c := gateway.NewConfig()
-				c.Apply(states[i], reg)
-				fc, _ := gateway.Compile(c, reg)
-				views[i] = viewOf(fc)
-			}
-		})
-	}
-	wg.Wait()
-	out := make(map[int64]string, len(revs))
-	for i, rev := range revs {
-		out[rev] = views[i]
+	out := gateway.Update{Reset: true, Revision: rev}
+	for _, k := range slices.Sorted(maps.Keys(state)) {
+		out.Entries = append(out.Entries, state[k])
 	}
 	return out
 }
