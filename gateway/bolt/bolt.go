@@ -30,7 +30,22 @@ type Store struct {
 	db *bbolt.DB
 
 	mu   sync.Mutex // orders writes with their notifications
-	subs map[chan gateway.Update]struct{}
+	subs map[*watcher]struct{}
+}
+
+// watchQueue is how many changes a watcher may have pending.
+const watchQueue = 256
+
+// watcher is one Watch call's queue. Only Watch receives from it: notify
+// never takes changes back out of a queue its watcher is reading (it did,
+// and the watcher could receive a change from the middle of the queue
+// while the ones before it were being thrown away).
+type watcher struct {
+	changes chan gateway.Update
+	// behind (guarded by Store.mu) is set when changes overflowed: nothing
+	// more is queued until the watcher has re-listed, which clears it.
+	behind bool
+	relist chan struct{} // signalled when behind is set
 }
 
 var _ gateway.Store = (*Store)(nil)
@@ -58,7 +73,7 @@ func Open(path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open gateway store %s: %w", path, err)
 	}
-	return &Store{db: db, subs: map[chan gateway.Update]struct{}{}}, nil
+	return &Store{db: db, subs: map[*watcher]struct{}{}}, nil
 }
 
 // Close closes the file.
@@ -226,32 +241,33 @@ func (s *Store) NextID(_ context.Context) (string, error) {
 }
 
 // notify hands u to every watcher; called with s.mu held, so watchers see
-// changes in commit order. A watcher's channel is buffered; a watcher too
-// slow to keep up gets a full reset instead.
+// changes in commit order. A watcher's queue is buffered; a watcher too
+// slow to keep up re-lists instead: the changes it already has queued stay
+// (they come before u), u and the later ones are left to its listing.
 func (s *Store) notify(u gateway.Update) {
-	for ch := range s.subs {
+	for w := range s.subs {
+		if w.behind {
+			continue
+		}
 		select {
-		case ch <- u:
+		case w.changes <- u:
 		default:
-			// Drain and replace with a reset marker; the watcher re-lists.
-			for len(ch) > 0 {
-				<-ch
-			}
-			ch <- gateway.Update{Reset: true}
+			w.behind = true
+			w.relist <- struct{}{} // never blocks: behind was false, so relist is empty
 		}
 	}
 }
 
 // Watch implements gateway.Store.
 func (s *Store) Watch(ctx context.Context, fn func(gateway.Update)) error {
-	ch := make(chan gateway.Update, 256)
+	w := &watcher{changes: make(chan gateway.Update, watchQueue), relist: make(chan struct{}, 1)}
 	s.mu.Lock()
-	s.subs[ch] = struct{}{}
+	s.subs[w] = struct{}{}
 	first, err := s.all()
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		delete(s.subs, ch)
+		delete(s.subs, w)
 		s.mu.Unlock()
 	}()
 	if err != nil {
@@ -263,19 +279,20 @@ func (s *Store) Watch(ctx context.Context, fn func(gateway.Update)) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case u := <-ch:
-			if u.Reset {
-				s.mu.Lock()
-				u, err = s.all()
-				s.mu.Unlock()
-				if err != nil {
-					return err
-				}
-				listed = u.Revision
-			} else if u.Revision <= listed {
-				// Queued after the reset marker, before the listing: it
-				// holds this change or a later one, and replaying it
-				// would take the watcher back to an older version.
+		case <-w.relist:
+			s.mu.Lock()
+			u, err := s.all()
+			w.behind = false
+			s.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			listed = u.Revision
+			fn(u)
+		case u := <-w.changes:
+			if u.Revision <= listed {
+				// Queued before a listing that holds this change or a
+				// later one: replaying it would take the watcher back.
 				continue
 			}
 			fn(u)
