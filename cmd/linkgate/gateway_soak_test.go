@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,9 +15,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,6 +108,7 @@ type soakNode struct {
 
 	mu       sync.Mutex
 	timeline []swap
+	watched  []watched // what the store's Watch delivered, for failures
 }
 
 // swap is one configuration load: it served from some instant in
@@ -137,7 +141,7 @@ func startSoakNode(t *testing.T, store gateway.Store) *soakNode {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = n.reloader.Run(ctx, store, func() { once.Do(func() { close(loaded) }) })
+		_ = n.reloader.Run(ctx, loggingWatch{store, n}, func() { once.Do(func() { close(loaded) }) })
 	}()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -158,6 +162,55 @@ func startSoakNode(t *testing.T, store gateway.Store) *soakNode {
 	}
 	n.url = "http://" + ln.Addr().String()
 	return n
+}
+
+// watched is one update the store's Watch delivered, summarised.
+type watched struct {
+	rev  int64
+	line string
+}
+
+// loggingWatch records what the store's Watch delivers to the node.
+type loggingWatch struct {
+	gateway.Store
+	n *soakNode
+}
+
+func (s loggingWatch) Watch(ctx context.Context, fn func(gateway.Update)) error {
+	return s.Store.Watch(ctx, func(u gateway.Update) {
+		line := fmt.Sprintf("@%d", u.Revision)
+		if u.Reset {
+			line += fmt.Sprintf(" listing of %d entries", len(u.Entries))
+		}
+		for _, e := range u.Entries[:min(len(u.Entries), 3)] {
+			line += fmt.Sprintf(" %s/%s@%d", e.Kind, e.ID, e.ModifiedIndex)
+		}
+		for _, e := range u.Deleted {
+			line += fmt.Sprintf(" -%s/%s", e.Kind, e.ID)
+		}
+		s.n.mu.Lock()
+		s.n.watched = append(s.n.watched, watched{u.Revision, line})
+		s.n.mu.Unlock()
+		fn(u)
+	})
+}
+
+// around is what the node's watch delivered before and after the update
+// at revision rev.
+func (n *soakNode) around(rev int64) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k, _ := slices.BinarySearchFunc(n.watched, rev, func(w watched, rev int64) int { return cmp.Compare(w.rev, rev) })
+	lo, hi := max(k-8, 0), min(k+4, len(n.watched))
+	out := fmt.Sprintf("the node's watch delivered (updates %d–%d of %d):", lo, hi-1, len(n.watched))
+	for _, w := range n.watched[lo:hi] {
+		mark := "  "
+		if w.rev == rev {
+			mark = "> "
+		}
+		out += "\n" + mark + w.line
+	}
+	return out
 }
 
 // markLog maps each X-Soak marker to the stored route versions carrying
@@ -347,28 +400,25 @@ func runSoak(t *testing.T, nodes []*soakNode, d time.Duration, history func() []
 	}
 
 	// Every configuration swapped in was the store's at its revision.
-	states := replay(history())
-	compiled := map[int64]string{}
+	var revs []int64
 	swaps := 0
-	for i, n := range nodes {
+	for _, n := range nodes {
 		n.mu.Lock()
-		tl := slices.Clone(n.timeline)
+		for _, s := range n.timeline {
+			revs = append(revs, s.c.Revision)
+		}
+		swaps += len(n.timeline)
 		n.mu.Unlock()
-		swaps += len(tl)
+	}
+	compiled := freshViews(history(), revs)
+	for i, n := range nodes {
 		bad := 0
-		for _, s := range tl {
+		for _, s := range n.timeline {
 			rev := s.c.Revision
-			exp, ok := compiled[rev]
-			if !ok {
-				c := gateway.NewConfig()
-				c.Apply(states.at(rev), reg)
-				fc, _ := gateway.Compile(c, reg)
-				exp = viewOf(fc)
-				compiled[rev] = exp
-			}
+			exp := compiled[rev]
 			if got := viewOf(s.c); got != exp && bad < 3 {
 				bad++
-				t.Errorf("node %d served at revision %d a configuration the store did not hold then:\n%s", i, rev, lineDiff(got, exp))
+				t.Errorf("node %d served at revision %d a configuration the store did not hold then:\n%s\n%s", i, rev, lineDiff(got, exp), n.around(rev))
 			}
 		}
 	}
@@ -488,7 +538,11 @@ func soakCall(rng *rand.Rand, up string, gen func() string) (method, path, body 
 // a.path, or, without a marker, no working route for a.path (404) or a
 // route for it that answers a.status.
 func answeredByServed(tl []swap, a answer, versions []string) bool {
-	for k, s := range tl {
+	// Swaps come one after another, so the ones replaced before a was
+	// sent are a prefix of the timeline: skip it in one search.
+	first, _ := slices.BinarySearchFunc(tl, a.a, func(s swap, sent time.Time) int { return s.after.Compare(sent) })
+	for k := max(first-1, 0); k < len(tl); k++ {
+		s := tl[k]
 		if s.before.After(a.b) {
 			break
 		}
@@ -547,35 +601,57 @@ func lineDiff(got, want string) string {
 	return strings.Join(out, "\n")
 }
 
-// history is a store's changes in revision order.
-type history []gateway.Update
-
-// replay returns the history as a function of revision.
-func replay(h []gateway.Update) history {
-	slices.SortStableFunc(h, func(a, b gateway.Update) int { return int(a.Revision - b.Revision) })
-	return h
-}
-
-// at is the store's content at revision rev, as a Reset update.
-func (h history) at(rev int64) gateway.Update {
+// freshViews replays a store's history (its changes, in any order) and
+// returns, for each of revs, the view of a configuration compiled from
+// scratch out of the store's content at that revision. The history is
+// replayed once; the compiles, one per distinct revision, run on every
+// core, each worker with a registry of its own.
+func freshViews(h []gateway.Update, revs []int64) map[int64]string {
+	slices.SortStableFunc(h, func(a, b gateway.Update) int { return cmp.Compare(a.Revision, b.Revision) })
+	revs = slices.Clone(revs)
+	slices.Sort(revs)
+	revs = slices.Compact(revs)
+	states := make([]gateway.Update, len(revs))
 	state := map[string]gateway.Entry{}
-	for _, u := range h {
-		if u.Revision > rev {
-			break
+	next := 0
+	for i, rev := range revs {
+		for ; next < len(h) && h[next].Revision <= rev; next++ {
+			u := h[next]
+			if u.Reset {
+				clear(state)
+			}
+			for _, e := range u.Entries {
+				state[e.Key()] = e
+			}
+			for _, e := range u.Deleted {
+				delete(state, e.Key())
+			}
 		}
-		if u.Reset {
-			clear(state)
-		}
-		for _, e := range u.Entries {
-			state[e.Key()] = e
-		}
-		for _, e := range u.Deleted {
-			delete(state, e.Key())
+		states[i] = gateway.Update{Reset: true, Revision: rev}
+		for _, k := range slices.Sorted(maps.Keys(state)) {
+			states[i].Entries = append(states[i].Entries, state[k])
 		}
 	}
-	out := gateway.Update{Reset: true, Revision: rev}
-	for _, k := range slices.Sorted(maps.Keys(state)) {
-		out.Entries = append(out.Entries, state[k])
+	views := make([]string, len(revs))
+	var wg sync.WaitGroup
+	var work atomic.Int64
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			pool := redis.NewPool()
+			defer pool.Close()
+			reg := newRegistry(slog.New(slog.DiscardHandler), gatewayConfig{}, prometheus.New(), pool)
+			for i := int(work.Add(1) - 1); i < len(revs); i = int(work.Add(1) - 1) {
+				c := gateway.NewConfig()
+				c.Apply(states[i], reg)
+				fc, _ := gateway.Compile(c, reg)
+				views[i] = viewOf(fc)
+			}
+		})
+	}
+	wg.Wait()
+	out := make(map[int64]string, len(revs))
+	for i, rev := range revs {
+		out[rev] = views[i]
 	}
 	return out
 }
