@@ -351,8 +351,10 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 // ServeFastHTTP is the fasthttp entry point. Every request is counted and
 // timed; beyond MaxInflight it is shed; a panic is answered 500 and never
 // escapes.
-func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
-	start := monotonic()
+func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) { h.serve(ctx, monotonic()) }
+
+// serve serves a request that arrived at monotonic() == start.
+func (h *Handler) serve(ctx *fasthttp.RequestCtx, start time.Duration) {
 	r, id, allow := match(ctx)
 	if c := r.class(); c != classOperational {
 		if len(h.domains) > 0 && h.domainOf(ctx.Host()) < 0 {
