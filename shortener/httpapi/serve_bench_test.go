@@ -6,13 +6,12 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
 
+	"github.com/linkgate/linkgate/internal/testdep"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/httpapi"
 )
@@ -59,7 +58,7 @@ func benchmarkServe(b *testing.B, serve func(net.Listener) error, stop func()) {
 	req := []byte("GET /bench00000 HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: wrk\r\n\r\n")
 	br := bufio.NewReader(c)
 	b.ReportAllocs()
-	cpu0 := cpuTime(b)
+	cpu0 := testdep.CPUTime()
 	for b.Loop() {
 		if _, err := c.Write(req); err != nil {
 			b.Fatal(err)
@@ -74,14 +73,5 @@ func benchmarkServe(b *testing.B, serve func(net.Listener) error, stop func()) {
 			}
 		}
 	}
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
-}
-
-// cpuTime is the process's CPU time so far, user and system.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(testdep.CPUTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }
