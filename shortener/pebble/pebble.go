@@ -146,9 +146,11 @@ type Options struct {
 	// syncGather is pebble's WALMinSyncInterval; nil: syncGather. Only
 	// BenchmarkCreateParallel's anchor (pebble's default) changes it.
 	syncGather func() time.Duration
-	// pause is how flushes and compactions stop on a single P (yieldFS);
-	// nil: yieldPause. Only TestBackgroundWritesYield changes it.
-	pause func()
+	// pause is how flushes and compactions stop on a single P (yieldFS),
+	// and now their clock; nil: time.Sleep, time.Now. Only
+	// TestBackgroundWritesYield changes them.
+	pause func(time.Duration)
+	now   func() time.Time
 }
 
 // DefaultCacheSize is the block cache when Options.CacheSize is 0.
@@ -271,7 +273,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.guard != nil && !s.guard.unsupported {
 		pfs = vfs.OnDiskFull(fs, s.guard.onDiskFull)
 	}
-	pfs = yieldFS{FS: pfs, pause: opts.pause}
+	pfs = yieldFS{FS: pfs, pause: opts.pause, now: opts.now}
 	po := &pebbledb.Options{
 		FS:                 pfs,
 		Cache:              s.cache,
