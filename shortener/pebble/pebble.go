@@ -381,7 +381,9 @@ func (s *Store) indexed(id string, val []byte) {
 }
 
 // value returns the stored value of the link id, from the read index or
-// from pebble; release must be called once v is no longer used.
+// from pebble; release must be called once v is no longer used. kb is
+// the buffer for pebble's key; nil: one is taken from s.keys only if
+// pebble is read (the index needs none).
 func (s *Store) value(kb *[]byte, id []byte) (v []byte, release func(), found bool, err error) {
 	if s.ixOn.Load() {
 		if s.closed.Load() {
@@ -389,6 +391,10 @@ func (s *Store) value(kb *[]byte, id []byte) (v []byte, release func(), found bo
 		}
 		v = s.ix.get(id)
 		return v, noRelease, v != nil, nil
+	}
+	if kb == nil {
+		kb = s.keys.Get().(*[]byte)
+		defer s.keys.Put(kb) // pebble keeps no reference to the key
 	}
 	*kb = appendKey((*kb)[:0], kindLink, id)
 	v, closer, found, err := s.get(*kb)
@@ -524,9 +530,7 @@ func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
 // AppendURL is Get for the redirect hot path: it appends the URL to dst
 // and allocates nothing for a link without a visit limit.
 func (s *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortener.Link, error) {
-	kb := s.keys.Get().(*[]byte)
-	defer s.keys.Put(kb)
-	v, release, found, err := s.value(kb, id)
+	v, release, found, err := s.value(nil, id)
 	if err != nil {
 		return dst, shortener.Link{}, unavailable("get link", err)
 	}
@@ -542,7 +546,9 @@ func (s *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortene
 		return dst, shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
 	}
 	if l.MaxVisits > 0 { // only a visit limit needs the count
+		kb := s.keys.Get().(*[]byte)
 		n, err := storedVisits(s, kb, id)
+		s.keys.Put(kb)
 		if err != nil {
 			return dst, shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
 		}
