@@ -146,9 +146,11 @@ type Options struct {
 	// syncGather is pebble's WALMinSyncInterval; nil: syncGather. Only
 	// BenchmarkCreateParallel's anchor (pebble's default) changes it.
 	syncGather func() time.Duration
-	// pause is how flushes and compactions stop on a single P (yieldFS);
-	// nil: yieldPause. Only TestBackgroundWritesYield changes it.
-	pause func()
+	// pause is how flushes and compactions stop on a single P (yieldFS),
+	// and now their clock; nil: time.Sleep, time.Now. Only
+	// TestBackgroundWritesYield changes them.
+	pause func(time.Duration)
+	now   func() time.Time
 }
 
 // DefaultCacheSize is the block cache when Options.CacheSize is 0.
@@ -203,6 +205,14 @@ const (
 	l0CompactionThreshold = 16
 	l0StopWritesThreshold = 64
 )
+
+// memTableSize is the size of pebble's memtables (pebble's default: 4 MiB).
+// Visit flushes over links spread wide write one merge operand per link,
+// about 100 bytes of memtable each, so a 4 MiB memtable filled in about
+// 40,000 visits and every memtable flush wrote a table spanning the whole
+// statistics range: twice the memtable, half the flushes and half the
+// L0 compactions, each rewriting the same base level.
+const memTableSize = 8 << 20
 
 // Store is a shortener.Store in a pebble database.
 type Store struct {
@@ -263,7 +273,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.guard != nil && !s.guard.unsupported {
 		pfs = vfs.OnDiskFull(fs, s.guard.onDiskFull)
 	}
-	pfs = yieldFS{FS: pfs, pause: opts.pause}
+	pfs = yieldFS{FS: pfs, pause: opts.pause, now: opts.now}
 	po := &pebbledb.Options{
 		FS:                 pfs,
 		Cache:              s.cache,
@@ -276,6 +286,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		// See l0CompactionThreshold.
 		L0CompactionThreshold: l0CompactionThreshold,
 		L0StopWritesThreshold: l0StopWritesThreshold,
+		MemTableSize:          memTableSize,
 	}
 	s.events.logger = opts.Logger
 	s.events.listen(po.EventListener)
