@@ -241,7 +241,7 @@ type Conn struct {
 	idle     bool   // waiting for the first byte of a request
 	// began is the clock when the Read that ended the last idle wait
 	// returned, while no other Read has followed it; 0 otherwise.
-	// Handling hands it to the request (Began).
+	// Handling hands it to the request it begins.
 	began int64
 }
 
