@@ -355,7 +355,7 @@ func (r *Registry) Build(plugins Plugins, scope Scope) (Chain, error) {
 		var meta struct {
 			Disable bool `json:"disable"`
 		}
-		_ = json.Unmarshal(raw, &meta)
+		_ = Unmarshal(raw, &meta)
 		if meta.Disable {
 			continue
 		}

@@ -595,7 +595,7 @@ func Decode[T any](doc any) (*T, error) {
 		return nil, err
 	}
 	var v T
-	if err := json.Unmarshal(b, &v); err != nil {
+	if err := Unmarshal(b, &v); err != nil {
 		return nil, err
 	}
 	return &v, nil

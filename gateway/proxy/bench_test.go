@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"log/slog"
 	"net"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/plugin/responserewrite"
 	"github.com/linkgate/linkgate/gateway/plugin/trafficsplit"
 	"github.com/linkgate/linkgate/gateway/proxy"
+	"github.com/linkgate/linkgate/internal/testdep"
 )
 
 // Scenario 3 of make bench-gateway: what an API behind auth, a rate limit,
@@ -60,7 +60,7 @@ func BenchmarkProxy(b *testing.B) {
 				"consumers/jack": `{"username":"jack","plugins":{"key-auth":{"key":"auth-one"}}}`})
 			c := &fasthttp.HostClient{Addr: w.url[len("http://"):], MaxConns: 64}
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := testdep.CPUTime()
 			b.RunParallel(func(pb *testing.PB) {
 				req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 				req.SetRequestURI(w.url + "/hello")
@@ -72,7 +72,7 @@ func BenchmarkProxy(b *testing.B) {
 					}
 				}
 			})
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64(testdep.CPUTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 		})
 	}
 }
@@ -126,15 +126,6 @@ func chunkedUpstream(b *testing.B) string {
 		}
 	}()
 	return ln.Addr().String()
-}
-
-// cpuTime is the CPU time (user and system) the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchAPI answers GET /bench with a small HTML page, through public-api

@@ -10,6 +10,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/linkgate/linkgate/internal/testdep"
 )
 
 // BenchmarkH2 drives HTTP/2 requests through the gateway's HTTP/2 server
@@ -87,7 +89,7 @@ func BenchmarkH2(b *testing.B) {
 	run(1, first)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := testdep.CPUTime()
 	run(b.N, again)
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64(testdep.CPUTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 }

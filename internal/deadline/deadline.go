@@ -239,6 +239,10 @@ type Conn struct {
 	idleFrom uint64 // requests when the last idle wait began
 	armed    uint64 // requests when the write deadline was set
 	idle     bool   // waiting for the first byte of a request
+	// began is the clock when the Read that ended the last idle wait
+	// returned, while no other Read has followed it; 0 otherwise.
+	// Handling hands it to the request it begins.
+	began int64
 }
 
 // SetCallTimeouts bounds each Read and each Write from its start, instead
@@ -255,7 +259,17 @@ func (c *Conn) SetCallTimeouts(r, w time.Duration) {
 // Handling tells c's Conn (c itself, or the Conn under a *tls.Conn or any
 // wrapper with a NetConn method) that a request is being handled: its
 // next Read waits for another request. No-op for other connections.
-func Handling(c net.Conn) {
+//
+// It returns when the request arrived, if the Conn knows without a clock
+// read of its own: the time the Read that ended the idle wait before it
+// returned, when that one Read brought the whole request (no other Read
+// followed it, so only parsing came between). Otherwise (the first
+// request of a connection, a request that took several Reads, a
+// pipelined one already buffered, another kind of connection) it
+// returns the zero Time, and the caller reads the clock itself. A server
+// that times its requests saves a clock read per request: the Conn reads
+// the clock at that moment anyway, for the request's Read limit.
+func Handling(c net.Conn) (arrived time.Time) {
 	for {
 		switch x := c.(type) {
 		case *Conn:
@@ -264,11 +278,15 @@ func Handling(c net.Conn) {
 				x.perRead.Store(0)
 				x.perWrite.Store(0)
 			}
-			return
+			if b := x.began; b != 0 {
+				x.began = 0
+				return x.w.start.Add(time.Duration(b))
+			}
+			return time.Time{}
 		case interface{ NetConn() net.Conn }:
 			c = x.NetConn()
 		default:
-			return
+			return time.Time{}
 		}
 	}
 }
@@ -314,10 +332,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 	c.busy.Or(read)
 	n, err := c.Conn.Read(p)
 	c.busy.And(^uint32(read))
+	c.began = 0 // this Read does not end an idle wait, or it was not the only one
 	if c.idle && n > 0 && c.perRead.Load() == 0 {
 		// A request begins: it has Read to arrive whole.
 		c.idle = false
-		c.rd.Store(c.w.after(c.limits.Read))
+		now := c.w.now()
+		c.rd.Store(now + int64(c.limits.Read))
+		c.began = max(now, past)
 	}
 	return n, err
 }

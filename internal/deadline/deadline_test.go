@@ -372,3 +372,47 @@ func TestCallTimeouts(t *testing.T) {
 	}
 	_ = w
 }
+
+// TestHandlingArrived: Handling returns when the Read that ended the idle
+// wait before a request returned, only if that one Read brought the
+// request whole; else the zero Time.
+func TestHandlingArrived(t *testing.T) {
+	clk, w, c, far := setup(t, &Limits{Read: time.Second, Write: time.Second, Idle: time.Minute})
+	buf := make([]byte, 64)
+	read := func(at time.Duration, s string) {
+		t.Helper()
+		clk.set(at)
+		go far.Write([]byte(s))
+		if n, err := c.Read(buf); err != nil || string(buf[:n]) != s {
+			t.Fatalf("read %q, %v; want %q", buf[:n], err, s)
+		}
+	}
+	steps := []struct {
+		name  string
+		reads []string
+		want  time.Duration // -1: the zero Time
+	}{
+		{"first request of the connection", []string{"GET /a"}, -1},
+		{"after an idle wait, in one Read", []string{"GET /b"}, 3 * time.Second},
+		{"pipelined, already read", nil, -1},
+		{"in two Reads", []string{"GET", " /c"}, -1},
+		{"in one Read again", []string{"GET /d"}, 9 * time.Second},
+	}
+	at := time.Second
+	for _, st := range steps {
+		for _, s := range st.reads {
+			read(at, s)
+			at += 2 * time.Second
+		}
+		got := Handling(c)
+		switch {
+		case st.want < 0 && !got.IsZero():
+			t.Errorf("%s: arrived at %v, want the zero Time", st.name, got.Sub(w.start))
+		case st.want >= 0 && got.Sub(w.start) != st.want:
+			t.Errorf("%s: arrived at %v, want %v", st.name, got.Sub(w.start), st.want)
+		}
+	}
+	if got := Handling(far); !got.IsZero() {
+		t.Errorf("another connection: %v, want the zero Time", got)
+	}
+}

@@ -321,7 +321,7 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 	}
 	h.domains, _ = parseDomains(cfg.Domains) // validated
 	if cfg.Overload != nil {
-		cfg.Overload.Watch(metrics.inflight[classRedirect].started.Load)
+		cfg.Overload.Watch(metrics.inflight[classRedirect].started)
 		for _, c := range []class{classCreate, classQRStats} {
 			if h.maxInflight[c] > 0 {
 				h.adaptive[c] = cfg.Overload.Limit(h.maxInflight[c])
@@ -351,8 +351,10 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 // ServeFastHTTP is the fasthttp entry point. Every request is counted and
 // timed; beyond MaxInflight it is shed; a panic is answered 500 and never
 // escapes.
-func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
-	start := monotonic()
+func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) { h.serve(ctx, monotonic()) }
+
+// serve serves a request that arrived at monotonic() == start.
+func (h *Handler) serve(ctx *fasthttp.RequestCtx, start time.Duration) {
 	r, id, allow := match(ctx)
 	if c := r.class(); c != classOperational {
 		if len(h.domains) > 0 && h.domainOf(ctx.Host()) < 0 {
@@ -361,18 +363,17 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		in := &h.metrics.inflight[c]
-		n := in.n.Add(1)
-		in.started.Add(1)
+		n := in.begin()
 		max := h.maxInflight[c]
 		if l := h.adaptive[c]; l != nil {
 			max = l.Load()
 		}
 		if max > 0 && n > max || h.rates[c] != nil && !h.rates[c].Allow() {
-			in.n.Add(-1)
+			in.end()
 			h.shed(ctx, r, c, start)
 			return
 		}
-		defer in.n.Add(-1)
+		defer in.end()
 	}
 	defer func() {
 		if p := recover(); p != nil {

@@ -30,12 +30,26 @@ type Metrics struct {
 }
 
 // inflight counts a class's requests in flight, and those started, on a
-// cache line of its own.
+// cache line of its own, in one word (one atomic operation to start a
+// request, one to end it): the requests in flight in the low 32 bits,
+// those started (modulo 2³²) in the high ones.
 type inflight struct {
-	n       atomic.Int64
-	started atomic.Uint64
-	_       [48]byte
+	v atomic.Uint64
+	_ [56]byte
 }
+
+// begin counts a request started and returns the requests now in flight.
+func (in *inflight) begin() int64 { return int64(uint32(in.v.Add(1<<32 | 1))) }
+
+// end counts a request ended.
+func (in *inflight) end() { in.v.Add(^uint64(0)) }
+
+// now returns the requests in flight.
+func (in *inflight) now() int64 { return int64(uint32(in.v.Load())) }
+
+// started returns the requests started, modulo 2³² (overload.Monitor.Watch
+// only compares successive counts).
+func (in *inflight) started() uint64 { return in.v.Load() >> 32 }
 
 type perRoute struct {
 	latency prometheus.Observer
@@ -96,7 +110,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name:        "linkgate_http_requests_in_flight",
 			Help:        "Requests being handled now, by class.",
 			ConstLabels: prometheus.Labels{"class": c.String()},
-		}, func() float64 { return float64(m.inflight[c].n.Load()) }))
+		}, func() float64 { return float64(m.inflight[c].now()) }))
 	}
 	for r := range numRoutes {
 		name := route(r).String()

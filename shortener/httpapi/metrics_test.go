@@ -59,3 +59,23 @@ func TestRedirectLatencySampled(t *testing.T) {
 		}
 	}
 }
+
+// TestInflight: one word counts the requests in flight and those started.
+func TestInflight(t *testing.T) {
+	var in inflight
+	for i := range 3 {
+		if n := in.begin(); n != int64(i+1) {
+			t.Fatalf("begin %d: %d in flight, want %d", i+1, n, i+1)
+		}
+	}
+	in.end()
+	in.end()
+	if n, s := in.now(), in.started(); n != 1 || s != 3 {
+		t.Fatalf("after 3 begins and 2 ends: %d in flight, %d started; want 1, 3", n, s)
+	}
+	in.end()
+	in.begin()
+	if n, s := in.now(), in.started(); n != 1 || s != 4 {
+		t.Fatalf("after 4 begins and 3 ends: %d in flight, %d started; want 1, 4", n, s)
+	}
+}

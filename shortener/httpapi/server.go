@@ -56,7 +56,7 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 	// No ReadTimeout, WriteTimeout, IdleTimeout here: Serve's listener
 	// enforces them (timeouts.go), without fasthttp's deadline per request.
 	return &Server{cfg: cfg, srv: &fasthttp.Server{
-		Handler:                      markHandling(h.ServeFastHTTP),
+		Handler:                      h.serveConn,
 		ErrorHandler:                 HandleServerError,
 		ExpectHandler:                expectContinue,
 		ReadBufferSize:               cfg.MaxHeaderBytes,

@@ -27,11 +27,14 @@ func timedListener(ln net.Listener, cfg ServerConfig) net.Listener {
 	return w.Listener(ln, deadline.Limits{Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
 }
 
-// markHandling wraps a handler to tell each request's connection that it
-// is being handled.
-func markHandling(h fasthttp.RequestHandler) fasthttp.RequestHandler {
-	return func(ctx *fasthttp.RequestCtx) {
-		deadline.Handling(ctx.Conn())
-		h(ctx)
+// serveConn serves a request of a Server's connection: it tells the
+// connection that the request is being handled, and times the request
+// from when the connection read it whole, if it knows (deadline.Handling:
+// a clock read less per request), else from now.
+func (h *Handler) serveConn(ctx *fasthttp.RequestCtx) {
+	if t := deadline.Handling(ctx.Conn()); !t.IsZero() {
+		h.serve(ctx, t.Sub(clockBase))
+		return
 	}
+	h.serve(ctx, monotonic())
 }

@@ -146,9 +146,11 @@ type Options struct {
 	// syncGather is pebble's WALMinSyncInterval; nil: syncGather. Only
 	// BenchmarkCreateParallel's anchor (pebble's default) changes it.
 	syncGather func() time.Duration
-	// pause is how flushes and compactions stop on a single P (yieldFS);
-	// nil: yieldPause. Only TestBackgroundWritesYield changes it.
-	pause func()
+	// pause is how flushes and compactions stop on a single P (yieldFS),
+	// and now their clock; nil: time.Sleep, time.Now. Only
+	// TestBackgroundWritesYield changes them.
+	pause func(time.Duration)
+	now   func() time.Time
 }
 
 // DefaultCacheSize is the block cache when Options.CacheSize is 0.
@@ -203,6 +205,14 @@ const (
 	l0CompactionThreshold = 16
 	l0StopWritesThreshold = 64
 )
+
+// memTableSize is the size of pebble's memtables (pebble's default: 4 MiB).
+// Visit flushes over links spread wide write one merge operand per link,
+// about 100 bytes of memtable each, so a 4 MiB memtable filled in about
+// 40,000 visits and every memtable flush wrote a table spanning the whole
+// statistics range: twice the memtable, half the flushes and half the
+// L0 compactions, each rewriting the same base level.
+const memTableSize = 8 << 20
 
 // Store is a shortener.Store in a pebble database.
 type Store struct {
@@ -263,7 +273,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.guard != nil && !s.guard.unsupported {
 		pfs = vfs.OnDiskFull(fs, s.guard.onDiskFull)
 	}
-	pfs = yieldFS{FS: pfs, pause: opts.pause}
+	pfs = yieldFS{FS: pfs, pause: opts.pause, now: opts.now}
 	po := &pebbledb.Options{
 		FS:                 pfs,
 		Cache:              s.cache,
@@ -276,6 +286,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		// See l0CompactionThreshold.
 		L0CompactionThreshold: l0CompactionThreshold,
 		L0StopWritesThreshold: l0StopWritesThreshold,
+		MemTableSize:          memTableSize,
 	}
 	s.events.logger = opts.Logger
 	s.events.listen(po.EventListener)
@@ -370,7 +381,9 @@ func (s *Store) indexed(id string, val []byte) {
 }
 
 // value returns the stored value of the link id, from the read index or
-// from pebble; release must be called once v is no longer used.
+// from pebble; release must be called once v is no longer used. kb is
+// the buffer for pebble's key; nil: one is taken from s.keys only if
+// pebble is read (the index needs none).
 func (s *Store) value(kb *[]byte, id []byte) (v []byte, release func(), found bool, err error) {
 	if s.ixOn.Load() {
 		if s.closed.Load() {
@@ -378,6 +391,10 @@ func (s *Store) value(kb *[]byte, id []byte) (v []byte, release func(), found bo
 		}
 		v = s.ix.get(id)
 		return v, noRelease, v != nil, nil
+	}
+	if kb == nil {
+		kb = s.keys.Get().(*[]byte)
+		defer s.keys.Put(kb) // pebble keeps no reference to the key
 	}
 	*kb = appendKey((*kb)[:0], kindLink, id)
 	v, closer, found, err := s.get(*kb)
@@ -513,9 +530,7 @@ func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
 // AppendURL is Get for the redirect hot path: it appends the URL to dst
 // and allocates nothing for a link without a visit limit.
 func (s *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortener.Link, error) {
-	kb := s.keys.Get().(*[]byte)
-	defer s.keys.Put(kb)
-	v, release, found, err := s.value(kb, id)
+	v, release, found, err := s.value(nil, id)
 	if err != nil {
 		return dst, shortener.Link{}, unavailable("get link", err)
 	}
@@ -531,7 +546,9 @@ func (s *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortene
 		return dst, shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
 	}
 	if l.MaxVisits > 0 { // only a visit limit needs the count
+		kb := s.keys.Get().(*[]byte)
 		n, err := storedVisits(s, kb, id)
+		s.keys.Put(kb)
 		if err != nil {
 			return dst, shortener.Link{}, fmt.Errorf("get link %q: %w", id, err)
 		}

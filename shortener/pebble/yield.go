@@ -7,10 +7,11 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// yieldFS is the file system pebble writes through: the goroutines that
-// write a memtable flush's or a compaction's sstables stop for a moment
-// after every yieldBytes bytes, while the process has a single P, so that
-// the requests waiting for that P run first.
+// yieldFS is the file system pebble writes through: while the process has
+// a single P, the goroutines that write a memtable flush's or a
+// compaction's sstables stop after every yieldSlice of work, for twice as
+// long as that work took, so that the requests waiting for the P run
+// meanwhile: a flush or compaction gets at most a third of a busy P.
 //
 // With GOMAXPROCS=1 a flush of a 4 MiB memtable kept connections waiting
 // 232–242 ms, and a compaction out of L0 (ids are random: it rewrites the
@@ -29,26 +30,44 @@ import (
 // runs the global queue and polls the network, runs the requests it finds,
 // and gives the P back to the flush when its timer has fired.
 //
-// On an idle P the pause lasts about a millisecond (the network poller
-// sleeps in whole milliseconds), so with the server idle a compaction
-// takes longer by up to that per yieldBytes written. The write-ahead log
+// How long the pause is matters too. A fixed 50 µs pause after every
+// 64 KiB written (the first version) still gave the flush nearly all of
+// the P: a timer that fires readies its goroutine into runnext, ahead of
+// the requests, so they ran for those 50 µs only, between stretches of
+// 2–10 ms of flush work (a flush of visit statistics compresses 4:1, so
+// 64 KiB written is 256 KiB of memtable). In a runtime trace of make
+// bench-visits' fixed-rate load over a million links the memtable
+// flush's goroutine ran 170 ms of a 200 ms window and the connections
+// 1.6 ms, and the p99 was a second (docs/visits.md, "Background work
+// paced"). A pause twice as long as the work before it bounds the
+// background's share of a busy P whatever its compression ratio.
+//
+// On an idle P a pause is a sleep nobody needed: a flush or compaction
+// then takes up to three times as long as it could. The write-ahead log
 // is never paused: creates wait for it.
 type yieldFS struct {
 	vfs.FS
-	// pause stops the calling goroutine; nil: yieldPause.
-	pause func()
+	// pause stops the calling goroutine for d, now is the clock; nil:
+	// time.Sleep, time.Now (tests change them).
+	pause func(d time.Duration)
+	now   func() time.Time
 }
 
-// yieldBytes is how many bytes a flush or compaction writes between two
-// pauses: about 2 ms of a compaction's work here (13.2 MB written in
-// 371 ms); about 20 in a flush of a 4 MiB memtable (1.4 MB of sstable).
-const yieldBytes = 64 << 10
+// yieldSlice is how much work (wall time since the last pause) a flush or
+// compaction does between two pauses, at least: long enough that the
+// pause is not mostly the timer's granularity (the network poller sleeps
+// in whole milliseconds on an idle P), short enough that a request
+// waiting for the P waits little.
+const yieldSlice = time.Millisecond
 
-// yieldPause is how long a flush or compaction stops, at least. Its length
-// hardly matters under load (what matters is that the goroutine is not
-// runnable while the scheduler looks for work); short, so that a busy P
-// gives the flush its turn back after the requests it found.
-const yieldPause = 50 * time.Microsecond
+// yieldRatio is how long a pause lasts, in multiples of the work before
+// it; maxYieldPause bounds it (a stretch that was long because the
+// process was not running at all, or blocked in a system call, needs no
+// long pause).
+const (
+	yieldRatio    = 2
+	maxYieldPause = 10 * time.Millisecond
+)
 
 // background reports whether pebble writes files of category c from a
 // flush or a compaction (pebble's getDiskWriteCategoryForCompaction).
@@ -61,27 +80,31 @@ func (fs yieldFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File,
 	if err != nil || !background(category) {
 		return f, err
 	}
-	pause := fs.pause
-	if pause == nil {
-		pause = func() { time.Sleep(yieldPause) }
+	y := &yieldFile{File: f, pause: fs.pause, now: fs.now}
+	if y.pause == nil {
+		y.pause = time.Sleep
 	}
-	return &yieldFile{File: f, pause: pause}, nil
+	if y.now == nil {
+		y.now = time.Now
+	}
+	y.since = y.now()
+	return y, nil
 }
 
 // yieldFile is a flush's or compaction's output file: see yieldFS.
 type yieldFile struct {
 	vfs.File
-	pause   func()
-	written int // since the last pause
+	pause func(time.Duration)
+	now   func() time.Time
+	since time.Time // the end of the last pause, or the file's creation
 }
 
 func (f *yieldFile) Write(p []byte) (int, error) {
 	n, err := f.File.Write(p)
-	f.written += n
-	if f.written >= yieldBytes {
-		f.written = 0
-		if runtime.GOMAXPROCS(0) == 1 {
-			f.pause()
+	if runtime.GOMAXPROCS(0) == 1 {
+		if worked := f.now().Sub(f.since); worked >= yieldSlice {
+			f.pause(min(yieldRatio*worked, maxYieldPause))
+			f.since = f.now()
 		}
 	}
 	return n, err

@@ -3,20 +3,51 @@ package pebble
 import (
 	"math/rand/v2"
 	"runtime"
-	"sync/atomic"
+	"sync"
 	"testing"
+	"time"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // TestBackgroundWritesYield: with a single P, a memtable flush and a
-// compaction pause after every yieldBytes bytes they write, and the
-// write-ahead log never does; with more Ps nothing pauses.
+// compaction pause for about twice as long as they work, so they have at
+// most a third of the P; the write-ahead log never pauses; with more Ps
+// nothing pauses. The clock is the test's: it moves by step at each look
+// (the work between two writes) and by each pause.
 func TestBackgroundWritesYield(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	var pauses atomic.Int64
-	s, err := Open("db", Options{FS: vfs.NewMem(), NoIndex: true, MinFreeBytes: -1, pause: func() { pauses.Add(1) }})
+	const step = 100 * time.Microsecond
+	var mu sync.Mutex
+	var clock, paused time.Duration // the test clock, the time paused on it
+	var pauses int
+	now := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		clock += step
+		return time.Unix(0, 0).Add(clock)
+	}
+	pause := func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		clock += d
+		paused += d
+		pauses++
+	}
+	// share returns the part of the clock's time since (clock, paused)
+	// spent paused.
+	share := func(c0, p0 time.Duration) float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return float64(paused-p0) / float64(clock-c0)
+	}
+	mark := func() (time.Duration, time.Duration, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return clock, paused, pauses
+	}
+	s, err := Open("db", Options{FS: vfs.NewMem(), NoIndex: true, MinFreeBytes: -1, pause: pause, now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,37 +74,45 @@ func TestBackgroundWritesYield(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const size = 1 << 20 // 16 × yieldBytes
+	// want is the least share of a flush's or compaction's time paused:
+	// 2/3 but for the look after each pause and the last stretch.
+	const size, want = 1 << 20, 0.55
 	fill(size)
-	if n := pauses.Load(); n != 0 {
+	if _, _, n := mark(); n != 0 {
 		t.Fatalf("%d pauses writing the write-ahead log, want none", n)
 	}
+	c0, p0, n0 := mark()
 	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	flushed := pauses.Load()
-	if flushed < size/yieldBytes/2 {
-		t.Fatalf("a flush of %d bytes paused %d times, want about %d", size, flushed, size/yieldBytes)
+	if _, _, n := mark(); n-n0 < 4 {
+		t.Fatalf("a flush of %d bytes paused %d times, want more", size, n-n0)
+	}
+	if got := share(c0, p0); got < want {
+		t.Fatalf("a flush of %d bytes paused %.0f %% of its time, want at least %.0f %%", size, 100*got, 100*want)
 	}
 	fill(size)
 	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	before := pauses.Load()
+	c0, p0, n0 = mark()
 	if err := s.db.Compact(t.Context(), []byte{kindStats}, []byte{kindStats + 1}, true); err != nil {
 		t.Fatal(err)
 	}
-	if n := pauses.Load() - before; n < 2*size/yieldBytes/2 {
-		t.Fatalf("a compaction of %d bytes paused %d times, want about %d", 2*size, n, 2*size/yieldBytes)
+	if _, _, n := mark(); n-n0 < 8 {
+		t.Fatalf("a compaction of %d bytes paused %d times, want more", 2*size, n-n0)
+	}
+	if got := share(c0, p0); got < want {
+		t.Fatalf("a compaction of %d bytes paused %.0f %% of its time, want at least %.0f %%", 2*size, 100*got, 100*want)
 	}
 
 	runtime.GOMAXPROCS(2)
-	before = pauses.Load()
+	_, _, n0 = mark()
 	fill(size)
 	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if n := pauses.Load() - before; n != 0 {
-		t.Fatalf("%d pauses with two Ps, want none", n)
+	if _, _, n := mark(); n != n0 {
+		t.Fatalf("%d pauses with two Ps, want none", n-n0)
 	}
 }

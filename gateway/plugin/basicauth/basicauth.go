@@ -59,7 +59,7 @@ type consumerConf struct {
 // Credential is the consumer's username.
 func (*Factory) Credential(raw json.RawMessage) (string, error) {
 	var c consumerConf
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return "", err
 	}
 	if c.Username == "" {
@@ -71,7 +71,7 @@ func (*Factory) Credential(raw json.RawMessage) (string, error) {
 // PrepareConsumer keeps the consumer's password.
 func (*Factory) PrepareConsumer(raw json.RawMessage) (any, error) {
 	var c consumerConf
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	return []byte(c.Password), nil
@@ -91,7 +91,7 @@ func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 	var c struct {
 		Hide bool `json:"hide_credentials"`
 	}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	return &instance{hide: c.Hide}, nil

@@ -98,7 +98,7 @@ type instance struct {
 // formatted once.
 func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 	c := Conf{AllowOrigins: "*", AllowMethods: "*", AllowHeaders: "*", ExposeHeaders: "*"}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	in := &instance{origins: ParseOrigins(c.AllowOrigins), methods: c.AllowMethods, headers: c.AllowHeaders,

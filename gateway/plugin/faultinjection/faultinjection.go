@@ -105,7 +105,7 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 			Duration float64 `json:"duration"`
 		} `json:"delay"`
 	}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	mk := func(t trigger) (*when, error) {

@@ -75,7 +75,7 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 		HTTPVersion float64         `json:"http_version"`
 		Vary        bool            `json:"vary"`
 	}{MinLength: 20, CompLevel: 1, HTTPVersion: 1.1}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	in := &instance{f: f, types: []string{"text/html"}, minLength: c.MinLength, level: min(max(c.CompLevel, 1), 9),

@@ -64,7 +64,7 @@ func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 		Blacklist []string `json:"blacklist"`
 	}
 	c.Message = "Your IP address is not allowed"
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	in := &instance{}

@@ -128,7 +128,7 @@ type consumerConf struct {
 // Credential is the consumer's key.
 func (*Factory) Credential(raw json.RawMessage) (string, error) {
 	var c consumerConf
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return "", err
 	}
 	if c.Key == "" {
@@ -152,7 +152,7 @@ type consumer struct {
 // PrepareConsumer parses the consumer's secret or keys.
 func (*Factory) PrepareConsumer(raw json.RawMessage) (any, error) {
 	c := consumerConf{Algorithm: "HS256", Exp: 86400}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	con := &consumer{key: c.Key, method: jwt.GetSigningMethod(c.Algorithm), exp: time.Duration(c.Exp) * time.Second, publicPEM: c.PublicKey}
@@ -219,7 +219,7 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 		Query  string `json:"query"`
 		Cookie string `json:"cookie"`
 	}{Header: "authorization", Query: "jwt", Cookie: "jwt"}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	return &instance{f: f, headerVar: varName("http_", c.Header), queryVar: "arg_" + c.Query, cookieVar: "cookie_" + c.Cookie,

@@ -51,7 +51,7 @@ func (*Factory) Credential(raw json.RawMessage) (string, error) {
 	var c struct {
 		Key string `json:"key"`
 	}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return "", err
 	}
 	if c.Key == "" {
@@ -77,7 +77,7 @@ func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 		Query  string `json:"query"`
 		Hide   bool   `json:"hide_credentials"`
 	}{Header: "apikey", Query: "apikey"}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	return &instance{headerVar: "http_" + c.Header, queryVar: "arg_" + c.Query, header: c.Header, hide: c.Hide}, nil

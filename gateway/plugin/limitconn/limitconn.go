@@ -88,7 +88,7 @@ type count struct{ n int64 }
 // New builds an instance for scope.
 func (f *Factory) New(raw json.RawMessage, scope gateway.Scope) (any, error) {
 	c := Conf{Conf: limitkey.Defaults, KeyTTL: 3600}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	l, err := limitkey.NewLimiter(Name, f.log, f.redis, scope, raw, c.Conf)

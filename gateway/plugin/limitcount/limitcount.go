@@ -159,7 +159,7 @@ type instance struct {
 // New builds an instance for scope.
 func (f *Factory) New(raw json.RawMessage, scope gateway.Scope) (any, error) {
 	var c Conf
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	if c.KeyType == "" {

@@ -79,7 +79,7 @@ type instance struct {
 // New builds an instance for scope.
 func (f *Factory) New(raw json.RawMessage, scope gateway.Scope) (any, error) {
 	c := Conf{Conf: limitkey.Defaults}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	l, err := limitkey.NewLimiter(Name, f.log, f.redis, scope, raw, c.Conf)

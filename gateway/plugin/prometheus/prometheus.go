@@ -102,7 +102,7 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 	var c struct {
 		PreferName bool `json:"prefer_name"`
 	}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	return &instance{f: f, preferName: c.PreferName}, nil

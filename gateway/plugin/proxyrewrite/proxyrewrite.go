@@ -115,7 +115,7 @@ func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 		Scheme   string                     `json:"scheme"`
 		Headers  map[string]json.RawMessage `json:"headers"`
 	}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	in := &instance{uri: c.URI, host: c.Host, method: c.Method, scheme: c.Scheme}

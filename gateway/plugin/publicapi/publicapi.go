@@ -57,7 +57,7 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 	var c struct {
 		URI string `json:"uri"`
 	}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	return &instance{f: f, uri: c.URI}, nil

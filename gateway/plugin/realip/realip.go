@@ -69,7 +69,7 @@ func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 		Source    string   `json:"source"`
 		Recursive bool     `json:"recursive"`
 	}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	in := &instance{source: c.Source, xff: c.Source == "http_x_forwarded_for", recursive: c.Recursive}

@@ -116,7 +116,7 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 		AppendQS    bool     `json:"append_query_string"`
 	}
 	c.RetCode = 302
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	in := &instance{code: c.RetCode, toHTTPS: c.HTTPToHTTPS, encode: c.EncodeURI, appendQS: c.AppendQS}

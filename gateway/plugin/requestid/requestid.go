@@ -85,7 +85,7 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 		Include   *bool  `json:"include_in_response"`
 		Algorithm string `json:"algorithm"`
 	}{Header: "X-Request-Id"}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	in := &instance{f: f, header: c.Header, varName: "http_" + strings.ReplaceAll(strings.ToLower(c.Header), "-", "_")}

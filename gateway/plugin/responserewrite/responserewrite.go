@@ -126,7 +126,7 @@ func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 			Regex, Scope, Replace, Options string
 		} `json:"filters"`
 	}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	in := &instance{status: c.StatusCode}

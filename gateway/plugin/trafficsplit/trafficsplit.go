@@ -110,7 +110,7 @@ func (*Factory) New(raw json.RawMessage, scope gateway.Scope) (any, error) {
 			} `json:"weighted_upstreams"`
 		} `json:"rules"`
 	}
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
 	in := &instance{}
