@@ -18,12 +18,12 @@ type exactEmbedded struct {
 
 type exactConf struct {
 	exactEmbedded
-	Match   []exactInner          `json:"match"`
-	ByName  map[string]exactInner `json:"by_name"`
-	Ptr     *exactInner           `json:"ptr"`
-	Raw     json.RawMessage       `json:"raw"`
-	Untaged string
-	Headers map[string]string `json:"headers"`
+	Match    []exactInner          `json:"match"`
+	ByName   map[string]exactInner `json:"by_name"`
+	Ptr      *exactInner           `json:"ptr"`
+	Raw      json.RawMessage       `json:"raw"`
+	Untagged string
+	Headers  map[string]string `json:"headers"`
 }
 
 func TestUnmarshalExactKeys(t *testing.T) {
@@ -42,8 +42,8 @@ func TestUnmarshalExactKeys(t *testing.T) {
 			exactConf{ByName: map[string]exactInner{"A": {"y"}}, Headers: map[string]string{"X-Id": "1"}}},
 		{"in embedded structs", `{"DEEP":5}`, exactConf{}},
 		{"the exact key wins over a folded one", `{"Match":[{"op":"a"}],"match":[{"op":"b"}]}`, exactConf{Match: []exactInner{{"b"}}}},
-		{"untagged fields keep encoding/json's matching", `{"untaged":"u","RAW":1,"raw":{"Op":1}}`,
-			exactConf{Untaged: "u", Raw: json.RawMessage(`{"Op":1}`)}},
+		{"untagged fields keep encoding/json's matching", `{"untagged":"u","RAW":1,"raw":{"Op":1}}`,
+			exactConf{Untagged: "u", Raw: json.RawMessage(`{"Op":1}`)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got exactConf
