@@ -224,9 +224,12 @@ func TestTimeoutAndInFlightRecorded(t *testing.T) {
 	if got := res.Latency.TotalCount(); got != res.Errors.Timeout+res.InFlightAtEnd {
 		t.Errorf("histogram holds %d values, want timeouts + in flight = %d", got, res.Errors.Timeout+res.InFlightAtEnd)
 	}
+	// A bucket's From is its lowest equivalent value: 150.000–150.015 ms
+	// share the bucket that starts at 149.888 ms, so a timeout caught at
+	// the first tick past the deadline lands below it. Its To cannot.
 	var atTimeout int64
 	for _, b := range res.Latency.Distribution() {
-		if ms(b.From) >= 150*time.Millisecond {
+		if ms(b.To) >= 150*time.Millisecond {
 			atTimeout += b.Count
 		}
 	}
