@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/linkgate/linkgate/internal/testdep"
 )
 
 // TestBrowserDomains drives the web page of a server with two domains in
@@ -18,18 +15,9 @@ import (
 // list of this browser's links reads each one's statistics on its own
 // domain (?domain=), and its stats view names the domain.
 func TestBrowserDomains(t *testing.T) {
-	chromium := testdep.Binary(t, testdep.Chromium, "chromium")
 	s := startServe(t, nil, "--stats-public", "--domain", "http://sho.test,http://go.test")
 	port := s.URL[strings.LastIndexByte(s.URL, ':'):]
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("host-resolver-rules", "MAP *.test 127.0.0.1"), chromedp.UserDataDir(t.TempDir()))
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelT()
+	ctx := browser(t, chromedp.Flag("host-resolver-rules", "MAP *.test 127.0.0.1"))
 
 	page := "http://go.test" + port + "/"
 	if err := chromedp.Do(ctx, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.ID("domain"))); err != nil {

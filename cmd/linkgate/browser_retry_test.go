@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -12,15 +11,12 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/linkgate/linkgate/internal/testdep"
 )
 
 // TestBrowserStatsRetry: the web page asks again for a link's statistics
 // that a busy server shed (503 with Retry-After), instead of showing "—".
 // A proxy in front of linkgate serve sheds one statistics request itself.
 func TestBrowserStatsRetry(t *testing.T) {
-	chromium := testdep.Binary(t, testdep.Chromium, "chromium")
 	s := startServe(t, nil, "--stats-public")
 	u, err := url.Parse(s.URL)
 	if err != nil {
@@ -44,15 +40,7 @@ func TestBrowserStatsRetry(t *testing.T) {
 	}))
 	defer proxy.Close()
 
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-background-networking", true),
-		chromedp.UserDataDir(t.TempDir()))
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelT()
+	ctx := browser(t)
 
 	err = chromedp.Do(ctx,
 		chromedp.Navigate(proxy.URL+"/"),

@@ -22,7 +22,6 @@ import (
 // follow it, and see the visit on the stats view. A screenshot of the
 // page is saved in LINKGATE_TEST_ARTIFACTS (webpage.png).
 func TestBrowser(t *testing.T) {
-	chromium := testdep.Binary(t, testdep.Chromium, "chromium")
 	landed := make(chan string, 4)
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		landed <- r.URL.Path
@@ -35,26 +34,7 @@ func TestBrowser(t *testing.T) {
 
 	s := startServe(t, nil, "--stats-public", "--visits-flush-interval", "100ms", "--allow-loopback-targets")
 
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(900, 1400),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelT()
+	ctx := browser(t, chromedp.WindowSize(900, 1400))
 
 	// 1. Open the page and shorten a URL through the form.
 	err := chromedp.Do(ctx,
@@ -129,4 +109,33 @@ func TestBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)
+}
+
+// browser starts headless Chromium (Debian's chromium, LINKGATE_TEST_CHROMIUM)
+// with its own profile, plus extra options, and returns a context for
+// driving one tab, cancelled (the browser stopped) when the test ends and
+// at most 60 s long.
+func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	chromium := testdep.Binary(t, testdep.Chromium, "chromium")
+	opts := append([]chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.UserDataDir(t.TempDir()),
+	}, extra...)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(cancelT)
+	return ctx
 }
