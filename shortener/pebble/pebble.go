@@ -206,14 +206,6 @@ const (
 	l0StopWritesThreshold = 64
 )
 
-// memTableSize is the size of pebble's memtables (pebble's default: 4 MiB).
-// Visit flushes over links spread wide write one merge operand per link,
-// about 100 bytes of memtable each, so a 4 MiB memtable filled in about
-// 40,000 visits and every memtable flush wrote a table spanning the whole
-// statistics range: twice the memtable, half the flushes and half the
-// L0 compactions, each rewriting the same base level.
-const memTableSize = 8 << 20
-
 // Store is a shortener.Store in a pebble database.
 type Store struct {
 	db         *pebbledb.DB
@@ -286,7 +278,6 @@ func Open(dir string, opts Options) (*Store, error) {
 		// See l0CompactionThreshold.
 		L0CompactionThreshold: l0CompactionThreshold,
 		L0StopWritesThreshold: l0StopWritesThreshold,
-		MemTableSize:          memTableSize,
 	}
 	s.events.logger = opts.Logger
 	s.events.listen(po.EventListener)
