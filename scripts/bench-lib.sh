@@ -61,6 +61,7 @@ benchcmp_build() {
 measure() {
 	local res=$1
 	shift
+	command -v wrk >/dev/null || die "wrk not installed (apt-get install wrk): make bench-* load with Debian's wrk"
 	"$benchcmp" run -o "$res" -cpu "$LOAD_CPU" -rounds "$ROUNDS" -d "$DURATION" -c "$CONNS" "$@"
 }
 
