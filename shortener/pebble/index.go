@@ -189,6 +189,33 @@ func (ix *index) get(id []byte) []byte {
 	return v
 }
 
+// touch reads, for each of ids, the first slot and the entry that get
+// would read, and discards them: a batch of lookups about to be made one
+// by one (a visit flush checking that its links exist) then finds them in
+// the processor's cache. get's loads depend on each other (the slot gives
+// the entry), so among a million links each lookup waits for two cache
+// misses in turn; here each pass's loads are independent of one another
+// and the processor overlaps their misses. hs is scratch space, at least
+// len(ids) long.
+func (ix *index) touch(ids []string, hs []uint64) {
+	st := ix.cur.Load()
+	for i, id := range ids {
+		hs[i] = maphash.String(ix.seed, id)
+	}
+	for i := range ids {
+		hs[i] = st.slots[hs[i]&st.mask].Load() // its tag is not checked: a miss costs get one more probe
+	}
+	var sink byte
+	for i := range ids {
+		if ref := hs[i] & offsetMask; ref != 0 && ref != tombstone {
+			off := ref - 1
+			sink += (*st.arena.chunks[off>>st.arena.shift].Load())[off&(st.arena.chunkSize()-1)]
+		}
+	}
+	runtime.KeepAlive(sink) // the loads are made, not optimised away
+	runtime.KeepAlive(st)
+}
+
 // value returns the value of the entry at off if its id is id.
 func (a *arena) value(off uint64, id []byte) ([]byte, bool) {
 	c := *a.chunks[off>>a.shift].Load()

@@ -12,7 +12,8 @@ import (
 
 // The read index against a map: random puts, replacements and deletes,
 // through table growth, tombstones and arena compactions (small chunks),
-// with concurrent readers that never see a torn or foreign value, while
+// with concurrent readers (getting, and touching batches of present and
+// absent ids) that never see a torn or foreign value, while
 // collections unmap the replaced tables (a reader using an unmapped one
 // would fault); at the end only the current table is still mapped.
 func TestIndexModel(t *testing.T) {
@@ -37,6 +38,9 @@ func TestIndexModel(t *testing.T) {
 					default:
 					}
 					id := fmt.Sprintf("id%05d", (i*7+r)%3000)
+					if r == 1 { // touch a batch, as a visit flush does
+						ix.touch([]string{id, "id99999", id + "x"}, make([]uint64, 3))
+					}
 					if v := ix.get([]byte(id)); v != nil && string(v[:len(id)]) != id {
 						t.Errorf("get(%s) = %q: another id's value", id, v)
 						return
@@ -108,5 +112,44 @@ func BenchmarkIndexGet(b *testing.B) {
 		if ix.get(ids[perm[i%len(perm)]]) == nil {
 			b.Fatal("missing")
 		}
+	}
+}
+
+// BenchmarkIndexGetBatch: what a visit flush's existence checks cost per
+// link, lookups among a million ids in random order, made in batches of
+// visitChunk; "touch" touches each batch first (index.touch).
+func BenchmarkIndexGetBatch(b *testing.B) {
+	ix, err := newIndex(b.TempDir(), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ix.close()
+	ids := make([]string, 1_000_000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%010d", rand.Int64N(1e10))
+		ix.put([]byte(ids[i]), []byte("https://www.example.com/articles/2026/0000000/a-typical-path?utm_source=x"))
+	}
+	batch := make([]string, visitChunk)
+	hs := make([]uint64, visitChunk)
+	for _, touch := range []bool{false, true} {
+		b.Run(fmt.Sprintf("touch=%v", touch), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				for i := range batch {
+					batch[i] = ids[rand.IntN(len(ids))]
+				}
+				b.StartTimer()
+				if touch {
+					ix.touch(batch, hs)
+				}
+				for _, id := range batch {
+					if ix.get([]byte(id)) == nil {
+						b.Fatal("missing")
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/lookup")
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
@@ -29,6 +30,11 @@ const visitChunk = 512
 // committed chunks are Applied and the rest are not. Visits of links
 // deleted meanwhile are dropped, and so are those of an earlier link
 // under the same id (their CreatedAt differs from the link's).
+//
+// The links of a chunk are first looked up in the read index together
+// (index.touch): checked one by one among a million links, each waited
+// for two cache misses in turn (BenchmarkIndexGetBatch: 470–640 ns a
+// link, 250–330 ns touched first).
 func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("add visits: %w", err)
@@ -45,7 +51,17 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 	names := statsrec.KeyNames(nil, batch)
 	from := 0         // the first link of the chunk being built
 	unsynced := false // a chunk before it was committed without a sync
+	var ids []string  // the chunk's, to touch
+	var hs []uint64
 	for i := range batch.Links {
+		if i == from && s.ixOn.Load() {
+			chunk := batch.Links[from:min(from+visitChunk, len(batch.Links))]
+			ids, hs = ids[:0], slices.Grow(hs[:0], len(chunk))[:len(chunk)]
+			for j := range chunk {
+				ids = append(ids, chunk[j].ID)
+			}
+			s.ix.touch(ids, hs)
+		}
 		id := batch.Links[i].ID
 		switch created, found, err := s.createdAt(id); {
 		case err != nil:
