@@ -234,6 +234,9 @@ type Store struct {
 	closeErr    error
 	// visitChunkHook: Options.visitChunkHook.
 	visitChunkHook func(links int, sync bool) error
+	// pause, now: Options.pause, Options.now (AddVisits is paced too).
+	pause func(time.Duration)
+	now   func() time.Time
 }
 
 // Open opens the store in dir, creating it (and dir) if needed. It fails
@@ -254,7 +257,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if size <= 0 {
 		size = DefaultCacheSize
 	}
-	s := &Store{dir: dir, fs: fs, lock: lock, cache: pebbledb.NewCache(size), createSync: opts.createSync, visitChunkHook: opts.visitChunkHook}
+	s := &Store{dir: dir, fs: fs, lock: lock, cache: pebbledb.NewCache(size), createSync: opts.createSync, visitChunkHook: opts.visitChunkHook, pause: opts.pause, now: opts.now}
 	if s.createSync == nil {
 		s.createSync = pebbledb.Sync
 	}

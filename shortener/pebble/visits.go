@@ -4,21 +4,25 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"sync"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
+	"github.com/linkgate/linkgate/internal/pace"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/internal/statsrec"
 )
 
-// visitChunk is how many links AddVisits commits at a time, yielding
-// between commits: on a server with one core (GOMAXPROCS=1) a flush of
-// 20,000 links in one commit held the core while pebble applied the whole
-// batch to its memtable (about 10 ms, until the runtime preempted it),
-// and every redirect arriving meanwhile waited for it.
+// visitChunk is how many links AddVisits commits at a time, paced between
+// commits (internal/pace): on a server with one core (GOMAXPROCS=1) a
+// flush of 20,000 links in one commit held the core while pebble applied
+// the whole batch to its memtable (about 10 ms, until the runtime
+// preempted it), and every redirect arriving meanwhile waited for it. A
+// yield (runtime.Gosched) between commits was not enough: in a runtime
+// trace of make bench-visits' fixed rate over a million links the flush
+// still ran 1.1–4.2 ms chunks back to back, the redirects getting the P
+// only between them (docs/visits.md, "Visit flushes paced").
 const visitChunk = 512
 
 // AddVisits adds a batch: one Merge of a statistics record per link that
@@ -53,6 +57,7 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 	unsynced := false // a chunk before it was committed without a sync
 	var ids []string  // the chunk's, to touch
 	var hs []uint64
+	pacer := pace.New(s.pause, s.now)
 	for i := range batch.Links {
 		if i == from && s.ixOn.Load() {
 			chunk := batch.Links[from:min(from+visitChunk, len(batch.Links))]
@@ -105,7 +110,7 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 			b.Close()
 			b = s.db.NewBatch()
 			from = i + 1
-			runtime.Gosched()
+			pacer.Step()
 		}
 	}
 	return nil

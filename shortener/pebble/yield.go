@@ -1,17 +1,19 @@
 package pebble
 
 import (
-	"runtime"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/linkgate/linkgate/internal/pace"
 )
 
 // yieldFS is the file system pebble writes through: while the process has
 // a single P, the goroutines that write a memtable flush's or a
-// compaction's sstables stop after every yieldSlice of work, for twice as
-// long as that work took, so that the requests waiting for the P run
-// meanwhile: a flush or compaction gets at most a third of a busy P.
+// compaction's sstables are paced (internal/pace): they stop after every
+// millisecond of work for twice as long as that work took, so that the
+// requests waiting for the P run meanwhile: a flush or compaction gets at
+// most a third of a busy P.
 //
 // With GOMAXPROCS=1 a flush of a 4 MiB memtable kept connections waiting
 // 232–242 ms, and a compaction out of L0 (ids are random: it rewrites the
@@ -53,22 +55,6 @@ type yieldFS struct {
 	now   func() time.Time
 }
 
-// yieldSlice is how much work (wall time since the last pause) a flush or
-// compaction does between two pauses, at least: long enough that the
-// pause is not mostly the timer's granularity (the network poller sleeps
-// in whole milliseconds on an idle P), short enough that a request
-// waiting for the P waits little.
-const yieldSlice = time.Millisecond
-
-// yieldRatio is how long a pause lasts, in multiples of the work before
-// it; maxYieldPause bounds it (a stretch that was long because the
-// process was not running at all, or blocked in a system call, needs no
-// long pause).
-const (
-	yieldRatio    = 2
-	maxYieldPause = 10 * time.Millisecond
-)
-
 // background reports whether pebble writes files of category c from a
 // flush or a compaction (pebble's getDiskWriteCategoryForCompaction).
 func background(c vfs.DiskWriteCategory) bool {
@@ -80,32 +66,17 @@ func (fs yieldFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File,
 	if err != nil || !background(category) {
 		return f, err
 	}
-	y := &yieldFile{File: f, pause: fs.pause, now: fs.now}
-	if y.pause == nil {
-		y.pause = time.Sleep
-	}
-	if y.now == nil {
-		y.now = time.Now
-	}
-	y.since = y.now()
-	return y, nil
+	return &yieldFile{File: f, pacer: pace.New(fs.pause, fs.now)}, nil
 }
 
 // yieldFile is a flush's or compaction's output file: see yieldFS.
 type yieldFile struct {
 	vfs.File
-	pause func(time.Duration)
-	now   func() time.Time
-	since time.Time // the end of the last pause, or the file's creation
+	pacer pace.Pacer
 }
 
 func (f *yieldFile) Write(p []byte) (int, error) {
 	n, err := f.File.Write(p)
-	if runtime.GOMAXPROCS(0) == 1 {
-		if worked := f.now().Sub(f.since); worked >= yieldSlice {
-			f.pause(min(yieldRatio*worked, maxYieldPause))
-			f.since = f.now()
-		}
-	}
+	f.pacer.Step()
 	return n, err
 }

@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -9,6 +10,8 @@ import (
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/linkgate/linkgate/shortener"
 )
 
 // TestBackgroundWritesYield: with a single P, a memtable flush and a
@@ -114,5 +117,58 @@ func TestBackgroundWritesYield(t *testing.T) {
 	}
 	if _, _, n := mark(); n != n0 {
 		t.Fatalf("%d pauses with two Ps, want none", n-n0)
+	}
+}
+
+// TestVisitFlushPaced: with a single P, a visit batch of several chunks
+// pauses between its commits once a millisecond of work has passed (the
+// clock moves 2 ms at each look), twice as long as it worked.
+func TestVisitFlushPaced(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var mu sync.Mutex
+	var clock time.Duration
+	var pauses []time.Duration
+	now := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		clock += 2 * time.Millisecond
+		return time.Unix(0, 0).Add(clock)
+	}
+	pause := func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		clock += d
+		pauses = append(pauses, d)
+	}
+	s, err := Open("db", Options{FS: vfs.NewMem(), NoIndex: true, MinFreeBytes: -1, pause: pause, now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const chunks = 3
+	recs := make([]shortener.LinkRecord, chunks*visitChunk)
+	deltas := make([]shortener.VisitDelta, len(recs))
+	for i := range recs {
+		recs[i].Link = shortener.Link{ID: fmt.Sprintf("paced%05d", i), URL: "https://paced.example/"}
+		deltas[i] = shortener.VisitDelta{ID: recs[i].Link.ID, Stats: shortener.VisitStats{Total: 1}}
+	}
+	if _, err := s.ImportRecords(t.Context(), recs); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	pauses = nil
+	mu.Unlock()
+	if err := s.AddVisits(t.Context(), shortener.NewVisitBatch(deltas...)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pauses) != chunks-1 {
+		t.Fatalf("a batch of %d chunks paused %d times (%v), want %d", chunks, len(pauses), pauses, chunks-1)
+	}
+	for _, d := range pauses {
+		if d != 4*time.Millisecond {
+			t.Fatalf("paused %v after 2 ms of work, want 4 ms", d)
+		}
 	}
 }

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/maphash"
-	"runtime"
 	"slices"
 	"time"
 
+	"github.com/linkgate/linkgate/internal/pace"
 	"github.com/linkgate/linkgate/shortener"
 )
 
@@ -273,9 +273,10 @@ func (g *aggregate) build(b *shortener.VisitBatch) {
 	b.Keys = append(b.Keys[:0], g.dict.keys...)
 	b.Links = slices.Grow(b.Links[:0], len(g.entries))
 	g.counts = slices.Grow(g.counts[:0], len(g.pairs))
+	pacer := pace.New(nil, nil)
 	for i, o := range g.order {
-		if i%yieldEvery == yieldEvery-1 {
-			runtime.Gosched() // see yieldEvery
+		if i%paceEvery == paceEvery-1 {
+			pacer.Step()
 		}
 		e := &g.entries[o.entry]
 		start := len(g.counts)

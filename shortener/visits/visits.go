@@ -30,11 +30,11 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/linkgate/linkgate/internal/pace"
 	"github.com/linkgate/linkgate/shortener"
 )
 
@@ -92,10 +92,14 @@ type Config struct {
 // busy server drains hundreds of visits at a time.
 const drainDelay = 5 * time.Millisecond
 
-// yieldEvery is how many records a drain aggregates between yields to the
-// scheduler, so that with one core (GOMAXPROCS=1) request handlers wait
-// for it by microseconds, not by a scheduler slice.
-const yieldEvery = 2048
+// paceEvery is how many records a drain aggregates, or links a flush
+// builds, between two looks at its pacer (internal/pace): with one core
+// (GOMAXPROCS=1) they then take at most a third of it while requests wait,
+// and requests wait for them by a millisecond at most. Yielding
+// (runtime.Gosched) every 2,048 instead still let a flush's build run
+// 1.3–1.8 ms stretches back to back under the fixed-rate load of make
+// bench-visits (docs/visits.md, "Visit flushes paced").
+const paceEvery = 256
 
 // Aggregator is the visit buffers, the aggregate and their goroutines.
 // Create it with New; Close it once.
@@ -388,11 +392,12 @@ func (a *Aggregator) drainLocked() {
 	a.bufMu.Unlock()
 	var v rawVisit
 	done := 0
+	pacer := pace.New(nil, nil)
 	for b := buf; len(b) > 0; {
 		b = nextRecord(b, &v)
 		a.add(&v)
-		if done++; done%yieldEvery == 0 {
-			runtime.Gosched() // see yieldEvery
+		if done++; done%paceEvery == 0 {
+			pacer.Step()
 		}
 	}
 	a.spare = buf[:0]
