@@ -8,8 +8,8 @@ import (
 
 // On one P, work in pieces of each size pauses for twice as long as it
 // worked, every Slice of work or more, at most MaxPause at a time; with
-// two Ps it never pauses. The clock is the test's: it moves by the piece
-// at each look and by each pause.
+// two Ps it never pauses. The clock is the test's: it moves by a piece
+// before each look and by each pause.
 func TestStep(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	for _, tc := range []struct {
