@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
@@ -56,16 +55,15 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 	from := 0         // the first link of the chunk being built
 	unsynced := false // a chunk before it was committed without a sync
 	var ids []string  // the chunk's, to touch
-	var hs []uint64
+	var hs [visitChunk]uint64
 	pacer := pace.New(s.pause, s.now)
 	for i := range batch.Links {
 		if i == from && s.ixOn.Load() {
-			chunk := batch.Links[from:min(from+visitChunk, len(batch.Links))]
-			ids, hs = ids[:0], slices.Grow(hs[:0], len(chunk))[:len(chunk)]
-			for j := range chunk {
-				ids = append(ids, chunk[j].ID)
+			ids = ids[:0]
+			for j := from; j < min(from+visitChunk, len(batch.Links)); j++ {
+				ids = append(ids, batch.Links[j].ID)
 			}
-			s.ix.touch(ids, hs)
+			s.ix.touch(ids, hs[:])
 		}
 		id := batch.Links[i].ID
 		switch created, found, err := s.createdAt(id); {
