@@ -273,7 +273,7 @@ func (g *aggregate) build(b *shortener.VisitBatch) {
 	b.Keys = append(b.Keys[:0], g.dict.keys...)
 	b.Links = slices.Grow(b.Links[:0], len(g.entries))
 	g.counts = slices.Grow(g.counts[:0], len(g.pairs))
-	pacer := pace.New(nil, nil)
+	pacer := pace.New(pacerPause, pacerNow)
 	for i, o := range g.order {
 		if i%paceEvery == paceEvery-1 {
 			pacer.Step()

@@ -101,6 +101,13 @@ const drainDelay = 5 * time.Millisecond
 // bench-visits (docs/visits.md, "Visit flushes paced").
 const paceEvery = 256
 
+// pacerPause and pacerNow are the pacers' pause and clock; nil: time.Sleep,
+// time.Now (tests set them, before New and back after Close).
+var (
+	pacerPause func(time.Duration)
+	pacerNow   func() time.Time
+)
+
 // Aggregator is the visit buffers, the aggregate and their goroutines.
 // Create it with New; Close it once.
 type Aggregator struct {
@@ -392,7 +399,7 @@ func (a *Aggregator) drainLocked() {
 	a.bufMu.Unlock()
 	var v rawVisit
 	done := 0
-	pacer := pace.New(nil, nil)
+	pacer := pace.New(pacerPause, pacerNow)
 	for b := buf; len(b) > 0; {
 		b = nextRecord(b, &v)
 		a.add(&v)

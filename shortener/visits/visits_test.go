@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -572,5 +574,51 @@ func TestBatchOrder(t *testing.T) {
 		if got := stored(t, s, id).Total; got != 10 {
 			t.Errorf("%s: %d visits stored, want 10", id, got)
 		}
+	}
+}
+
+// TestDrainAndBuildPaced: with a single P, a drain of 1,000 records and
+// the build of a 1,000-link batch each pause (twice as long as they
+// worked) once a millisecond of work has passed; the clock is the test's
+// and moves 2 ms at each look.
+func TestDrainAndBuildPaced(t *testing.T) {
+	ids := make([]string, 1000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("paced%05d", i)
+	}
+	s := newStore(t, ids...)
+	var mu sync.Mutex
+	var clock time.Duration
+	paused := map[string]int{} // pauses per pacing function
+	restore := visits.SetPacerClock(func(d time.Duration) {
+		pc := make([]uintptr, 8)
+		frames := runtime.CallersFrames(pc[:runtime.Callers(3, pc)])
+		f, _ := frames.Next()
+		mu.Lock()
+		defer mu.Unlock()
+		clock += d
+		paused[f.Function[strings.LastIndex(f.Function, ".")+1:]]++
+	}, func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		clock += 2 * time.Millisecond
+		return time.Unix(0, 0).Add(clock)
+	})
+	defer restore()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	a := newAggregator(t, s, visits.Config{})
+	for _, id := range ids {
+		record(a, id, "", "Chrome", 1)
+	}
+	if err := a.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if paused["drainLocked"] == 0 || paused["build"] == 0 {
+		t.Fatalf("pauses per function %v: want the drain and the build to pause", paused)
 	}
 }
