@@ -733,18 +733,23 @@ func (a *api) patch(w http.ResponseWriter, r *http.Request, req *request) {
 	a.write(w, r, req.res.kind, req.id, doc, "compareAndSwap", e.ModifiedIndex)
 }
 
-// merge is core.table.merge.
+// merge is core.table.merge: a null removes its key, objects merge into
+// objects, anything else replaces. An object that lands where the stored
+// value has no object to merge into is merged into an empty one, so its
+// nulls are dropped too: {"plugins":{"proxy-rewrite":null}} leaves no
+// proxy-rewrite whatever the route held (APISIX keeps that null, then
+// refuses it as "invalid plugin conf null").
 func merge(origin, extend map[string]any) map[string]any {
 	for k, v := range extend {
 		switch x := v.(type) {
 		case nil:
 			delete(origin, k)
 		case map[string]any:
-			if o, ok := origin[k].(map[string]any); ok && len(o) > 0 {
-				origin[k] = merge(o, x)
-			} else {
-				origin[k] = x
+			o, ok := origin[k].(map[string]any)
+			if !ok {
+				o = make(map[string]any, len(x))
 			}
+			origin[k] = merge(o, x)
 		default:
 			origin[k] = v
 		}

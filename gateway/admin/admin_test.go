@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -228,6 +230,97 @@ func TestNoAdminKeyRefusesAll(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusUnauthorized {
 			t.Errorf("key %q: status %d, want 401", key, rec.Code)
+		}
+	}
+}
+
+// TestPatchNull: a null in a PATCH body removes its key at any depth,
+// under v2 and v3, whether or not the stored value has the object the
+// null is in (APISIX's core.table.merge; t/admin/routes3.t TEST 7 is the
+// upstream nodes case).
+func TestPatchNull(t *testing.T) {
+	const up = `"upstream":{"type":"roundrobin","nodes":{"127.0.0.1:8080":1}}`
+	tests := []struct {
+		name, stored, patch, want string
+	}{
+		{"plugin removed, another kept",
+			`{"uri":"/a",` + up + `,"plugins":{"proxy-rewrite":{"uri":"/x"},"prometheus":{}}}`,
+			`{"plugins":{"proxy-rewrite":null}}`,
+			`{"uri":"/a",` + up + `,"plugins":{"prometheus":{"prefer_name":false}}}`},
+		{"last plugin removed",
+			`{"uri":"/a",` + up + `,"plugins":{"proxy-rewrite":{"uri":"/x"}}}`,
+			`{"plugins":{"proxy-rewrite":null}}`,
+			`{"uri":"/a",` + up + `,"plugins":{}}`},
+		{"no plugins stored",
+			`{"uri":"/a",` + up + `}`,
+			`{"plugins":{"proxy-rewrite":null}}`,
+			`{"uri":"/a",` + up + `,"plugins":{}}`},
+		{"empty plugins stored, one added one removed",
+			`{"uri":"/a",` + up + `,"plugins":{}}`,
+			`{"plugins":{"proxy-rewrite":null,"prometheus":{}}}`,
+			`{"uri":"/a",` + up + `,"plugins":{"prometheus":{"prefer_name":false}}}`},
+		{"nested field removed",
+			`{"uri":"/a",` + up + `,"plugins":{"proxy-rewrite":{"uri":"/x","headers":{"X-A":"1"}}}}`,
+			`{"plugins":{"proxy-rewrite":{"headers":null}}}`,
+			`{"uri":"/a",` + up + `,"plugins":{"proxy-rewrite":{"uri":"/x"}}}`},
+		{"top-level field removed",
+			`{"uri":"/a","desc":"d",` + up + `}`,
+			`{"desc":null}`,
+			`{"uri":"/a",` + up + `}`},
+		{"routes3.t TEST 7: node removed, node added",
+			`{"uri":"/a",` + up + `}`,
+			`{"methods":["GET"],"upstream":{"nodes":{"127.0.0.1:8080":null,"127.0.0.2:8080":1}},"desc":"new route"}`,
+			`{"uri":"/a","methods":["GET"],"desc":"new route","upstream":{"type":"roundrobin","nodes":{"127.0.0.2:8080":1}}}`},
+	}
+	for _, v3 := range []bool{false, true} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("v3=%v/%s", v3, tt.name), func(t *testing.T) {
+				h := newAPI(t, v3)
+				do := func(method, body string) (int, []byte) {
+					req := httptest.NewRequest(method, "/apisix/admin/routes/1", strings.NewReader(body))
+					req.RemoteAddr = "127.0.0.1:40000"
+					req.Header.Set("X-API-KEY", adminKey)
+					rec := httptest.NewRecorder()
+					h.ServeHTTP(rec, req)
+					return rec.Code, rec.Body.Bytes()
+				}
+				if code, b := do("PUT", tt.stored); code/100 != 2 {
+					t.Fatalf("PUT: %d %s", code, b)
+				}
+				if code, b := do("PATCH", tt.patch); code/100 != 2 {
+					t.Fatalf("PATCH: %d %s", code, b)
+				}
+				_, b := do("GET", "")
+				var got struct {
+					Value map[string]any `json:"value"`
+					Node  struct {
+						Value map[string]any `json:"value"`
+					} `json:"node"`
+				}
+				if err := json.Unmarshal(b, &got); err != nil {
+					t.Fatalf("GET: %v: %s", err, b)
+				}
+				value := got.Value
+				if !v3 {
+					value = got.Node.Value
+				}
+				for _, k := range []string{"create_time", "update_time", "id", "priority", "status"} {
+					delete(value, k) // stamps and the defaults the schema fills in
+				}
+				if u, ok := value["upstream"].(map[string]any); ok {
+					for _, k := range []string{"hash_on", "pass_host", "scheme"} {
+						delete(u, k)
+					}
+				}
+				var want map[string]any
+				if err := json.Unmarshal([]byte(tt.want), &want); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(value, want) {
+					gb, _ := json.Marshal(value)
+					t.Errorf("stored after PATCH:\n%s\nwant\n%s", gb, tt.want)
+				}
+			})
 		}
 	}
 }
