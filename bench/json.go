@@ -40,6 +40,28 @@ type Summary struct {
 	Series     []SecondSummary `json:"series"`
 	Histograms *Histograms     `json:"histograms,omitempty"`
 	Warnings   []string        `json:"warnings"`
+	// Agents are the agents of a distributed run (--agents), one row
+	// each; Invalid says, naming them, why the run is not to be trusted.
+	Agents  []AgentSummary `json:"agents,omitempty"`
+	Invalid []string       `json:"invalid,omitempty"`
+}
+
+// AgentSummary is one agent's part of a distributed run: its share, what
+// it achieved, its send lag, its clock, and what went wrong.
+type AgentSummary struct {
+	Agent          string   `json:"agent"`
+	Weight         float64  `json:"weight"`
+	RequestedRate  float64  `json:"requested_rate,omitempty"`
+	Connections    int      `json:"connections"`
+	Requests       int64    `json:"requests"`
+	RequestsPerSec float64  `json:"requests_per_sec"`
+	Errors         int64    `json:"errors_total"`
+	SendLagP99Ms   float64  `json:"send_lag_p99_ms"`
+	StartLagMs     float64  `json:"start_lag_ms"`
+	ClockOffsetMs  float64  `json:"clock_offset_ms"`
+	ClockRTTMs     float64  `json:"clock_rtt_ms"`
+	Error          string   `json:"error,omitempty"`
+	Problems       []string `json:"problems"`
 }
 
 // StageSummary is one stage of a --stages ramp.
