@@ -18,6 +18,7 @@ func TestDependencyDirection(t *testing.T) {
 		{"github.com/linkgate/linkgate/shortener", []string{"golang.org/x/net/idna", "golang.org/x/text"}},
 		{"github.com/linkgate/linkgate/shortener/bolt", []string{"github.com/linkgate/linkgate/shortener", "go.etcd.io/bbolt", "golang.org/x/sys", "golang.org/x/net/idna", "golang.org/x/text"}},
 		{"github.com/linkgate/linkgate/shortener/internal/statsrec", []string{"github.com/linkgate/linkgate/shortener", "golang.org/x/net/idna", "golang.org/x/text"}},
+		{"github.com/linkgate/linkgate/shortener/importer", []string{"github.com/linkgate/linkgate/shortener", "golang.org/x/net/idna", "golang.org/x/text"}},
 	}
 	// The HTTP API knows the domain (and the module's internal helpers),
 	// never a store adapter.

@@ -3,10 +3,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,12 +12,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/linkgate/linkgate/internal/cli"
 	"github.com/linkgate/linkgate/shortener"
+	"github.com/linkgate/linkgate/shortener/importer"
 	"github.com/linkgate/linkgate/shortener/pebble"
 )
 
@@ -197,65 +194,6 @@ store is moved aside to DIR.before-restore-TIME first.`, env.Stderr)
 	return nil
 }
 
-// Export and import formats. JSON Lines carries every field and the
-// statistics; CSV carries the link's fields and the totals. A link's
-// domain (docs/domains.md) is empty on the default domain.
-var csvHeader = []string{"id", "url", "created_at", "expires_at", "max_visits", "visits", "total", "bots", "domain"}
-
-// recordJSON is one line of the JSON Lines format.
-type recordJSON struct {
-	ID        string                `json:"id"`
-	Domain    string                `json:"domain,omitempty"` // absent: the default domain
-	URL       string                `json:"url"`
-	CreatedAt *time.Time            `json:"created_at,omitempty"`
-	ExpiresAt *time.Time            `json:"expires_at,omitempty"`
-	MaxVisits int64                 `json:"max_visits,omitempty"`
-	Visits    int64                 `json:"visits,omitempty"` // counted before statistics were kept
-	Tags      []string              `json:"tags,omitempty"`
-	Forward   *bool                 `json:"forward_query,omitempty"` // absent: the server's --forward-query
-	Stats     *shortener.VisitStats `json:"stats,omitempty"`
-}
-
-func toJSON(r shortener.LinkRecord) recordJSON {
-	domain, id := shortener.SplitKey(r.Link.ID) // a store's link has its key in ID
-	j := recordJSON{ID: id, Domain: domain, URL: r.Link.URL, MaxVisits: r.Link.MaxVisits, Visits: r.Link.Visits, Tags: r.Link.Tags}
-	if r.Link.ForwardQuery != shortener.ForwardDefault {
-		on := r.Link.ForwardQuery == shortener.ForwardOn
-		j.Forward = &on
-	}
-	if !r.Link.CreatedAt.IsZero() {
-		j.CreatedAt = &r.Link.CreatedAt
-	}
-	if !r.Link.ExpiresAt.IsZero() {
-		j.ExpiresAt = &r.Link.ExpiresAt
-	}
-	if r.Stats.Total != 0 || r.Stats.Bots != 0 || len(r.Stats.Days) > 0 {
-		j.Stats = &r.Stats
-	}
-	return j
-}
-
-func (j recordJSON) record() shortener.LinkRecord {
-	r := shortener.LinkRecord{Link: shortener.Link{ID: shortener.LinkKey(j.Domain, j.ID), URL: j.URL, MaxVisits: j.MaxVisits, Visits: j.Visits, Tags: j.Tags}}
-	switch {
-	case j.Forward == nil:
-	case *j.Forward:
-		r.Link.ForwardQuery = shortener.ForwardOn
-	default:
-		r.Link.ForwardQuery = shortener.ForwardOff
-	}
-	if j.CreatedAt != nil {
-		r.Link.CreatedAt = j.CreatedAt.UTC().Truncate(time.Second)
-	}
-	if j.ExpiresAt != nil {
-		r.Link.ExpiresAt = j.ExpiresAt.UTC().Truncate(time.Second)
-	}
-	if j.Stats != nil {
-		r.Stats = *j.Stats
-	}
-	return r
-}
-
 func runStoreExport(ctx context.Context, args []string, env cli.Env) error {
 	fs := cli.NewFlagSet("store export", "linkgate store export [--store STORE] [--format jsonl|csv] [-o FILE]",
 		`Write every link with its visit statistics: JSON Lines (every field and
@@ -286,39 +224,14 @@ pebble:BACKUP_DIR).`, env.Stderr)
 		defer f.Close()
 		w = f
 	}
-	bw := bufio.NewWriterSize(w, 64<<10)
-	n := 0
-	var cw *csv.Writer
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
-	if *format == "csv" {
-		cw = csv.NewWriter(bw)
-		cw.Write(csvHeader)
+	x, err := importer.NewWriter(*format, w)
+	if err != nil {
+		return err
 	}
-	err = s.(shortener.RecordStore).ExportRecords(ctx, func(r shortener.LinkRecord) error {
-		n++
-		if cw != nil {
-			domain, id := shortener.SplitKey(r.Link.ID)
-			return cw.Write([]string{id, r.Link.URL, csvTime(r.Link.CreatedAt), csvTime(r.Link.ExpiresAt),
-				strconv.FormatInt(r.Link.MaxVisits, 10), strconv.FormatInt(r.Link.Visits, 10),
-				strconv.FormatInt(r.Stats.Total, 10), strconv.FormatInt(r.Stats.Bots, 10), domain})
-		}
-		return enc.Encode(toJSON(r))
-	})
-	if cw != nil {
-		cw.Flush()
-		err = errors.Join(err, cw.Error())
-	}
-	if err = errors.Join(err, bw.Flush()); err != nil {
+	err = s.(shortener.RecordStore).ExportRecords(ctx, x.Write)
+	if err = errors.Join(err, x.Flush()); err != nil {
 		return fmt.Errorf("store export: %w", err)
 	}
-	fmt.Fprintf(env.Stderr, "exported %d links\n", n)
+	fmt.Fprintf(env.Stderr, "exported %d links\n", x.Count())
 	return nil
-}
-
-func csvTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339)
 }

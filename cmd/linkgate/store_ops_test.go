@@ -15,9 +15,10 @@ import (
 	"github.com/linkgate/linkgate/shortener/pebble"
 )
 
-// Each importer reads a sample in its project's format: the valid lines
-// are imported with their URL, time and visit count, the others reported
-// by line, and a second run changes nothing.
+// Each importer reads a sample in its project's format (the importer
+// package's): the valid lines are imported with their URL, time and
+// visit count, the others reported by line, and a second run changes
+// nothing.
 func TestStoreImportFormats(t *testing.T) {
 	ts := func(s string) time.Time { t, _ := time.Parse(time.RFC3339, s); return t.UTC() }
 	tests := []struct {
@@ -46,7 +47,7 @@ func TestStoreImportFormats(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.format, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "links")
-			file := filepath.Join("testdata", "import", tt.file)
+			file := filepath.Join("..", "..", "shortener", "importer", "testdata", tt.file)
 			out, errOut, err := runCmd(t, "", "store", "import", "--store", "pebble:"+dir, "--format", tt.format, file)
 			if !strings.Contains(out, tt.counts) {
 				t.Fatalf("summary %q, want %q (err %v)\n%s", out, tt.counts, err, errOut)
@@ -216,26 +217,4 @@ func TestStoreBackupWhileServingAndRestore(t *testing.T) {
 	if status, _, _ := call(t, "GET", s.URL+"/getFullURL/"+id, ""); status != 200 {
 		t.Errorf("restored link: %d", status)
 	}
-}
-
-// FuzzReadImport: no input makes an importer panic or hand out a record
-// that is not a valid link.
-func FuzzReadImport(f *testing.F) {
-	for i, name := range []string{"yourls.csv", "yourls.sql", "kutt.json", "shlink.csv", "bitly.csv"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "import", name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(uint8(i), b)
-	}
-	f.Add(uint8(5), []byte(`{"id":"a","url":"https://a.example/","stats":{"Total":3}}`+"\n"))
-	formats := []string{"yourls", "yourls-sql", "kutt", "shlink", "bitly", "jsonl", "csv"}
-	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
-		readImport(formats[int(which)%len(formats)], strings.NewReader(string(b)), func(l importLine) error {
-			if l.Err == nil && checkLink(&l.Rec.Link) != nil {
-				t.Fatalf("line %d: invalid record %+v without an error", l.Line, l.Rec)
-			}
-			return nil
-		})
-	})
 }
