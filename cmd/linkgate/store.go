@@ -118,6 +118,7 @@ func openRecordStore(ctx context.Context, spec string) (shortener.Store, error) 
 	switch kind {
 	case "pebble":
 		s, err = pebble.Open(arg, pebble.Options{})
+		err = lockedHint(err)
 	case "dynamodb":
 		// No background work: the visit log records an import writes are
 		// folded by the instances serving the table (or fold-visits). A
@@ -135,6 +136,22 @@ func openRecordStore(ctx context.Context, spec string) (shortener.Store, error) 
 		return nil, fmt.Errorf("%s cannot import or export whole links", spec)
 	}
 	return s, nil
+}
+
+// lockedHint adds to the error of a pebble store another process holds
+// how to reach it: a server holds its store, and answers the same
+// commands over its API. It names the holder by its PID only, never by
+// its command line, which may hold a key.
+func lockedHint(err error) error {
+	var le *pebble.LockedError
+	if !errors.As(err, &le) {
+		return err
+	}
+	holder := "another process"
+	if le.PID > 0 {
+		holder = fmt.Sprintf("process %d", le.PID)
+	}
+	return fmt.Errorf("%w\n%s holds the store %s: stop it first (linkgate store backup works while it serves)", err, holder, le.Dir)
 }
 
 // migration counts what a migration did.

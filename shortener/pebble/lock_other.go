@@ -4,4 +4,4 @@ package pebble
 
 import "github.com/cockroachdb/pebble/v2/vfs"
 
-func lockHolder(fs vfs.FS, dir string) string { return "the store is locked by another process" }
+func lockHolder(fs vfs.FS, dir string) int { return 0 }

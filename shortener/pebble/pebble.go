@@ -239,8 +239,25 @@ type Store struct {
 	now   func() time.Time
 }
 
+// LockedError is Open's error for a store another process (or another
+// Open in this one) holds.
+type LockedError struct {
+	Dir string
+	PID int // the holder's process id; 0 when the system does not say
+	Err error
+}
+
+func (e *LockedError) Error() string {
+	if e.PID > 0 {
+		return fmt.Sprintf("the store is locked by process %d", e.PID)
+	}
+	return fmt.Sprintf("the store is locked (%v)", e.Err)
+}
+
+func (e *LockedError) Unwrap() error { return e.Err }
+
 // Open opens the store in dir, creating it (and dir) if needed. It fails
-// at once if another process holds the store, naming that process.
+// at once with a *LockedError if another process holds the store.
 func Open(dir string, opts Options) (*Store, error) {
 	fs := opts.FS
 	if fs == nil {
@@ -251,7 +268,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	lock, err := pebbledb.LockDirectory(dir, fs)
 	if err != nil {
-		return nil, fmt.Errorf("open pebble store %s: %s: %w", dir, lockHolder(fs, dir), err)
+		return nil, fmt.Errorf("open pebble store %s: %w", dir, &LockedError{Dir: dir, PID: lockHolder(fs, dir), Err: err})
 	}
 	size := opts.CacheSize
 	if size <= 0 {
