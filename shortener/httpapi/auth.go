@@ -88,6 +88,23 @@ func (r *keyring) lookup(ctx context.Context, token string, now time.Time) (shor
 	if !ok || r.store == nil {
 		return shortener.APIKey{}, errBadKey
 	}
+	k, err := r.get(ctx, id)
+	if err != nil {
+		return shortener.APIKey{}, err
+	}
+	if !k.Matches(secret) {
+		return shortener.APIKey{}, errBadKey
+	}
+	r.touch(id, now)
+	return k, nil
+}
+
+// get returns the key under id as the store had it at most KeyTTL ago;
+// errBadKey if there is none.
+func (r *keyring) get(ctx context.Context, id string) (shortener.APIKey, error) {
+	if r.store == nil {
+		return shortener.APIKey{}, errBadKey
+	}
 	e, err := r.cache.Get(ctx, id, otter.LoaderFunc[string, keyEntry](func(ctx context.Context, id string) (keyEntry, error) {
 		k, err := r.store.GetKey(ctx, id)
 		switch {
@@ -101,10 +118,9 @@ func (r *keyring) lookup(ctx context.Context, token string, now time.Time) (shor
 	if err != nil {
 		return shortener.APIKey{}, err
 	}
-	if !e.found || !e.key.Matches(secret) {
+	if !e.found {
 		return shortener.APIKey{}, errBadKey
 	}
-	r.touch(id, now)
 	return e.key, nil
 }
 
@@ -150,7 +166,7 @@ func requestToken(ctx *fasthttp.RequestCtx) []byte {
 func (h *Handler) identify(ctx *fasthttp.RequestCtx) (caller, bool) {
 	token := requestToken(ctx)
 	if len(token) == 0 {
-		return caller{}, true
+		return h.sessionCaller(ctx) // the web page's session, if any (session.go)
 	}
 	if h.adminKey != nil {
 		sum := sha256.Sum256(token)
@@ -185,7 +201,7 @@ func (h *Handler) authorize(ctx *fasthttp.RequestCtx, s shortener.Scope) (caller
 	case !ok:
 		return caller{}, false
 	case !c.admin && c.key == nil:
-		h.unauthorized(ctx, "a key with scope "+string(s)+" is required (Authorization: Bearer <key> or X-API-Key)")
+		h.unauthorized(ctx, "a key with scope "+string(s)+" is required (Authorization: Bearer <key> or X-API-Key, or sign in on the web page)")
 		return caller{}, false
 	case !c.allows(s):
 		writeError(ctx, fasthttp.StatusForbidden, codeForbidden, "the key "+c.id()+" lacks the scope "+string(s))

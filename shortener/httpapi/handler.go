@@ -140,6 +140,12 @@ type Config struct {
 	// CloudFront-Viewer-* headers say who the client is (visits, rate
 	// limits, logs). nil: none, the peer is the client.
 	TrustedProxies *TrustedProxies
+	// SessionTTL is the lifetime of a web page's session (session.go).
+	// Default DefaultSessionTTL.
+	SessionTTL time.Duration
+	// SignInRate limits the sign-ins of each client address. The zero
+	// Rate is DefaultSignInRate.
+	SignInRate Rate
 }
 
 // VisitRecorder counts visits (visits.Aggregator). Record must not block
@@ -192,12 +198,12 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("create access %q: must be public or key", c.CreateAccess)
 	}
-	for _, r := range []Rate{c.CreateRate, c.CreateRateKey} {
+	for _, r := range []Rate{c.CreateRate, c.CreateRateKey, c.SignInRate} {
 		if r.N < 0 || r.N > 0 && r.Per <= 0 {
 			return fmt.Errorf("rate %v: must be N per a positive period", r)
 		}
 	}
-	if c.MaxInflight < 0 || c.MaxInflightCreates < 0 || c.MaxInflightQR < 0 || c.MaxInflightAdmin < 0 || c.ShedDelay < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 || c.QRCacheBytes < 0 || c.QRRenders < 0 {
+	if c.MaxInflight < 0 || c.MaxInflightCreates < 0 || c.MaxInflightQR < 0 || c.MaxInflightAdmin < 0 || c.ShedDelay < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 || c.SessionTTL < 0 || c.QRCacheBytes < 0 || c.QRRenders < 0 {
 		return fmt.Errorf("max in-flight and timeouts must not be negative")
 	}
 	return nil
@@ -258,6 +264,8 @@ type Handler struct {
 	createKey      *buckets // nil: no limit
 	now            func() time.Time
 	keys           *keyring
+	sessions       *sessions // the web page's (session.go)
+	signIns        *buckets
 }
 
 // NewHandler returns the API over svc. Metrics are recorded in metrics and
@@ -317,6 +325,18 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 		return nil, err
 	}
 	if h.keys, err = newKeyring(cfg.Keys); err != nil {
+		return nil, err
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if h.sessions, err = newSessions(cfg.SessionTTL); err != nil {
+		return nil, err
+	}
+	if cfg.SignInRate.N == 0 {
+		cfg.SignInRate = DefaultSignInRate
+	}
+	if h.signIns, err = newBuckets(cfg.SignInRate); err != nil {
 		return nil, err
 	}
 	h.domains, _ = parseDomains(cfg.Domains) // validated

@@ -38,6 +38,12 @@ type setup struct {
 
 func newHandler(t testing.TB, s setup) (*httpapi.Handler, shortener.Store) {
 	t.Helper()
+	return newHandlerLogger(t, s, slog.New(slog.DiscardHandler))
+}
+
+// newHandlerLogger is newHandler logging to logger.
+func newHandlerLogger(t testing.TB, s setup, logger *slog.Logger) (*httpapi.Handler, shortener.Store) {
+	t.Helper()
 	b, _ := pebbletest.Open(t)
 	var store shortener.Store = b
 	if s.wrap != nil {
@@ -53,7 +59,7 @@ func newHandler(t testing.TB, s setup) (*httpapi.Handler, shortener.Store) {
 		agg := newAggregator(t, store)
 		s.cfg.Visits, opts.Visits = agg, agg
 	}
-	h, err := httpapi.NewHandler(slog.New(slog.DiscardHandler), shortener.NewService(store, opts),
+	h, err := httpapi.NewHandler(logger, shortener.NewService(store, opts),
 		httpapi.NewMetrics(reg), reg, s.cfg)
 	if err != nil {
 		t.Fatal(err)

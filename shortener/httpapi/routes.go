@@ -22,6 +22,9 @@ import (
 //	POST     /api/v1/keys           create an API key (admin): its token is shown once
 //	GET      /api/v1/keys           list API keys (admin), without secrets
 //	DELETE   /api/v1/keys/{id}      revoke an API key (admin)
+//	GET      /api/v1/session        the web page's session: who is signed in, its CSRF token
+//	POST     /api/v1/session        sign in with a key: a session cookie (session.go)
+//	DELETE   /api/v1/session        sign out: the session is revoked
 //	GET      /                      the web page (with Config.UI)
 //	POST     /                      the web page's form, without JavaScript (with Config.UI)
 //	GET      /static/{file}         the web page's script and style (with Config.UI)
@@ -54,6 +57,9 @@ const (
 	routeKeysCreate
 	routeKeysList
 	routeKeysDelete
+	routeSessionGet
+	routeSignIn
+	routeSignOut
 	routeMethodNotAllowed
 	routeNotFound
 	numRoutes
@@ -65,6 +71,7 @@ var routeNames = [numRoutes]string{
 	routeHealthz: "healthz", routeReadyz: "readyz", routeMetrics: "metrics",
 	routeStats: "links_stats", routeQR: "links_qr", routeUI: "ui", routeUIForm: "ui_form", routeUIStatic: "ui_static",
 	routeKeysCreate: "keys_create", routeKeysList: "keys_list", routeKeysDelete: "keys_delete",
+	routeSessionGet: "session_get", routeSignIn: "session_create", routeSignOut: "session_delete",
 	routeMethodNotAllowed: "method_not_allowed", routeNotFound: "not_found",
 }
 
@@ -96,7 +103,7 @@ func (r route) class() class {
 		return classCreate
 	case routeQR, routeStats:
 		return classQRStats
-	case routeList, routeDelete, routePatch, routeKeysCreate, routeKeysList, routeKeysDelete:
+	case routeList, routeDelete, routePatch, routeKeysCreate, routeKeysList, routeKeysDelete, routeSessionGet, routeSignIn, routeSignOut:
 		return classAdmin
 	}
 	return classRedirect
@@ -107,6 +114,7 @@ var (
 	pathGetFullURL = []byte("/getFullURL/")
 	pathLinks      = []byte("/api/v1/links")
 	pathKeys       = []byte("/api/v1/keys")
+	pathSession    = []byte("/api/v1/session")
 	pathHealthz    = []byte("/healthz")
 	pathReadyz     = []byte("/readyz")
 	pathMetrics    = []byte("/metrics")
@@ -221,6 +229,16 @@ func match(ctx *fasthttp.RequestCtx) (r route, id []byte, allow string) {
 			return routeMethodNotAllowed, nil, "DELETE"
 		}
 		return routeKeysDelete, path[len(pathKeys)+1:], ""
+	case bytes.Equal(path, pathSession):
+		switch {
+		case get:
+			return routeSessionGet, nil, ""
+		case string(m) == fasthttp.MethodPost:
+			return routeSignIn, nil, ""
+		case string(m) == fasthttp.MethodDelete:
+			return routeSignOut, nil, ""
+		}
+		return routeMethodNotAllowed, nil, "GET, HEAD, POST, DELETE"
 	case bytes.HasPrefix(path, pathStatic):
 		if !get {
 			return routeMethodNotAllowed, nil, "GET, HEAD"
@@ -266,6 +284,12 @@ func (h *Handler) dispatch(ctx *fasthttp.RequestCtx, r route, id []byte, allow s
 		h.handleKeysList(ctx)
 	case routeKeysDelete:
 		h.handleKeysDelete(ctx, id)
+	case routeSessionGet:
+		h.handleSessionGet(ctx)
+	case routeSignIn:
+		h.handleSignIn(ctx)
+	case routeSignOut:
+		h.handleSignOut(ctx)
 	case routeUI, routeUIForm, routeUIStatic:
 		if h.ui == nil {
 			writeError(ctx, fasthttp.StatusNotFound, codeNotFound, "no such route (the web page is disabled: --ui=false)")

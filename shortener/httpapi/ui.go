@@ -67,6 +67,7 @@ type pageData struct {
 	Error       string
 	Result      *linkJSON
 	QRSize      int
+	CSRF        string // the session's token, for the no-JavaScript form
 }
 
 func (h *Handler) renderPage(ctx *fasthttp.RequestCtx, status int, d pageData) {
@@ -78,6 +79,9 @@ func (h *Handler) renderPage(ctx *fasthttp.RequestCtx, status int, d pageData) {
 		if d.Form.Domain == "" {
 			d.Form.Domain = h.domainName(ctx, h.hostDomain(ctx))
 		}
+	}
+	if ss, _, open := h.sessions.get(ctx.Request.Header.Cookie(sessionCookie), h.now()); open {
+		d.CSRF = ss.csrf
 	}
 	var buf bytes.Buffer
 	if err := h.ui.page.Execute(&buf, d); err != nil {

@@ -7,7 +7,11 @@
   const $ = (id) => document.getElementById(id);
   const main = $("main");
   const STORE = "linkgate.links";
-  const KEY = "linkgate.adminKey";
+  // Keys are never kept in the browser: signing in opens a session on
+  // the server (an HttpOnly cookie) and the page keeps only its CSRF
+  // token, in memory. A key an earlier version stored is removed.
+  try { localStorage.removeItem("linkgate.adminKey"); sessionStorage.removeItem("linkgate.adminKey"); } catch { /* storage off */ }
+  let session = { signed_in: false };
   const qrSize = main.dataset.qrSize || "256";
 
   function load() {
@@ -19,12 +23,10 @@
     links.unshift({ id: link.id, domain: link.domain, short_url: link.short_url, url: link.url, created_at: link.created_at });
     save(links);
   }
-  // An API key (or the admin key), entered once and kept in this browser:
-  // creates send it (the server may need one: --create-access key), and
-  // the statistics.
+  // A state-changing request of a signed-in page carries the session's
+  // CSRF token.
   function headers() {
-    const k = localStorage.getItem(KEY);
-    return k ? { "X-API-Key": k } : {};
+    return session.csrf_token ? { "X-CSRF-Token": session.csrf_token } : {};
   }
   async function errorMessage(resp) {
     try { return (await resp.json()).error.message; } catch { return "The server answered " + resp.status + "."; }
@@ -167,9 +169,12 @@
     }
   }
 
-  $("key-form").addEventListener("submit", (ev) => {
+  $("key-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    localStorage.setItem(KEY, $("admin-key").value);
+    const resp = await fetch("/api/v1/session", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ key: $("admin-key").value }) });
+    $("admin-key").value = "";
+    if (resp.status !== 201) { $("form-error").textContent = await errorMessage(resp); return; }
+    session = await resp.json();
     $("key-form").hidden = true;
     renderList();
   });
@@ -246,6 +251,5 @@
     if (m) openStats(m[1], m[2]);
   }
   window.addEventListener("hashchange", route);
-  renderList();
-  route();
+  fetch("/api/v1/session", { cache: "no-store" }).then((r) => r.json()).then((s) => { session = s; }, () => {}).finally(() => { renderList(); route(); });
 })();
