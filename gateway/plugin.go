@@ -239,21 +239,30 @@ type APIProvider interface {
 // Registry is the explicit set of plugins a gateway offers.
 type Registry struct {
 	byName map[string]Factory
-	// SSLKeys encrypts and decrypts the private keys of ssl resources at
+	// keys encrypts and decrypts the private keys of ssl resources at
 	// rest (APISIX's key_encrypt_salt); nil stores them as given.
-	SSLKeys *KeyCipher
+	keys *KeyCipher
 }
 
-func (r *Registry) sslKeys() *KeyCipher {
+// SSLKeys is the cipher of the ssl resources' private keys; nil stores
+// them as given.
+func (r *Registry) SSLKeys() *KeyCipher {
 	if r == nil {
 		return nil
 	}
-	return r.SSLKeys
+	return r.keys
 }
 
-// NewRegistry returns a registry of fs.
+// NewRegistry returns a registry of fs that stores the private keys of ssl
+// resources as given.
 func NewRegistry(fs ...Factory) *Registry {
-	r := &Registry{byName: map[string]Factory{}}
+	return NewRegistryWithKeys(nil, fs...)
+}
+
+// NewRegistryWithKeys returns a registry of fs whose ssl resources' private
+// keys are encrypted at rest with keys (nil: stored as given).
+func NewRegistryWithKeys(keys *KeyCipher, fs ...Factory) *Registry {
+	r := &Registry{byName: map[string]Factory{}, keys: keys}
 	for _, f := range fs {
 		r.byName[f.Name()] = f
 	}

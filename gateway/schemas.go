@@ -367,7 +367,7 @@ func Check(k Kind, doc map[string]any, reg *Registry, refs RefChecker) error {
 		}
 		return checkPlugins(doc, reg)
 	case KindSSL:
-		return checkSSL(doc, reg.sslKeys())
+		return checkSSL(doc, reg.SSLKeys())
 	}
 	return invalidf("unknown resource kind %q", k)
 }

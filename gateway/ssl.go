@@ -46,7 +46,7 @@ func (c *Config) putSSL(id string, doc map[string]any, reg *Registry) error {
 		return err
 	}
 	s.ID = id
-	if s.entry, err = s.Load(reg.sslKeys(), time.Now()); err != nil {
+	if s.entry, err = s.Load(reg.SSLKeys(), time.Now()); err != nil {
 		return invalidf("%v", err)
 	}
 	c.SSLs[id] = s

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -47,20 +48,113 @@ import (
 	"github.com/linkgate/linkgate/internal/cli"
 )
 
+// gatewayConfig is everything `linkgate gateway` is configured with: its
+// flags, and what validate derives from them.
 type gatewayConfig struct {
-	listen, prometheusListen, controlListen, store, adminVersion, logLevel, router string
-	serverHeader, listenTLS, sslKeySalt, trustedCA                                 string
-	adminKeys, viewerKeys, allowAdmin                                              string
-	maxBodySize, httpsPort, requestIDMachine                                       int
-	showUpstreamStatus                                                             bool
-	wsMaxDuration                                                                  time.Duration
+	listen, prometheusListen, controlListen, store, adminVersion, router string
+	serverHeader, listenTLS, sslKeySalt, trustedCA                       string
+	adminKeys, viewerKeys, allowAdmin                                    string
+	logFormat, logLevel                                                  string
+	maxBodySize, httpsPort, requestIDMachine                             int
+	showUpstreamStatus                                                   bool
+	wsMaxDuration, shutdownTimeout                                       time.Duration
+
+	// Set by validate.
+	allow      []netip.Prefix
+	routerMode router.Mode
+	keys       *gateway.KeyCipher // nil: ssl private keys stored as given
+	roots      *x509.CertPool     // nil: the system roots
 }
 
-// loadRoots reads a PEM file of CA certificates; "" is nil, the system roots.
 func init() {
 	commands["gateway"] = command{"run the APISIX-compatible API gateway", runGateway}
 }
 
+const gatewayDescription = `Run the APISIX 2.14-compatible API gateway: admin API under /apisix/admin/ on the
+data listener, routes and plugins from the config store, prometheus metrics on
+--prometheus-listen at /apisix/prometheus/metrics. SIGINT/SIGTERM stop
+accepting and drain requests in flight for up to --shutdown-timeout.`
+
+func runGateway(ctx context.Context, args []string, env cli.Env) error {
+	fs := cli.NewFlagSet("gateway", "linkgate gateway [flags]", gatewayDescription, env.Stderr)
+	var c gatewayConfig
+	c.register(fs)
+	if err := cli.Parse(fs, args, env.Getenv); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("gateway takes no arguments")
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	logger, err := cli.NewLogger(env.Stderr, c.logFormat, c.logLevel)
+	if err != nil {
+		return err
+	}
+	return serveGateway(ctx, logger, c, env.Getenv)
+}
+
+// register adds the gateway's flags to fs, with c's fields as their values.
+func (c *gatewayConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.listen, "listen", ":9080", "address of the data listener (and the admin API)")
+	fs.StringVar(&c.adminKeys, "admin-key", "", "admin API key(s), comma-separated; with none the admin API refuses every call")
+	fs.StringVar(&c.viewerKeys, "viewer-key", "", "read-only admin API key(s), comma-separated")
+	fs.StringVar(&c.allowAdmin, "allow-admin", "127.0.0.0/24", "client networks (CIDR or IP) allowed to reach the admin API, comma-separated")
+	fs.StringVar(&c.prometheusListen, "prometheus-listen", "127.0.0.1:9091", `address of the prometheus exporter ("" disables it)`)
+	fs.StringVar(&c.controlListen, "control-listen", "", `address of the control API (/v1/routes, /v1/config; APISIX uses 127.0.0.1:9090; "" disables it)`)
+	fs.StringVar(&c.store, "config-store", "bolt:data/gateway.db", "config store: bolt:PATH, etcd://[USER@]HOST:PORT[,HOST:PORT][?prefix=/apisix] (etcds:// over TLS, with &ca=FILE&cert=FILE&key=FILE; the password from password_file=FILE or $LINKGATE_ETCD_PASSWORD), or file:PATH (APISIX's standalone apisix.yaml, reloaded when it changes; the admin API is read-only)")
+	fs.BoolVar(&c.showUpstreamStatus, "show-upstream-status", false, "send X-APISIX-Upstream-Status on every proxied response, not only after a 5xx (APISIX's show_upstream_status_in_response_header)")
+	fs.StringVar(&c.router, "router", "radixtree_uri", "route matching, as APISIX's apisix.router.http: radixtree_uri, radixtree_host_uri or radixtree_uri_with_parameter")
+	fs.StringVar(&c.adminVersion, "admin-api-version", "v2", "admin API envelopes: v2 (APISIX 2.14) or v3 (APISIX 3.x)")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain requests in flight on SIGINT/SIGTERM")
+	fs.StringVar(&c.serverHeader, "server-header", "linkgate", `Server header on proxied responses ("" keeps the upstream's)`)
+	fs.IntVar(&c.maxBodySize, "max-body-size", 0, "largest request body proxied, in bytes (0: no limit, as APISIX's client_max_body_size; bodies stream)")
+	fs.StringVar(&c.listenTLS, "listen-tls", ":9443", `address of the TLS listener (HTTP/1.1 and HTTP/2, certificates from the ssl resources; "" disables it)`)
+	fs.StringVar(&c.sslKeySalt, "ssl-key-encrypt-salt", gateway.DefaultKeySalt, `16 bytes encrypting ssl private keys at rest, as APISIX's key_encrypt_salt (its default); "" stores them as given`)
+	fs.StringVar(&c.trustedCA, "ssl-trusted-certificate", "", `PEM file of the CAs that verify TLS servers the gateway is a client of: redis with redis_ssl_verify (APISIX's apisix.ssl.ssl_trusted_certificate; "" uses the system roots)`)
+	fs.IntVar(&c.httpsPort, "https-port", 0, "port the redirect plugin's http_to_https sends clients to (0: the --listen-tls port, else 443)")
+	fs.DurationVar(&c.wsMaxDuration, "websocket-max-duration", 0, "longest a WebSocket tunnel stays open (0: no limit; an idle one closes after its route's read timeout, 60s by default)")
+	fs.IntVar(&c.requestIDMachine, "request-id-machine", 0, "this node's snowflake data machine id (0-4095) for request-id; distinct per node")
+}
+
+// validate checks the flags and derives what the gateway is built with
+// from them; every error is a usage error.
+func (c *gatewayConfig) validate() error {
+	for _, s := range splitList(c.allowAdmin) {
+		p, err := gateway.ParseAddrOrPrefix(s)
+		if err != nil {
+			return cli.Usagef("--allow-admin %q: %v", s, err)
+		}
+		c.allow = append(c.allow, p)
+	}
+	var ok bool
+	if c.routerMode, ok = router.ParseMode(c.router); !ok {
+		return cli.Usagef("--router must be radixtree_uri, radixtree_host_uri or radixtree_uri_with_parameter")
+	}
+	switch {
+	case c.adminVersion != "v2" && c.adminVersion != "v3":
+		return cli.Usagef("--admin-api-version must be v2 or v3")
+	case c.requestIDMachine < 0 || c.requestIDMachine > 4095:
+		return cli.Usagef("--request-id-machine must be 0-4095")
+	case c.shutdownTimeout < 0:
+		return cli.Usagef("--shutdown-timeout must not be negative")
+	case c.wsMaxDuration < 0:
+		return cli.Usagef("--websocket-max-duration must not be negative")
+	}
+	var err error
+	if c.roots, err = loadRoots(c.trustedCA); err != nil {
+		return cli.Usagef("--ssl-trusted-certificate: %v", err)
+	}
+	if c.keys, err = gateway.NewKeyCipher(c.sslKeySalt); err != nil {
+		return cli.Usagef("--ssl-key-encrypt-salt: %v", err)
+	}
+	return nil
+}
+
+// loadRoots reads a PEM file of CA certificates; "" is nil, the system roots.
 func loadRoots(file string) (*x509.CertPool, error) {
 	if file == "" {
 		return nil, nil
@@ -87,128 +181,87 @@ func splitList(v string) []string {
 	return out
 }
 
-func runGateway(ctx context.Context, args []string, env cli.Env) error {
-	fs := cli.NewFlagSet("gateway", "linkgate gateway [flags]",
-		"Run the APISIX 2.14-compatible API gateway: admin API under /apisix/admin/ on the\n"+
-			"data listener, routes and plugins from the config store, prometheus metrics on\n"+
-			"--prometheus-listen at /apisix/prometheus/metrics.", env.Stderr)
-	var c gatewayConfig
-	fs.StringVar(&c.listen, "listen", ":9080", "address of the data listener (and the admin API)")
-	fs.StringVar(&c.adminKeys, "admin-key", "", "admin API key(s), comma-separated; with none the admin API refuses every call")
-	fs.StringVar(&c.viewerKeys, "viewer-key", "", "read-only admin API key(s), comma-separated")
-	fs.StringVar(&c.allowAdmin, "allow-admin", "127.0.0.0/24", "client networks (CIDR or IP) allowed to reach the admin API, comma-separated")
-	fs.StringVar(&c.prometheusListen, "prometheus-listen", "127.0.0.1:9091", `address of the prometheus exporter ("" disables it)`)
-	fs.StringVar(&c.controlListen, "control-listen", "", `address of the control API (/v1/routes, /v1/config; APISIX uses 127.0.0.1:9090; "" disables it)`)
-	fs.StringVar(&c.store, "config-store", "bolt:data/gateway.db", "config store: bolt:PATH, etcd://[USER@]HOST:PORT[,HOST:PORT][?prefix=/apisix] (etcds:// over TLS, with &ca=FILE&cert=FILE&key=FILE; the password from password_file=FILE or $LINKGATE_ETCD_PASSWORD), or file:PATH (APISIX's standalone apisix.yaml, reloaded when it changes; the admin API is read-only)")
-	fs.BoolVar(&c.showUpstreamStatus, "show-upstream-status", false, "send X-APISIX-Upstream-Status on every proxied response, not only after a 5xx (APISIX's show_upstream_status_in_response_header)")
-	fs.StringVar(&c.router, "router", "radixtree_uri", "route matching, as APISIX's apisix.router.http: radixtree_uri, radixtree_host_uri or radixtree_uri_with_parameter")
-	fs.StringVar(&c.adminVersion, "admin-api-version", "v2", "admin API envelopes: v2 (APISIX 2.14) or v3 (APISIX 3.x)")
-	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&c.serverHeader, "server-header", "linkgate", `Server header on proxied responses ("" keeps the upstream's)`)
-	fs.IntVar(&c.maxBodySize, "max-body-size", 0, "largest request body proxied, in bytes (0: no limit, as APISIX's client_max_body_size; bodies stream)")
-	fs.StringVar(&c.listenTLS, "listen-tls", ":9443", `address of the TLS listener (HTTP/1.1 and HTTP/2, certificates from the ssl resources; "" disables it)`)
-	fs.StringVar(&c.sslKeySalt, "ssl-key-encrypt-salt", gateway.DefaultKeySalt, `16 bytes encrypting ssl private keys at rest, as APISIX's key_encrypt_salt (its default); "" stores them as given`)
-	fs.StringVar(&c.trustedCA, "ssl-trusted-certificate", "", `PEM file of the CAs that verify TLS servers the gateway is a client of: redis with redis_ssl_verify (APISIX's apisix.ssl.ssl_trusted_certificate; "" uses the system roots)`)
-	fs.IntVar(&c.httpsPort, "https-port", 0, "port the redirect plugin's http_to_https sends clients to (0: the --listen-tls port, else 443)")
-	fs.DurationVar(&c.wsMaxDuration, "websocket-max-duration", 0, "longest a WebSocket tunnel stays open (0: no limit; an idle one closes after its route's read timeout, 60s by default)")
-	fs.IntVar(&c.requestIDMachine, "request-id-machine", 0, "this node's snowflake data machine id (0-4095) for request-id; distinct per node")
-	if err := cli.Parse(fs, args, env.Getenv); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("gateway takes no arguments")
-	}
-	var allow []netip.Prefix
-	for _, s := range splitList(c.allowAdmin) {
-		p, err := gateway.ParseAddrOrPrefix(s)
+// gatewayListeners are the gateway's listeners; nil ones (all but data)
+// are disabled.
+type gatewayListeners struct {
+	data, tls, prometheus, control net.Listener
+}
+
+// listenGateway opens every listener c names, or none.
+func listenGateway(c gatewayConfig) (l gatewayListeners, err error) {
+	defer func() {
 		if err != nil {
-			return cli.Usagef("--allow-admin %q: %v", s, err)
+			l.close()
 		}
-		allow = append(allow, p)
+	}()
+	// The data listener is never disabled: "" is a free port.
+	open := func(addr, what string) (net.Listener, error) {
+		if addr == "" && what != "" {
+			return nil, nil
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %s%w", what, err)
+		}
+		return ln, nil
 	}
-	routerMode, ok := router.ParseMode(c.router)
-	if !ok {
-		return cli.Usagef("--router must be radixtree_uri, radixtree_host_uri or radixtree_uri_with_parameter")
+	if l.tls, err = open(c.listenTLS, "TLS listener: "); err != nil {
+		return l, err
 	}
-	if c.adminVersion != "v2" && c.adminVersion != "v3" {
-		return cli.Usagef("--admin-api-version must be v2 or v3")
+	if l.data, err = open(c.listen, ""); err != nil {
+		return l, err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return cli.Usagef("--log-level: %v", err)
+	if l.prometheus, err = open(c.prometheusListen, "prometheus: "); err != nil {
+		return l, err
 	}
-	roots, err := loadRoots(c.trustedCA)
-	if err != nil {
-		return cli.Usagef("--ssl-trusted-certificate: %v", err)
-	}
-	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	l.control, err = open(c.controlListen, "control: ")
+	return l, err
+}
 
-	store, prefix, err := openGatewayStore(ctx, c.store, env.Getenv, logger)
-	if err != nil {
-		return err
+func (l gatewayListeners) close() {
+	for _, ln := range []net.Listener{l.data, l.tls, l.prometheus, l.control} {
+		if ln != nil {
+			ln.Close()
+		}
 	}
-	defer store.Close()
+}
 
-	if c.requestIDMachine < 0 || c.requestIDMachine > 4095 {
-		return cli.Usagef("--request-id-machine must be 0-4095")
+// addr is ln's address, or "" for a disabled listener.
+func addr(ln net.Listener) string {
+	if ln == nil {
+		return ""
 	}
-	keys, err := gateway.NewKeyCipher(c.sslKeySalt)
-	if err != nil {
-		return cli.Usagef("--ssl-key-encrypt-salt: %v", err)
-	}
-	var tlsLn net.Listener
-	if c.listenTLS != "" {
-		if tlsLn, err = net.Listen("tcp", c.listenTLS); err != nil {
-			return fmt.Errorf("gateway: TLS listener: %w", err)
-		}
-		defer tlsLn.Close()
-		if c.httpsPort == 0 {
-			c.httpsPort = tlsLn.Addr().(*net.TCPAddr).Port
-		}
-	}
+	return ln.Addr().String()
+}
+
+// gatewayApp is what `linkgate gateway` runs over a config store: every
+// part built by newGateway with its dependencies, none assigned later.
+type gatewayApp struct {
+	store    gateway.Store
+	prefix   string // of the store's keys, as admin envelopes show them
+	proxy    *proxy.Gateway
+	reloader *gateway.Reloader
+	metrics  *prometheus.Factory
+	redis    *redis.Pool
+}
+
+// newGateway builds the gateway over store: the plugins, the admin API,
+// the proxy and the reloader that feeds it the store's configuration.
+func newGateway(logger *slog.Logger, c gatewayConfig, store gateway.Store, prefix string) *gatewayApp {
 	metrics := prometheus.New()
-	redisPool := redis.NewPoolWithRoots(roots)
-	defer redisPool.Close()
+	redisPool := redis.NewPoolWithRoots(c.roots)
 	reg := newRegistry(logger, c, metrics, redisPool)
-	reg.SSLKeys = keys
-	if len(splitList(c.adminKeys)) == 0 {
-		logger.Warn("no --admin-key: the admin API refuses every call")
-	}
 	readOnly := ""
 	if _, ok := store.(*yamlfile.Store); ok {
 		readOnly = yamlfile.ErrReadOnly.Error()
 	}
 	adminAPI := admin.NewHandler(logger, store, reg, admin.Options{
-		AdminKeys: splitList(c.adminKeys), ViewerKeys: splitList(c.viewerKeys), AllowAdmin: allow, V3: c.adminVersion == "v3", Prefix: prefix,
+		AdminKeys: splitList(c.adminKeys), ViewerKeys: splitList(c.viewerKeys), AllowAdmin: c.allow, V3: c.adminVersion == "v3", Prefix: prefix,
 		ReadOnly: readOnly,
 	})
-	gw := proxy.New(proxy.Options{Logger: logger, Admin: adminAPI, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize, Router: routerMode,
+	gw := proxy.New(proxy.Options{Logger: logger, Admin: adminAPI, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize, Router: c.routerMode,
 		ShowUpstreamStatus: c.showUpstreamStatus, Certs: certs.NewManager(nil), WebSocketMaxDuration: c.wsMaxDuration})
-
-	ln, err := net.Listen("tcp", c.listen)
-	if err != nil {
-		return fmt.Errorf("gateway: %w", err)
-	}
-	var promLn, ctlLn net.Listener
-	if c.prometheusListen != "" {
-		if promLn, err = net.Listen("tcp", c.prometheusListen); err != nil {
-			ln.Close()
-			return fmt.Errorf("gateway: prometheus: %w", err)
-		}
-	}
-	if c.controlListen != "" {
-		if ctlLn, err = net.Listen("tcp", c.controlListen); err != nil {
-			ln.Close()
-			if promLn != nil {
-				promLn.Close()
-			}
-			return fmt.Errorf("gateway: control: %w", err)
-		}
-	}
-
 	// Config pipeline: store updates → validate → compile → atomic swap.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	reloader := gateway.NewReloader(reg, logger, func(c *gateway.Compiled) {
 		gw.Load(c)
 		idx := make(map[string]int64, len(c.ModifiedIndexes))
@@ -225,17 +278,56 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 		logger.Debug("config loaded", "revision", c.Revision, "routes", len(c.Routes))
 	})
 	metrics.Register(reloadCollector{reloader})
+	return &gatewayApp{store: store, prefix: prefix, proxy: gw, reloader: reloader, metrics: metrics, redis: redisPool}
+}
+
+// prometheusHandler serves the exporter: the plugin's metrics, the
+// proxy's connection gauges and whether the store is reachable.
+func (a *gatewayApp) prometheusHandler() http.Handler {
+	reach := func() bool { return true }
+	if r, ok := a.store.(gateway.Reachability); ok {
+		reach = r.Reachable
+	}
+	return a.metrics.Handler(func() prometheus.ServerStats {
+		s := a.proxy.Stats()
+		return prometheus.ServerStats{Active: s.Active, Accepted: s.Accepted, Handled: s.Handled,
+			Reading: s.Reading, Writing: s.Writing, Waiting: s.Waiting, Requests: s.Requests, WebSockets: s.WebSockets}
+	}, reach)
+}
+
+// serveGateway runs the gateway until ctx ends, then drains it for up to
+// c.shutdownTimeout.
+func serveGateway(ctx context.Context, logger *slog.Logger, c gatewayConfig, getenv func(string) string) error {
+	store, prefix, err := openGatewayStore(ctx, c.store, getenv, logger)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	lns, err := listenGateway(c)
+	if err != nil {
+		return err
+	}
+	defer lns.close()
+	if c.httpsPort == 0 && lns.tls != nil {
+		c.httpsPort = lns.tls.Addr().(*net.TCPAddr).Port
+	}
+	if len(splitList(c.adminKeys)) == 0 {
+		logger.Warn("no --admin-key: the admin API refuses every call")
+	}
+	app := newGateway(logger, c, store, prefix)
+	defer app.redis.Close()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	loaded := make(chan struct{})
 	var once sync.Once
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		err := reloader.Run(ctx, store, func() { once.Do(func() { close(loaded) }) })
+	wg.Go(func() {
+		err := app.reloader.Run(ctx, store, func() { once.Do(func() { close(loaded) }) })
 		if err != nil && ctx.Err() == nil {
 			logger.Error("config store watch ended", "err", err)
 		}
-	}()
+	})
 	select {
 	case <-loaded:
 	case <-time.After(5 * time.Second):
@@ -244,33 +336,20 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	}
 
 	errc := make(chan error, 4)
-	go func() { errc <- gw.Serve(ln) }()
-	tlsAddr := ""
-	if tlsLn != nil {
-		go func() { errc <- gw.ServeTLS(tlsLn) }()
-		tlsAddr = tlsLn.Addr().String()
+	go func() { errc <- app.proxy.Serve(lns.data) }()
+	if lns.tls != nil {
+		go func() { errc <- app.proxy.ServeTLS(lns.tls) }()
 	}
 	var servers []*http.Server
-	promAddr, ctlAddr := "", ""
-	if promLn != nil {
-		reach := func() bool { return true }
-		if r, ok := store.(gateway.Reachability); ok {
-			reach = r.Reachable
-		}
-		servers = append(servers, serveHTTP(promLn, metrics.Handler(func() prometheus.ServerStats {
-			s := gw.Stats()
-			return prometheus.ServerStats{Active: s.Active, Accepted: s.Accepted, Handled: s.Handled,
-				Reading: s.Reading, Writing: s.Writing, Waiting: s.Waiting, Requests: s.Requests, WebSockets: s.WebSockets}
-		}, reach), errc))
-		promAddr = promLn.Addr().String()
+	if lns.prometheus != nil {
+		servers = append(servers, serveHTTP(lns.prometheus, app.prometheusHandler(), errc))
 	}
-	if ctlLn != nil {
-		servers = append(servers, serveHTTP(ctlLn, control.NewHandler(reloader, store, prefix), errc))
-		ctlAddr = ctlLn.Addr().String()
+	if lns.control != nil {
+		servers = append(servers, serveHTTP(lns.control, control.NewHandler(app.reloader, store, prefix), errc))
 	}
-	logger.Info("gateway listening", "addr", ln.Addr().String(), "prometheus", promAddr, "control", ctlAddr, "tls", tlsAddr, "store", c.store, "admin_api", c.adminVersion)
+	logger.Info("gateway listening", "addr", addr(lns.data), "prometheus", addr(lns.prometheus), "control", addr(lns.control), "tls", addr(lns.tls), "store", c.store, "admin_api", c.adminVersion)
 	// Any answer of the data listener (the admin API's 401 included) shows it serves.
-	sd := notifyReady(logger, "gateway on "+ln.Addr().String()+", config store "+c.store, probeHTTP(ln.Addr(), "/apisix/admin/", 0))
+	sd := notifyReady(logger, "gateway on "+addr(lns.data)+", config store "+c.store, probeHTTP(lns.data.Addr(), "/apisix/admin/", 0))
 	defer sd.Stopping()
 
 	select {
@@ -278,23 +357,28 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	case err = <-errc:
 	}
 	sd.Stopping()
-	shutCtx, done := context.WithTimeout(context.Background(), 10*time.Second)
+	logger.Info("shutting down: draining requests in flight", "timeout", c.shutdownTimeout)
+	shutCtx, done := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer done()
 	for _, srv := range servers {
 		_ = srv.Shutdown(shutCtx)
 	}
-	if serr := gw.Shutdown(shutCtx); err == nil && serr != nil {
-		err = serr
+	if serr := app.proxy.Shutdown(shutCtx); err == nil && serr != nil {
+		err = fmt.Errorf("gateway: shutdown: %w", serr)
 	}
 	cancel()
 	wg.Wait()
+	if err == nil {
+		logger.Info("stopped")
+	}
 	return err
 }
 
-// newRegistry returns the gateway's plugins, configured by c's flags.
+// newRegistry returns the gateway's plugins, configured by c's flags, and
+// c.keys for the ssl resources' private keys.
 func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Factory, redisPool *redis.Pool) *gateway.Registry {
 	jwt := jwtauth.New()
-	return gateway.NewRegistry(
+	return gateway.NewRegistryWithKeys(c.keys,
 		limitcount.New(logger, redisPool),
 		limitreq.New(logger, redisPool),
 		limitconn.New(logger, redisPool),

@@ -141,21 +141,6 @@ func TestGatewaySeedCommands(t *testing.T) {
 	}
 }
 
-func TestGatewayFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"gateway", "--config-store", "mysql://x"},
-		{"gateway", "--admin-api-version", "v4"},
-		{"gateway", "--allow-admin", "not-a-cidr"},
-		{"gateway", "extra"},
-		{"gateway", "--ssl-trusted-certificate", "/nonexistent/ca.pem"},
-		{"gateway", "--ssl-trusted-certificate", "gateway_test.go"},
-	} {
-		if _, _, code := runCLI(t, nil, args...); code != 2 {
-			t.Errorf("%v: exit %d, want 2", args, code)
-		}
-	}
-}
-
 // Two gateways on one etcd: a change through either reaches both within
 // 1 s; with etcd stopped they keep serving the last good configuration
 // without a failed request and report apisix_etcd_reachable 0.

@@ -578,7 +578,7 @@ func (a *api) stampTimes(doc map[string]any, prev *gateway.Entry, patch bool, pa
 // write stores doc; prevRev > 0 makes it conditional (PATCH).
 func (a *api) write(w http.ResponseWriter, r *http.Request, kind gateway.Kind, id string, doc map[string]any, action string, prevRev int64) {
 	if kind == gateway.KindSSL {
-		gateway.EncryptSSLKeys(doc, a.reg.SSLKeys)
+		gateway.EncryptSSLKeys(doc, a.reg.SSLKeys())
 	}
 	value, err := json.Marshal(doc)
 	if err != nil {

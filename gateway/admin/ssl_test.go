@@ -28,8 +28,8 @@ func TestSSLResource(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	reg := registry()
-	reg.SSLKeys, _ = gateway.NewKeyCipher(gateway.DefaultKeySalt)
+	keys, _ := gateway.NewKeyCipher(gateway.DefaultKeySalt)
+	reg := gateway.NewRegistryWithKeys(keys) // ssl resources need no plugin
 	api := admin.NewHandler(slog.New(slog.DiscardHandler), store, reg, admin.Options{
 		AdminKeys: []string{adminKey}, AllowAdmin: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/24")},
 	})

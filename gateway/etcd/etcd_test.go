@@ -115,8 +115,7 @@ func TestAPISIXLayout(t *testing.T) {
 		t.Fatalf("Watch reset: %+v", u.Entries)
 	}
 	cfg := gateway.NewConfig()
-	reg := gateway.NewRegistry()
-	reg.SSLKeys = kc
+	reg := gateway.NewRegistryWithKeys(kc)
 	errs := cfg.Apply(u, reg)
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "ssl/2: invalid configuration") {
 		t.Fatalf("want only ssl/2 skipped: %v", errs)
