@@ -54,6 +54,13 @@ if [ ! -x .cache/bin/aws-lambda-rie ]; then
 fi
 step "SBOM generator (cyclonedx-gomod, pinned in tools/release)"
 go run ./tools/release install-tools
+# h2spec, the HTTP/2 conformance suite (internal/h2spec runs it against
+# both servers). Its last release has no go.mod: the tag is pinned, its
+# dependencies resolve to their latest versions at install time.
+if [ ! -x .cache/bin/h2spec ]; then
+	step "go install h2spec"
+	GOBIN="$PWD/.cache/bin" go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
+fi
 if [ ! -x .cache/bin/staticcheck ]; then
 	step "go install staticcheck"
 	GOBIN="$PWD/.cache/bin" go install honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -384,7 +384,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.closeTLS()
 	g.closeTunnels()
 	err := g.server.ShutdownWithContext(ctx)
-	if herr := g.shutdownHTTP2(ctx); err == nil {
+	if herr := g.h2.Shutdown(ctx); err == nil {
 		err = herr
 	}
 	if lerr := linger.Wait(ctx, &g.live); err == nil {

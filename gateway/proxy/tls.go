@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"net"
@@ -9,14 +8,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/linkgate/linkgate/internal/deadline"
+	"github.com/linkgate/linkgate/internal/h2"
 	"github.com/linkgate/linkgate/internal/linger"
 )
 
 // The TLS listener: handshakes with the certificate the SNI selects
 // (gateway/certs), then ALPN decides the protocol — HTTP/1.1 connections
 // join the cleartext listener's fasthttp server, h2 connections are served
-// by the gateway's own HTTP/2 server (h2.go), whose requests go into a
+// by linkgate's HTTP/2 server (internal/h2), whose requests go into a
 // fasthttp.RequestCtx and through the same handle: routing, plugins,
 // metrics and forwarded headers (X-Forwarded-Proto: https) are one code
 // path. Upstreams stay HTTP/1.1 on the same connection pools.
@@ -26,23 +28,15 @@ type tlsState struct {
 	tlsLns []net.Listener
 	h1tls  *connQueue // handshaken HTTP/1.1 connections, served by g.server
 
-	h2Workers h2Pool
-	h2mu      sync.Mutex // guards h2set and h2closed
-	h2set     map[*srvConn]struct{}
-	h2closed  bool
-	h2wg      sync.WaitGroup
+	h2 *h2.Server
 
-	handshakes, handshakeErrors, h2Conns atomic.Int64
+	handshakes, handshakeErrors atomic.Int64
 }
 
 // TLS defaults: nginx's http2_max_concurrent_streams and
-// large_client_header_buffers, a handshake timeout as APISIX's
-// client_header_timeout bounds its handshakes.
-const (
-	defaultHandshakeTimeout = 10 * time.Second
-	defaultMaxStreams       = 128
-	defaultMaxHeaderBytes   = 32 << 10
-)
+// large_client_header_buffers (h2's defaults), a handshake timeout as
+// APISIX's client_header_timeout bounds its handshakes.
+const defaultHandshakeTimeout = 10 * time.Second
 
 func (g *Gateway) initTLS() {
 	o := &g.opts
@@ -50,13 +44,53 @@ func (g *Gateway) initTLS() {
 		o.HandshakeTimeout = defaultHandshakeTimeout
 	}
 	if o.MaxConcurrentStreams == 0 {
-		o.MaxConcurrentStreams = defaultMaxStreams
+		o.MaxConcurrentStreams = h2.DefaultMaxStreams
 	}
 	if o.MaxHeaderBytes <= 0 {
-		o.MaxHeaderBytes = defaultMaxHeaderBytes
+		o.MaxHeaderBytes = h2.DefaultMaxHeaderBytes
 	}
 	g.h1tls = newConnQueue()
-	g.h2set = map[*srvConn]struct{}{}
+	g.h2 = h2.NewServer(h2.HandlerFunc(g.serveStream), h2.Options{
+		MaxConcurrentStreams: o.MaxConcurrentStreams,
+		MaxHeaderBytes:       o.MaxHeaderBytes,
+		ServerHeader:         o.ServerHeader,
+		ReadTimeout:          g.limits.Read,
+		WriteTimeout:         g.limits.Write,
+		IdleTimeout:          g.limits.Idle,
+		ExtendedConnect:      true,
+		Logger:               fasthttpLogger{g.log},
+	})
+}
+
+// serveStream is the HTTP/2 server's handler: a stream's request takes
+// the HTTP/1.1 requests' path (handle); an extended CONNECT for WebSocket
+// runs its tunnel on the stream once the node has upgraded.
+func (g *Gateway) serveStream(s *h2.Stream) {
+	fc := s.Ctx()
+	switch p := s.Protocol(); p {
+	case "":
+		g.handle(fc, true, nil)
+	case "websocket":
+		ws := newH2Stream(&fc.Request) // the stream is the tunnel, not a body
+		g.handle(fc, true, ws)
+		if ws.tunnel == nil {
+			return
+		}
+		var h fasthttp.ResponseHeader
+		h.SetNoDefaultContentType(true)
+		if ws.protocol != "" {
+			h.Set("Sec-WebSocket-Protocol", ws.protocol)
+		}
+		if ws.extensions != "" {
+			h.Set("Sec-WebSocket-Extensions", ws.extensions)
+		}
+		side := s.Tunnel(&h)
+		ws.tunnel.run(side, side, nil)
+	default:
+		fc.Response.SetStatusCode(fasthttp.StatusBadRequest)
+		fc.Response.Header.SetContentTypeBytes(jsonType)
+		fc.Response.SetBodyRaw(wsBadProtocol)
+	}
 }
 
 // ServeTLS accepts TLS connections on ln until Shutdown, with the
@@ -114,7 +148,7 @@ func (g *Gateway) handshake(dc *deadline.Conn, cfg *tls.Config) {
 		c.shared = true
 		c.wrote.Store(false)
 		dc.SetDeadline(time.Time{})
-		g.serveH2(tc, dc, h2View{tc})
+		g.h2.ServeConn(tc, dc, h2View{tc})
 		return
 	}
 	dc.SetLimits(&g.limits)
@@ -137,56 +171,6 @@ func (g *Gateway) closeTLS() {
 	for _, ln := range g.tlsLns {
 		ln.Close()
 	}
-}
-
-// addH2 registers an h2 connection; false once shutting down.
-func (g *Gateway) addH2(sc *srvConn) bool {
-	g.h2mu.Lock()
-	defer g.h2mu.Unlock()
-	if g.h2closed {
-		return false
-	}
-	g.h2set[sc] = struct{}{}
-	g.h2wg.Add(1)
-	g.h2Conns.Add(1)
-	return true
-}
-
-func (g *Gateway) removeH2(sc *srvConn) {
-	g.h2mu.Lock()
-	delete(g.h2set, sc)
-	g.h2mu.Unlock()
-	g.h2Conns.Add(-1)
-	g.h2wg.Done()
-}
-
-// shutdownHTTP2 sends GOAWAY on every h2 connection and waits for their
-// streams, until ctx ends (then closes them).
-func (g *Gateway) shutdownHTTP2(ctx context.Context) error {
-	g.h2mu.Lock()
-	g.h2closed = true
-	conns := make([]*srvConn, 0, len(g.h2set))
-	for sc := range g.h2set {
-		conns = append(conns, sc)
-	}
-	g.h2mu.Unlock()
-	for _, sc := range conns {
-		sc.shutdown()
-	}
-	done := make(chan struct{})
-	go func() { g.h2wg.Wait(); close(done) }()
-	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
-		for _, sc := range conns {
-			sc.c.Close()
-		}
-		<-done
-	}
-	g.h2Workers.stop()
-	return err
 }
 
 // connQueue is a net.Listener of connections handed over by the TLS

@@ -30,7 +30,7 @@ import (
 //
 // HTTP/2 clients use extended CONNECT (RFC 8441, :protocol websocket): the
 // node gets an HTTP/1.1 upgrade with a key of the gateway's, the client a
-// 200 and the stream as the tunnel (h2resp.go). The HTTP/2 server
+// 200 and the stream as the tunnel (h2.Stream.Tunnel). The HTTP/2 server
 // announces SETTINGS_ENABLE_CONNECT_PROTOCOL on every connection.
 //
 // A tunnel ends after the route's read timeout without a byte either way

@@ -1,4 +1,4 @@
-package proxy
+package h2
 
 import (
 	"bufio"
@@ -18,39 +18,6 @@ import (
 	"github.com/linkgate/linkgate/internal/deadline"
 )
 
-// The HTTP/2 server of the TLS listener (h2 by ALPN).
-//
-// The wire format is golang.org/x/net/http2's Framer and hpack; the
-// connection state machine is ours. Go's HTTP/2 servers (net/http's and
-// x/net's) run every stream in a goroutine of its own behind a
-// net/http.Request, and serialise the connection's writes through a
-// scheduler goroutine: measured under h2load, that cost about 47 µs of
-// CPU per request more than HTTP/1.1 over TLS (docs/gateway.md), spent in
-// goroutine starts, stack growth, channel hand-offs and header maps. Here
-// one goroutine per connection reads and decodes frames straight into a
-// pooled fasthttp.RequestCtx, a small pool of long-lived workers runs the
-// same handle as HTTP/1.1 (routing, plugins, metrics, X-Forwarded-Proto
-// https), and the worker that finishes a response encodes it and writes
-// it; whoever finds the connection's output buffer unflushed flushes it,
-// so responses finishing together go out in one TLS write.
-//
-// What it keeps of RFC 9113: SETTINGS and their ACK, PING, flow control
-// both ways (connection and stream windows; the receive windows are
-// given back as the handler reads, so a connection buffers at most
-// h2ConnWindow of request bodies), RST_STREAM, GOAWAY on shutdown and on
-// protocol errors, CONTINUATION, a header list size limit (a larger block
-// closes the connection), SETTINGS_MAX_CONCURRENT_STREAMS (streams over
-// the cap are refused), request bodies streamed to the handler, streamed
-// response bodies flushed read by read (server-sent events), trailers
-// accepted and dropped (as the HTTP/1.1 path drops them), extended
-// CONNECT for WebSocket (RFC 8441), idle and read timeouts.
-//
-// Rapid reset (CVE-2023-44487): a stream the client resets keeps its slot
-// under the concurrency cap until its handler returns, a reset before a
-// worker picks the stream up costs no handler at all, and a connection
-// whose resets (and refused streams) outnumber half its answered requests
-// by more than twice the cap gets GOAWAY ENHANCE_YOUR_CALM and is closed.
-
 const (
 	h2StreamWindow = 1 << 20 // SETTINGS_INITIAL_WINDOW_SIZE we announce
 	h2ConnWindow   = 1 << 20 // the connection's receive window
@@ -62,9 +29,9 @@ const (
 
 var errStreamClosed = errors.New("http2: stream closed")
 
-// srvConn is one HTTP/2 connection.
-type srvConn struct {
-	g    *Gateway
+// conn is one HTTP/2 connection.
+type conn struct {
+	s    *Server
 	c    net.Conn       // the TLS connection
 	dc   *deadline.Conn // under it; nil in tests without one
 	view net.Conn       // what the RequestCtx sees as its connection
@@ -74,8 +41,8 @@ type srvConn struct {
 
 	payload []byte // a HEADERS frame's
 	// The reading goroutine's state.
-	maxID     uint32     // highest stream id the client opened (lastID: its copy for GOAWAY)
-	cur       *srvStream // stream whose header block is being decoded
+	maxID     uint32  // highest stream id the client opened (lastID: its copy for GOAWAY)
+	cur       *Stream // stream whose header block is being decoded
 	hdr       hdrState
 	completed int  // answered streams
 	resets    int  // streams the client reset in flight, or refused
@@ -84,7 +51,7 @@ type srvConn struct {
 	lastID    atomic.Uint32
 	mu        sync.Mutex // guards what follows
 	cond      sync.Cond  // windows, stream ends, connection close
-	streams   map[uint32]*srvStream
+	streams   map[uint32]*Stream
 	sendWin   int64 // connection send window
 	peerWin   int64 // SETTINGS_INITIAL_WINDOW_SIZE of the client
 	peerFrame int   // SETTINGS_MAX_FRAME_SIZE of the client
@@ -125,9 +92,9 @@ type outBuf struct{ b []byte }
 
 func (o *outBuf) Write(p []byte) (int, error) { o.b = append(o.b, p...); return len(p), nil }
 
-// srvStream is one stream, pooled.
-type srvStream struct {
-	sc *srvConn
+// Stream is one stream, pooled: a Handler has it only during ServeStream.
+type Stream struct {
+	sc *conn
 	id uint32
 	fc *fasthttp.RequestCtx
 
@@ -139,6 +106,7 @@ type srvStream struct {
 	inOff      int
 	inEOF      bool // END_STREAM received
 	reset      bool // RST_STREAM received or sent
+	peerReset  bool // RST_STREAM received: the stream is closed to the client
 	ended      bool // END_STREAM sent
 	local      bool // a tunnel over the stream was closed on this side
 	bodyN      int64
@@ -146,24 +114,27 @@ type srvStream struct {
 	ready      chan struct{} // a body read may go on
 
 	connect  string // :protocol of an extended CONNECT
+	tunnel   bool   // the handler answered it with Tunnel
 	plainCon bool   // CONNECT without :protocol
 	head     bool   // HEAD request
 	hasBody  bool
 }
 
 var (
-	h2Streams = sync.Pool{New: func() any {
-		return &srvStream{fc: new(fasthttp.RequestCtx), ready: make(chan struct{}, 1)}
+	streamPool = sync.Pool{New: func() any {
+		return &Stream{fc: new(fasthttp.RequestCtx), ready: make(chan struct{}, 1)}
 	}}
 )
 
-// serveH2 serves an h2 connection (the client preface not yet read)
-// until it ends.
-func (g *Gateway) serveH2(c net.Conn, dc *deadline.Conn, view net.Conn) {
-	sc := &srvConn{
-		g: g, c: c, dc: dc, view: view,
+// ServeConn serves an h2 connection (the client preface not yet read)
+// until it ends. dc, when not nil, is the deadline.Conn under c, whose
+// cheap timeouts are used instead of c's deadlines; view is the
+// connection the handlers' RequestCtx sees (its addresses, its TLS state).
+func (s *Server) ServeConn(c net.Conn, dc *deadline.Conn, view net.Conn) {
+	sc := &conn{
+		s: s, c: c, dc: dc, view: view,
 		br:        bufio.NewReaderSize(c, 16<<10),
-		streams:   map[uint32]*srvStream{},
+		streams:   map[uint32]*Stream{},
 		sendWin:   65535,
 		peerWin:   65535,
 		peerFrame: h2MaxFrame,
@@ -181,29 +152,32 @@ func (g *Gateway) serveH2(c net.Conn, dc *deadline.Conn, view net.Conn) {
 	// index its responses either).
 	sc.enc.SetMaxDynamicTableSizeLimit(0)
 	sc.dec = hpack.NewDecoder(4096, sc.onField)
-	sc.dec.SetMaxStringLength(g.opts.MaxHeaderBytes)
-	if !g.addH2(sc) {
+	sc.dec.SetMaxStringLength(s.opts.MaxHeaderBytes)
+	if !s.add(sc) {
 		c.Close()
 		return
 	}
-	defer g.removeH2(sc)
+	defer s.remove(sc)
 	sc.serve()
 }
 
-func (sc *srvConn) serve() {
-	g := sc.g
+func (sc *conn) serve() {
+	s := sc.s
 	sc.mu.Lock()
-	_ = sc.wf.WriteSettings(
-		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: g.opts.MaxConcurrentStreams},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2StreamWindow},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: uint32(g.opts.MaxHeaderBytes)},
-		http2.Setting{ID: http2.SettingEnableConnectProtocol, Val: 1},
-	)
+	settings := []http2.Setting{
+		{ID: http2.SettingMaxConcurrentStreams, Val: s.opts.MaxConcurrentStreams},
+		{ID: http2.SettingInitialWindowSize, Val: h2StreamWindow},
+		{ID: http2.SettingMaxHeaderListSize, Val: uint32(s.opts.MaxHeaderBytes)},
+	}
+	if s.opts.ExtendedConnect {
+		settings = append(settings, http2.Setting{ID: http2.SettingEnableConnectProtocol, Val: 1})
+	}
+	_ = sc.wf.WriteSettings(settings...)
 	_ = sc.wf.WriteWindowUpdate(0, h2ConnWindow-65535)
 	sc.mu.Unlock()
 	sc.flush()
 
-	sc.setReadTimeout(g.limits.Read)
+	sc.setReadTimeout(s.opts.ReadTimeout)
 	var preface [len(http2.ClientPreface)]byte
 	if _, err := io.ReadFull(sc.br, preface[:]); err != nil || string(preface[:]) != http2.ClientPreface {
 		sc.close()
@@ -221,7 +195,7 @@ func (sc *srvConn) serve() {
 	sc.close()
 }
 
-func (sc *srvConn) setReadTimeout(d time.Duration) {
+func (sc *conn) setReadTimeout(d time.Duration) {
 	switch {
 	case sc.dc != nil:
 		sc.dc.SetReadTimeout(d)
@@ -234,8 +208,8 @@ func (sc *srvConn) setReadTimeout(d time.Duration) {
 
 // readLoop reads and handles frames until the connection ends; a
 // ConnectionError is the GOAWAY to send.
-func (sc *srvConn) readLoop() error {
-	g := sc.g
+func (sc *conn) readLoop() error {
+	s := sc.s
 	idle := false
 	for {
 		if sc.br.Buffered() == 0 {
@@ -249,10 +223,10 @@ func (sc *srvConn) readLoop() error {
 			}
 			switch {
 			case sc.cur != nil:
-				sc.setReadTimeout(g.limits.Read) // inside a header block
+				sc.setReadTimeout(s.opts.ReadTimeout) // inside a header block
 				idle = false
 			case n == 0 && !idle:
-				sc.setReadTimeout(g.limits.Idle)
+				sc.setReadTimeout(s.opts.IdleTimeout)
 				idle = true
 			case n > 0 && idle:
 				sc.setReadTimeout(0) // stream bodies have their own timeouts
@@ -290,7 +264,7 @@ func (sc *srvConn) readLoop() error {
 	}
 }
 
-func (sc *srvConn) handle(f http2.Frame) error {
+func (sc *conn) handle(f http2.Frame) error {
 	switch f := f.(type) {
 	case *http2.ContinuationFrame:
 		return sc.onBlock(f.HeaderBlockFragment(), f.HeadersEnded())
@@ -324,7 +298,7 @@ func (sc *srvConn) handle(f http2.Frame) error {
 	return nil
 }
 
-func (sc *srvConn) onSettings(f *http2.SettingsFrame) error {
+func (sc *conn) onSettings(f *http2.SettingsFrame) error {
 	if f.IsAck() {
 		return nil
 	}
@@ -361,7 +335,7 @@ func (sc *srvConn) onSettings(f *http2.SettingsFrame) error {
 	return nil
 }
 
-func (sc *srvConn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
+func (sc *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	inc := int64(f.Increment)
@@ -385,15 +359,19 @@ func (sc *srvConn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	return nil
 }
 
-func (sc *srvConn) onReset(f *http2.RSTStreamFrame) error {
+func (sc *conn) onReset(f *http2.RSTStreamFrame) error {
 	if f.StreamID > sc.maxID {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	st := sc.streams[f.StreamID]
-	if st == nil || st.reset {
+	if st == nil || st.peerReset {
 		return nil
+	}
+	st.peerReset = true
+	if st.reset {
+		return nil // reset by both sides
 	}
 	st.reset = true
 	sc.wake(st)
@@ -405,16 +383,16 @@ func (sc *srvConn) onReset(f *http2.RSTStreamFrame) error {
 
 // countReset counts a stream reset in flight or refused; too many close
 // the connection (rapid reset). sc.mu is held.
-func (sc *srvConn) countReset() error {
+func (sc *conn) countReset() error {
 	sc.resets++
-	if sc.resets > sc.completed/2+2*int(sc.g.opts.MaxConcurrentStreams) {
+	if sc.resets > sc.completed/2+2*int(sc.s.opts.MaxConcurrentStreams) {
 		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 	}
 	return nil
 }
 
 // resetStream sends RST_STREAM for id (a stream error).
-func (sc *srvConn) resetStream(id uint32, code http2.ErrCode) {
+func (sc *conn) resetStream(id uint32, code http2.ErrCode) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if st := sc.streams[id]; st != nil {
@@ -424,7 +402,7 @@ func (sc *srvConn) resetStream(id uint32, code http2.ErrCode) {
 	_ = sc.wf.WriteRSTStream(id, code)
 }
 
-func (sc *srvConn) resetLocked(st *srvStream, code http2.ErrCode) {
+func (sc *conn) resetLocked(st *Stream, code http2.ErrCode) {
 	if !st.reset {
 		st.reset = true
 		_ = sc.wf.WriteRSTStream(st.id, code)
@@ -433,7 +411,7 @@ func (sc *srvConn) resetLocked(st *srvStream, code http2.ErrCode) {
 }
 
 // wake wakes whoever waits on st (a body read, a window).
-func (sc *srvConn) wake(st *srvStream) {
+func (sc *conn) wake(st *Stream) {
 	select {
 	case st.ready <- struct{}{}:
 	default:
@@ -443,7 +421,7 @@ func (sc *srvConn) wake(st *srvStream) {
 
 // readHeaders reads a HEADERS frame's payload. It is parsed here, not by
 // the Framer, which allocates a HeadersFrame for each: one per request.
-func (sc *srvConn) readHeaders(fh http2.FrameHeader) error {
+func (sc *conn) readHeaders(fh http2.FrameHeader) error {
 	if cap(sc.payload) < int(fh.Length) {
 		sc.payload = make([]byte, h2MaxFrame)
 	}
@@ -475,7 +453,7 @@ func (sc *srvConn) readHeaders(fh http2.FrameHeader) error {
 		dep == fh.StreamID, p[:len(p)-pad])
 }
 
-func (sc *srvConn) onHeaders(id uint32, endStream, endHeaders, selfDep bool, frag []byte) error {
+func (sc *conn) onHeaders(id uint32, endStream, endHeaders, selfDep bool, frag []byte) error {
 	if id%2 == 0 {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
@@ -486,8 +464,11 @@ func (sc *srvConn) onHeaders(id uint32, endStream, endHeaders, selfDep bool, fra
 	if id <= sc.maxID {
 		sc.mu.Lock()
 		st := sc.streams[id]
+		closed := st == nil || st.inEOF || st.peerReset // inEOF, peerReset: written by this goroutine only
 		sc.mu.Unlock()
-		if st == nil || st.inEOF { // inEOF: written by this goroutine only
+		if closed {
+			// A stream that ended, or that the client reset although its
+			// handler may still run (RFC 9113 §5.1: closed).
 			return http2.ConnectionError(http2.ErrCodeStreamClosed)
 		}
 		if !endStream {
@@ -499,16 +480,16 @@ func (sc *srvConn) onHeaders(id uint32, endStream, endHeaders, selfDep bool, fra
 	}
 	sc.maxID = id
 	sc.lastID.Store(id)
-	st := h2Streams.Get().(*srvStream)
+	st := streamPool.Get().(*Stream)
 	st.sc, st.id = sc, id
-	st.fc.Init2(sc.view, fasthttpLogger{sc.g.log}, false)
+	st.fc.Init2(sc.view, sc.s.opts.Logger, false)
 	sc.cur = st
 	return sc.onBlock(frag, endHeaders)
 }
 
 // onBlock decodes a fragment of the current header block; at its end the
 // request starts.
-func (sc *srvConn) onBlock(frag []byte, end bool) error {
+func (sc *conn) onBlock(frag []byte, end bool) error {
 	st := sc.cur
 	if st == nil {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
@@ -521,7 +502,7 @@ func (sc *srvConn) onBlock(frag []byte, end bool) error {
 		}
 		return http2.ConnectionError(http2.ErrCodeCompression)
 	}
-	if sc.hdr.tooBig || sc.hdr.raw > 2*sc.g.opts.MaxHeaderBytes+64<<10 {
+	if sc.hdr.tooBig || sc.hdr.raw > 2*sc.s.opts.MaxHeaderBytes+64<<10 {
 		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 	}
 	if !end {
@@ -551,7 +532,7 @@ func (sc *srvConn) onBlock(frag []byte, end bool) error {
 		return nil
 	}
 	sc.mu.Lock()
-	if sc.goingAway || len(sc.streams) >= int(sc.g.opts.MaxConcurrentStreams) {
+	if sc.goingAway || len(sc.streams) >= int(sc.s.opts.MaxConcurrentStreams) {
 		var err error
 		if !sc.goingAway {
 			err = sc.countReset()
@@ -566,12 +547,12 @@ func (sc *srvConn) onBlock(frag []byte, end bool) error {
 	st.contentLen = h.contentLen
 	sc.streams[st.id] = st
 	sc.mu.Unlock()
-	sc.g.h2Workers.run(st)
+	sc.s.workers.run(st)
 	return nil
 }
 
 // checkRequest validates a request's header block (RFC 9113 §8.3).
-func (sc *srvConn) checkRequest(st *srvStream) bool {
+func (sc *conn) checkRequest(st *Stream) bool {
 	h := &sc.hdr
 	req := &st.fc.Request
 	if h.err || !h.method {
@@ -579,6 +560,9 @@ func (sc *srvConn) checkRequest(st *srvStream) bool {
 	}
 	st.head = string(req.Header.Method()) == fasthttp.MethodHead
 	st.hasBody = !h.endStream
+	if h.protocol != "" && !sc.s.opts.ExtendedConnect {
+		return false // :protocol without SETTINGS_ENABLE_CONNECT_PROTOCOL
+	}
 	if string(req.Header.Method()) == fasthttp.MethodConnect {
 		if h.protocol == "" {
 			st.plainCon = true
@@ -594,10 +578,10 @@ func (sc *srvConn) checkRequest(st *srvStream) bool {
 }
 
 // onField adds one decoded header field to the current request.
-func (sc *srvConn) onField(f hpack.HeaderField) {
+func (sc *conn) onField(f hpack.HeaderField) {
 	h := &sc.hdr
 	h.size += int(f.Size())
-	if h.size > sc.g.opts.MaxHeaderBytes {
+	if h.size > sc.s.opts.MaxHeaderBytes {
 		h.tooBig = true
 	}
 	if h.tooBig || h.err {
@@ -657,7 +641,7 @@ func (sc *srvConn) onField(f hpack.HeaderField) {
 	req.Header.Add(f.Name, f.Value) // names normalized as HTTP/1.1's are
 }
 
-func (sc *srvConn) onData(f *http2.DataFrame) error {
+func (sc *conn) onData(f *http2.DataFrame) error {
 	id := f.StreamID
 	if id > sc.maxID {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
@@ -674,7 +658,10 @@ func (sc *srvConn) onData(f *http2.DataFrame) error {
 	if st == nil || st.reset || st.inEOF || !st.hasBody {
 		// Not for a live stream: the bytes go back to the connection.
 		sc.giveBack(nil, n)
-		if st == nil || st.inEOF {
+		// A stream the client closed (ended, reset) answers STREAM_CLOSED,
+		// also while its handler still runs; after a reset of ours frames
+		// in flight are ignored (RFC 9113 §5.1, §5.4.2).
+		if st == nil || st.inEOF || st.peerReset {
 			_ = sc.wf.WriteRSTStream(id, http2.ErrCodeStreamClosed)
 		}
 		return nil
@@ -711,7 +698,7 @@ func (sc *srvConn) onData(f *http2.DataFrame) error {
 // giveBack returns n consumed bytes to the client's windows (st nil: the
 // connection's only), with a WINDOW_UPDATE once a quarter of a window is
 // owed. sc.mu is held.
-func (sc *srvConn) giveBack(st *srvStream, n int64) {
+func (sc *conn) giveBack(st *Stream, n int64) {
 	sc.unacked += n
 	if sc.unacked >= h2ConnWindow/4 {
 		_ = sc.wf.WriteWindowUpdate(0, uint32(sc.unacked))
@@ -730,7 +717,7 @@ func (sc *srvConn) giveBack(st *srvStream, n int64) {
 }
 
 // goAway sends GOAWAY with code and stops new streams.
-func (sc *srvConn) goAway(code http2.ErrCode) {
+func (sc *conn) goAway(code http2.ErrCode) {
 	sc.mu.Lock()
 	sc.goingAway = true
 	_ = sc.wf.WriteGoAway(sc.lastID.Load(), code, nil)
@@ -739,7 +726,7 @@ func (sc *srvConn) goAway(code http2.ErrCode) {
 }
 
 // shutdown sends GOAWAY; the connection closes once its streams end.
-func (sc *srvConn) shutdown() {
+func (sc *conn) shutdown() {
 	sc.goAway(http2.ErrCodeNo)
 	sc.mu.Lock()
 	idle := len(sc.streams) == 0
@@ -752,7 +739,7 @@ func (sc *srvConn) shutdown() {
 // close ends the connection once the reading goroutine is done: writes
 // stop, waiting handlers wake, and it returns when every stream is
 // released.
-func (sc *srvConn) close() {
+func (sc *conn) close() {
 	sc.flush()
 	sc.mu.Lock()
 	sc.closed = true
@@ -774,7 +761,7 @@ func (sc *srvConn) close() {
 }
 
 // flush writes the pending frames; a writer busy flushing takes ours too.
-func (sc *srvConn) flush() {
+func (sc *conn) flush() {
 	sc.mu.Lock()
 	if sc.flushing {
 		sc.mu.Unlock()
@@ -786,9 +773,9 @@ func (sc *srvConn) flush() {
 		sc.out.b = sc.spare[:0]
 		sc.mu.Unlock()
 		if sc.dc != nil {
-			sc.dc.SetWriteTimeout(sc.g.limits.Write)
+			sc.dc.SetWriteTimeout(sc.s.opts.WriteTimeout)
 		} else {
-			_ = sc.c.SetWriteDeadline(time.Now().Add(sc.g.limits.Write))
+			_ = sc.c.SetWriteDeadline(time.Now().Add(sc.s.opts.WriteTimeout))
 		}
 		_, err := sc.c.Write(buf)
 		sc.mu.Lock()
@@ -810,7 +797,7 @@ func (sc *srvConn) flush() {
 }
 
 // release forgets st once its handler is done.
-func (sc *srvConn) release(st *srvStream) {
+func (sc *conn) release(st *Stream) {
 	sc.mu.Lock()
 	queued := len(sc.out.b)
 	if !st.reset && !st.inEOF && !sc.closed {
@@ -838,7 +825,7 @@ func (sc *srvConn) release(st *srvStream) {
 	}
 }
 
-func h2Release(st *srvStream) {
+func h2Release(st *Stream) {
 	st.fc.Request.Reset()
 	st.fc.Response.Reset()
 	st.sc = nil
@@ -847,18 +834,18 @@ func h2Release(st *srvStream) {
 	if cap(st.in) > h2MaxPooledBody {
 		st.in = nil
 	}
-	st.inEOF, st.reset, st.ended, st.local = false, false, false, false
-	st.connect, st.plainCon, st.head, st.hasBody = "", false, false, false
+	st.inEOF, st.reset, st.peerReset, st.ended, st.local = false, false, false, false, false
+	st.connect, st.tunnel, st.plainCon, st.head, st.hasBody = "", false, false, false, false
 	select {
 	case <-st.ready:
 	default:
 	}
-	h2Streams.Put(st)
+	streamPool.Put(st)
 }
 
 // read reads the request body (the stream's DATA), waiting at most
 // timeout for each piece (0: no limit).
-func (st *srvStream) read(p []byte, timeout time.Duration) (int, error) {
+func (st *Stream) read(p []byte, timeout time.Duration) (int, error) {
 	sc := st.sc
 	var timer *time.Timer
 	defer func() {
@@ -906,6 +893,6 @@ func (st *srvStream) read(p []byte, timeout time.Duration) (int, error) {
 
 // bodyReader is a stream's request body as the handler sees it (not an
 // io.Closer: the stream ends with its handler).
-type bodyReader struct{ st *srvStream }
+type bodyReader struct{ st *Stream }
 
-func (b bodyReader) Read(p []byte) (int, error) { return b.st.read(p, b.st.sc.g.limits.Read) }
+func (b bodyReader) Read(p []byte) (int, error) { return b.st.read(p, b.st.sc.s.opts.ReadTimeout) }
