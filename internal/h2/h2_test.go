@@ -264,3 +264,49 @@ func TestBodyBeforeHandler(t *testing.T) {
 		})
 	}
 }
+
+// TestSettingsAckFirst: the ACK of a SETTINGS frame that opens the
+// streams' windows goes out before the DATA it lets out (h2spec 6.9.2
+// waits for the ACK, skipping other frames, then for the DATA). Without
+// the ACK queued under the same lock as the windows' change, the waiting
+// writer sometimes wins.
+func TestSettingsAckFirst(t *testing.T) {
+	s := h2.NewServer(h2.FastHTTP(func(fc *fasthttp.RequestCtx) {
+		fc.SetBodyString("hello")
+	}), h2.Options{})
+	defer func() { _ = s.Shutdown(context.Background()) }()
+	fr, enc, buf := serve(t, s)
+	readUntil := func(want func(http2.Frame) bool) {
+		t.Helper()
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want(f) {
+				return
+			}
+			if _, ok := f.(*http2.DataFrame); ok {
+				t.Fatalf("%v before the SETTINGS ACK", f)
+			}
+		}
+	}
+	isAck := func(f http2.Frame) bool { sf, ok := f.(*http2.SettingsFrame); return ok && sf.IsAck() }
+	readUntil(isAck) // of the preface's SETTINGS
+	for i := range 20 {
+		id := uint32(2*i + 1)
+		if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
+			t.Fatal(err)
+		}
+		readUntil(isAck)
+		hb := block(enc, buf, ":method", "GET", ":scheme", "https", ":authority", "a.test", ":path", "/")
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb, EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 5}); err != nil {
+			t.Fatal(err)
+		}
+		readUntil(isAck)
+		readUntil(func(f http2.Frame) bool { d, ok := f.(*http2.DataFrame); return ok && d.StreamID == id })
+	}
+}

@@ -298,40 +298,38 @@ func (sc *conn) handle(f http2.Frame) error {
 	return nil
 }
 
+// onSettings applies the client's SETTINGS and queues their ACK under one
+// hold of sc.mu, so that the ACK goes out before any DATA a larger window
+// lets out (h2spec 6.9.2 waits for the ACK, then for that DATA).
 func (sc *conn) onSettings(f *http2.SettingsFrame) error {
 	if f.IsAck() {
 		return nil
 	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
 	err := f.ForeachSetting(func(s http2.Setting) error {
 		if err := s.Valid(); err != nil {
 			return err
 		}
 		switch s.ID {
 		case http2.SettingInitialWindowSize:
-			sc.mu.Lock()
 			delta := int64(s.Val) - sc.peerWin
 			sc.peerWin = int64(s.Val)
 			for _, st := range sc.streams {
 				if st.sendWin += delta; st.sendWin > h2MaxWindow {
-					sc.mu.Unlock()
 					return http2.ConnectionError(http2.ErrCodeFlowControl)
 				}
 			}
-			sc.cond.Broadcast()
-			sc.mu.Unlock()
 		case http2.SettingMaxFrameSize:
-			sc.mu.Lock()
 			sc.peerFrame = int(s.Val)
-			sc.mu.Unlock()
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	sc.mu.Lock()
 	_ = sc.wf.WriteSettingsAck()
-	sc.mu.Unlock()
+	sc.cond.Broadcast()
 	return nil
 }
 

@@ -19,6 +19,11 @@ func TestParse(t *testing.T) {
 			"http2/5.1 closed: Sends a HEADERS frame after sending RST_STREAM frame",
 		}},
 		{"testdata/pass.xml", nil},
+		// What a case received, written raw: NUL is no XML character.
+		{"testdata/control-bytes.xml", []string{
+			"http2/5.1 closed: Sends a DATA frame after sending RST_STREAM frame",
+			"http2/5.1 closed: Sends a HEADERS frame after sending RST_STREAM frame",
+		}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			f, err := os.Open(tc.file)
