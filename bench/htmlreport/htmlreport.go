@@ -53,6 +53,10 @@ type Options struct {
 	Title     string          // e.g. "linkgate bench" or "linkgate bench merge (3 results)"
 	Verdicts  []bench.Verdict // the --threshold checks, if any
 	Generated time.Time
+	// Agents are a distributed run's agents, one row each; Invalid says
+	// why the run is not to be trusted, naming them.
+	Agents  []bench.AgentSummary
+	Invalid []string
 }
 
 // Write writes the report of res to w.
@@ -74,11 +78,12 @@ func Write(w io.Writer, res *bench.Result, o Options) error {
 		Title, URL, Mode, Generated string
 		Figures, Latency            []cell
 		Verdicts                    []bench.Verdict
-		Warnings                    []string
+		Warnings, Invalid           []string
+		Agents                      []bench.AgentSummary
 		OverTime, Rate, Spectrum    template.HTML
 	}{
 		Title: o.Title, URL: res.URL, Generated: o.Generated.UTC().Format("2006-01-02 15:04:05 UTC"),
-		Verdicts: o.Verdicts, Warnings: res.Warnings(),
+		Verdicts: o.Verdicts, Warnings: res.Warnings(), Agents: o.Agents, Invalid: o.Invalid,
 		// Produced by gonum/plot from our own numbers and labels.
 		OverTime: template.HTML(overTime), Rate: template.HTML(rate), Spectrum: template.HTML(spectrum),
 	}
@@ -124,6 +129,10 @@ th{text-align:left;font-weight:500}
 <table>{{range .Figures}}<tr><th>{{.Name}}</th><td>{{.Value}}</td></tr>{{end}}</table>
 <table><tr>{{range .Latency}}<th>{{.Name}}</th>{{end}}</tr><tr>{{range .Latency}}<td>{{.Value}}</td>{{end}}</tr></table>
 {{if .Verdicts}}<h2>Thresholds</h2><ul>{{range .Verdicts}}<li{{if not .Pass}} class="broken"{{end}}>{{.Describe}}</li>{{end}}</ul>{{end}}
+{{if .Invalid}}<h2 class="broken">Invalid run</h2><ul>{{range .Invalid}}<li class="broken">{{.}}</li>{{end}}</ul>{{end}}
+{{if .Agents}}<h2>Agents</h2><table><tr><th>agent</th><th>weight</th><th>rate</th><th>connections</th><th>requests</th><th>achieved req/s</th><th>errors</th><th>send lag p99</th><th>start lag</th><th>clock offset (round trip)</th><th>verdict</th></tr>
+{{range .Agents}}<tr><th>{{.Agent}}</th><td>{{.Weight}}</td><td>{{printf "%.1f" .RequestedRate}}</td><td>{{.Connections}}</td><td>{{.Requests}}</td><td>{{printf "%.1f" .RequestsPerSec}}</td><td>{{.Errors}}</td><td>{{printf "%.3f" .SendLagP99Ms}} ms</td><td>{{printf "%.3f" .StartLagMs}} ms</td><td>{{printf "%.3f" .ClockOffsetMs}} ms ({{printf "%.3f" .ClockRTTMs}} ms)</td><td{{if or .Error .Problems}} class="broken"{{end}}>{{if .Error}}failed: {{.Error}}{{else if .Problems}}invalid{{else}}ok{{end}}</td></tr>
+{{end}}</table>{{end}}
 {{if .Warnings}}<h2>Warnings</h2><ul>{{range .Warnings}}<li>{{.}}</li>{{end}}</ul>{{end}}
 <h2>Latency over time</h2>
 <figure>{{.OverTime}}</figure>

@@ -21,7 +21,7 @@ import (
 	"github.com/linkgate/linkgate/internal/cli"
 )
 
-const benchSynopsis = "linkgate bench [flags] URL [-- script args]\n       linkgate bench capacity --slo p99.9=70ms [flags] URL\n       linkgate bench merge [flags] RESULT.json…"
+const benchSynopsis = "linkgate bench [flags] URL [-- script args]\n       linkgate bench capacity --slo p99.9=70ms [flags] URL\n       linkgate bench merge [flags] RESULT.json…\n       linkgate bench agent --listen ADDR --token TOKEN"
 
 const benchDescription = `A wrk2-compatible load generator. With -R it sends a constant total rate,
 each connection on its own evenly phased schedule, and measures latency from
@@ -31,7 +31,9 @@ throughput, like wrk. Flags may come before or after the URL; arguments after
 -- go to the Lua script's init(args).
 
 'linkgate bench capacity --help' describes the capacity search, 'linkgate bench
-merge --help' how results of several generators are merged.`
+merge --help' how results of several generators are merged, 'linkgate bench
+agent --help' the agents that --agents spreads a run over (their rows follow
+the report; a failed or lagging agent makes the run invalid, exit 1).`
 
 // targetOptions are the flags that say what to send, shared by bench and
 // bench capacity.
@@ -114,6 +116,7 @@ type benchOptions struct {
 	stages      []bench.Stage
 	http2       bool
 	streams     countFlag
+	agents      agentsOptions
 }
 
 // splitScriptArgs separates the arguments after the first "--", which go
@@ -231,6 +234,7 @@ func parseBench(args []string, env cli.Env) (*benchOptions, error) {
 	fs.Var(&o.streams, "m", "same as --streams (h2load's -m)")
 	fs.StringVar(&o.startAt, "start-at", "", "start at this RFC 3339 `time` (several generators together; see bench merge)")
 	fs.Var(&o.thresholds, "threshold", "fail the run (exit 1) unless `METRIC<VALUE` holds: p99.9<70ms, max<1s, errors<0.1%, errors<10, rps>900 (repeatable)")
+	o.agents.register(fs)
 
 	flagArgs, scriptArgs := splitScriptArgs(args)
 	pos, err := parseInterspersed(fs, flagArgs, env.Getenv)
@@ -272,6 +276,17 @@ func parseBench(args []string, env cli.Env) (*benchOptions, error) {
 	}
 	if _, err := time.Parse(time.RFC3339Nano, o.startAt); o.startAt != "" && err != nil {
 		return nil, cli.Usagef("--start-at %q: want an RFC 3339 time such as 2026-12-01T12:00:00Z", o.startAt)
+	}
+	if err := o.agents.parse(); err != nil {
+		return nil, err
+	}
+	if o.agents.list != "" {
+		if len(o.stages) > 0 {
+			return nil, cli.Usagef("--stages does not run with --agents yet: use -R and -d")
+		}
+		if err := o.target.checkDistributable(); err != nil {
+			return nil, err
+		}
 	}
 	return o, o.target.validate()
 }
@@ -333,9 +348,15 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 	if len(args) > 0 && args[0] == "merge" {
 		return runMerge(ctx, args[1:], env)
 	}
+	if len(args) > 0 && args[0] == "agent" {
+		return runBenchAgent(ctx, args[1:], env)
+	}
 	o, err := parseBench(args, env)
 	if err != nil {
 		return err
+	}
+	if o.agents.list != "" {
+		return runDistributed(ctx, o, env)
 	}
 	src, err := newSource(ctx, &o.target, o.url, env.Stdout)
 	if err != nil {
@@ -385,17 +406,24 @@ func runBench(ctx context.Context, args []string, env cli.Env) error {
 			return err
 		}
 	}
-	return finishRun(env, res, o.thresholds, o.out, "linkgate bench")
+	return finishRun(env, res, o.thresholds, o.out, "linkgate bench", runExtra{})
 }
 
 // outputFiles are the files a run (or a merge) writes its result to; ""
 // is none, "-" stdout.
 type outputFiles struct{ json, hgrm, html string }
 
+// runExtra is what a distributed run adds to the JSON and HTML: a row per
+// agent, and why the run is invalid.
+type runExtra struct {
+	agents  []bench.AgentSummary
+	invalid []string
+}
+
 // finishRun checks the thresholds on a finished (or merged) result, lists
 // them after the report, writes the JSON, .hgrm and HTML files asked for
 // (the HTML titled title), and returns the failure of a broken threshold.
-func finishRun(env cli.Env, res *bench.Result, thresholds []bench.Threshold, out outputFiles, title string) error {
+func finishRun(env cli.Env, res *bench.Result, thresholds []bench.Threshold, out outputFiles, title string, extra runExtra) error {
 	verdicts := res.Check(thresholds)
 	if len(verdicts) > 0 {
 		fmt.Fprintln(env.Stdout, "Thresholds:")
@@ -406,6 +434,7 @@ func finishRun(env cli.Env, res *bench.Result, thresholds []bench.Threshold, out
 	if out.json != "" {
 		s := res.Summarize(true)
 		s.WithVerdicts(verdicts)
+		s.Agents, s.Invalid = extra.agents, extra.invalid
 		if err := writeFileOrStdout(out.json, env.Stdout, func(w io.Writer) error { return bench.WriteSummary(w, s) }); err != nil {
 			return err
 		}
@@ -416,7 +445,7 @@ func finishRun(env cli.Env, res *bench.Result, thresholds []bench.Threshold, out
 		}
 	}
 	if out.html != "" {
-		o := htmlreport.Options{Title: title, Verdicts: verdicts, Generated: time.Now()}
+		o := htmlreport.Options{Title: title, Verdicts: verdicts, Generated: time.Now(), Agents: extra.agents, Invalid: extra.invalid}
 		if err := writeFileOrStdout(out.html, env.Stdout, func(w io.Writer) error { return htmlreport.Write(w, res, o) }); err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/linkgate/linkgate/bench"
+	"github.com/linkgate/linkgate/bench/agent"
 	"github.com/linkgate/linkgate/bench/capacity"
 	"github.com/linkgate/linkgate/internal/cli"
 )
@@ -25,7 +26,9 @@ the rate is achieved and errors stay within --error-budget. The generator's
 own lateness is in the corrected latency, so it cannot make a step pass; a
 failure it may explain (send lag p99 over 1 ms) is marked generator-limited
 and run again. Prints a table of every step and the capacity with the
-bracket it lies in, and writes an HTML report with a chart.`
+bracket it lies in, and writes an HTML report with a chart. With --agents
+every step is spread over the agents (linkgate bench agent --help) and
+merged exactly; an agent that fails ends the search, naming it.`
 
 // capacityOptions is the parsed command line of bench capacity.
 type capacityOptions struct {
@@ -38,6 +41,7 @@ type capacityOptions struct {
 	jsonPath    string
 	htmlPath    string
 	urls        []*url.URL
+	agents      agentsOptions
 }
 
 func parseCapacity(args []string, env cli.Env) (*capacityOptions, error) {
@@ -67,6 +71,7 @@ func parseCapacity(args []string, env cli.Env) (*capacityOptions, error) {
 	fs.BoolVar(&c.compare, "compare", false, "search two targets, URL_A and URL_B, alternating their steps, and print the ratio")
 	fs.StringVar(&c.jsonPath, "json", "", "write every step and the outcome as JSON to `file` (- for stdout)")
 	fs.StringVar(&c.htmlPath, "html", c.htmlPath, "write the HTML report with its SVG chart to `file` (empty: none)")
+	c.agents.register(fs)
 
 	flagArgs, scriptArgs := splitScriptArgs(args)
 	pos, err := parseInterspersed(fs, flagArgs, env.Getenv)
@@ -95,6 +100,14 @@ func parseCapacity(args []string, env cli.Env) (*capacityOptions, error) {
 	if c.connections < 0 {
 		return nil, cli.Usagef("--connections must not be negative")
 	}
+	if err := c.agents.parse(); err != nil {
+		return nil, err
+	}
+	if c.agents.list != "" {
+		if err := c.target.checkDistributable(); err != nil {
+			return nil, err
+		}
+	}
 	c.search = capacity.Options{
 		SLOs: c.slos, ErrorBudget: float64(c.budget), StepDuration: time.Duration(step), Warmup: time.Duration(warmup),
 		Min: float64(minRate), Max: float64(maxRate), Growth: d.Growth, Precision: float64(precision),
@@ -111,6 +124,7 @@ func runCapacity(ctx context.Context, args []string, env cli.Env) error {
 	if err != nil {
 		return err
 	}
+	opts := c
 	o, target, slos, budget, connections, compare, urls := c.search, c.target, c.slos, c.budget, c.connections, c.compare, c.urls
 	jsonPath, htmlPath := c.jsonPath, c.htmlPath
 	// Targets are named by URL, or A and B when comparing (the same URL may
@@ -126,7 +140,19 @@ func runCapacity(ctx context.Context, args []string, env cli.Env) error {
 	}
 	sources := map[string]*source{}
 	byName := map[string]*url.URL{}
+	var remotes []agent.Remote
+	var weights []float64
+	if c.agents.list != "" {
+		if remotes, weights, err = c.agents.remotes(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "Every step distributed over %d agents\n", len(remotes))
+	}
 	for i, u := range urls {
+		if remotes != nil {
+			byName[names[i]] = u
+			continue // the agents prepare the requests
+		}
 		src, err := newSource(ctx, &target, u, env.Stdout)
 		if err != nil {
 			return err
@@ -144,6 +170,9 @@ func runCapacity(ctx context.Context, args []string, env cli.Env) error {
 			c = autoConnections(rate, maxSLO)
 		}
 		threads := min(int(target.threads), c)
+		if remotes != nil {
+			return distributedTrial(ctx, remotes, weights, opts, byName[name], threads, conns(c, len(remotes), threads), rate, env)
+		}
 		return bench.Run(ctx, bench.Config{
 			URL: byName[name], Threads: threads, Connections: c, Duration: o.StepDuration, Warmup: o.Warmup,
 			Timeout: time.Duration(target.timeout), Rate: rate, NewRequester: sources[name].newRequester, TLS: sources[name].tls,
@@ -201,6 +230,32 @@ func runCapacity(ctx context.Context, args []string, env cli.Env) error {
 		}
 	}
 	return nil
+}
+
+// conns is the connections of a distributed step: at least threads on
+// every agent.
+func conns(c, agents, threads int) int { return max(c, agents*threads) }
+
+// distributedTrial runs one step of the search on the agents and returns
+// the exact merge of their results. An agent that fails ends the search,
+// named; one that lags is in the merged send lag, which the search's own
+// generator check reads.
+func distributedTrial(ctx context.Context, remotes []agent.Remote, weights []float64, c *capacityOptions, u *url.URL,
+	threads, connections int, rate float64, env cli.Env) (*bench.Result, error) {
+	p := agent.Plan{Step: distributedStep(&c.target, u.String(), threads, connections, rate, c.search.StepDuration, c.search.Warmup),
+		Weights: weights, MaxClockOffset: time.Duration(c.agents.maxOffset)}
+	out, err := agent.Coordinate(ctx, remotes, p)
+	if err != nil {
+		return nil, err
+	}
+	if out.Merged == nil {
+		_ = agent.WriteAgents(env.Stdout, out)
+		return nil, out.Err()
+	}
+	for _, p := range out.Invalid() {
+		fmt.Fprintf(env.Stdout, "  (%.0f req/s) %s\n", rate, p)
+	}
+	return out.Merged, nil
 }
 
 // maxAutoConnections bounds the Little's-law default: beyond it a step at

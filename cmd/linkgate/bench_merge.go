@@ -74,7 +74,7 @@ func runMerge(_ context.Context, args []string, env cli.Env) error {
 	if err := bench.WriteText(env.Stdout, m, bench.TextOptions{Latency: latency, Uncorrected: uncorrected}); err != nil {
 		return err
 	}
-	return finishRun(env, m, thresholds, out, fmt.Sprintf("linkgate bench merge (%d results)", len(rs)))
+	return finishRun(env, m, thresholds, out, fmt.Sprintf("linkgate bench merge (%d results)", len(rs)), runExtra{})
 }
 
 // waitUntil sleeps until the RFC 3339 time at, for a synchronised start

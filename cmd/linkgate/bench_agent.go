@@ -1,0 +1,359 @@
+//go:build !functiononly
+
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/linkgate/linkgate/bench"
+	"github.com/linkgate/linkgate/bench/agent"
+	"github.com/linkgate/linkgate/internal/cli"
+)
+
+const agentSynopsis = "linkgate bench agent --listen ADDR --token TOKEN [--ca FILE --cert FILE --key FILE]"
+
+const agentDescription = `Run a load-generating agent for distributed runs: a coordinator (linkgate
+bench --agents HOST:PORT,…) measures this machine's clock, sends it its share
+of a run and gets back its raw histograms and per-second series, which it
+merges exactly with the other agents'. Each step runs as a plain linkgate
+bench run: nothing of the protocol is in the send loop.
+
+Every request must carry the shared token (--token, at least 16 bytes, or
+--token-file); the agent does not listen without one. With --cert and --key
+it speaks HTTPS; with --ca as well, it requires a client certificate signed
+by that CA (mutual TLS). Anyone holding the token can point this machine's
+load at any address it reaches: keep it on a private network.`
+
+// agentOptions is the parsed command line of bench agent.
+type agentOptions struct {
+	listen, token, tokenFile string
+	ca, cert, key            string
+	logFormat, logLevel      string
+}
+
+func parseAgent(args []string, env cli.Env) (*agentOptions, error) {
+	o := &agentOptions{}
+	fs := cli.NewFlagSet("bench agent", agentSynopsis, agentDescription, env.Stderr)
+	fs.StringVar(&o.listen, "listen", ":7070", "`address` to listen on (host:port)")
+	fs.StringVar(&o.token, "token", "", "the shared `token` every request must carry (at least 16 bytes)")
+	fs.StringVar(&o.tokenFile, "token-file", "", "read the shared token from `file` (instead of --token)")
+	fs.StringVar(&o.ca, "ca", "", "require client certificates signed by the CA in PEM `file` (mutual TLS)")
+	fs.StringVar(&o.cert, "cert", "", "serve HTTPS with the certificate in PEM `file` (with --key)")
+	fs.StringVar(&o.key, "key", "", "the certificate's private key PEM `file`")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	if err := cli.Parse(fs, args, env.Getenv); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, cli.Usagef("bench agent takes no arguments, got %q", fs.Args())
+	}
+	if o.tokenFile != "" {
+		if o.token != "" {
+			return nil, cli.Usagef("--token and --token-file are mutually exclusive")
+		}
+		b, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return nil, &cli.UsageError{Err: err}
+		}
+		o.token = strings.TrimSpace(string(b))
+	}
+	if len(o.token) < agent.MinTokenBytes {
+		return nil, cli.Usagef("bench agent needs a shared token of at least %d bytes (--token, --token-file or LINKGATE_TOKEN): it never listens without one", agent.MinTokenBytes)
+	}
+	if (o.cert == "") != (o.key == "") {
+		return nil, cli.Usagef("--cert and --key go together")
+	}
+	if o.ca != "" && o.cert == "" {
+		return nil, cli.Usagef("--ca (client certificates) needs --cert and --key (the agent's own)")
+	}
+	return o, nil
+}
+
+func runBenchAgent(ctx context.Context, args []string, env cli.Env) error {
+	o, err := parseAgent(args, env)
+	if err != nil {
+		return err
+	}
+	logger, err := cli.NewLogger(env.Stderr, o.logFormat, o.logLevel)
+	if err != nil {
+		return err
+	}
+	var tc *tls.Config
+	if o.cert != "" {
+		cert, err := tls.LoadX509KeyPair(o.cert, o.key)
+		if err != nil {
+			return &cli.UsageError{Err: fmt.Errorf("--cert/--key: %w", err)}
+		}
+		tc = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if o.ca != "" {
+			pool, err := loadPool(o.ca)
+			if err != nil {
+				return err
+			}
+			tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		}
+	}
+	h, err := agent.NewHandler(agent.NewAgent(logger, time.Now), o.token, logger)
+	if err != nil {
+		return &cli.UsageError{Err: err}
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, TLSConfig: tc, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 16 << 10, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	scheme := "http"
+	if tc != nil {
+		scheme = "https"
+		ln = tls.NewListener(ln, tc)
+	}
+	logger.Info("linkgate bench agent listening", "addr", ln.Addr().String(), "scheme", scheme, "mtls", o.ca != "")
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shut)
+	_ = srv.Close() // a step still running ends with its connection
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func loadPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &cli.UsageError{Err: err}
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, cli.Usagef("%s: no PEM certificate in it", path)
+	}
+	return pool, nil
+}
+
+// agentsOptions are the coordinator's flags: which agents, and how to
+// reach and check them.
+type agentsOptions struct {
+	list             string
+	token, tokenFile string
+	ca, cert, key    string
+	maxOffset        durationFlag
+	specs            []agentSpec
+	clientTLS        *tls.Config
+}
+
+// agentSpec is one entry of --agents.
+type agentSpec struct {
+	kind   string // "host", "lambda" or "k8s"
+	addr   string // host:port, the function, or the job's service
+	n      int    // lambda's concurrent invocations
+	weight float64
+}
+
+func (a *agentsOptions) register(fs *flag.FlagSet) {
+	a.maxOffset = durationFlag(agent.DefaultMaxClockOffset)
+	fs.StringVar(&a.list, "agents", "", "run distributed on these `agents`: HOST:PORT[=WEIGHT],… (linkgate bench agent), lambda:FUNCTION:N or k8s:SERVICE:PORT")
+	fs.StringVar(&a.token, "agents-token", "", "the agents' shared `token`")
+	fs.StringVar(&a.tokenFile, "agents-token-file", "", "read the agents' shared token from `file`")
+	fs.StringVar(&a.ca, "agents-ca", "", "reach the agents over HTTPS, verifying them against the CA in PEM `file`")
+	fs.StringVar(&a.cert, "agents-cert", "", "client certificate PEM `file` for the agents (mutual TLS, with --agents-key)")
+	fs.StringVar(&a.key, "agents-key", "", "the client certificate's private key PEM `file`")
+	fs.Var(&a.maxOffset, "max-clock-offset", "an agent whose clock is further off than this (beyond half the round trip), or starts later, invalidates the run")
+}
+
+// parse reads --agents and the agents' credentials; nothing when --agents
+// is not given.
+func (a *agentsOptions) parse() error {
+	if a.list == "" {
+		return nil
+	}
+	for _, e := range strings.Split(a.list, ",") {
+		s, err := parseAgentSpec(e)
+		if err != nil {
+			return cli.Usagef("--agents %q: %v", e, err)
+		}
+		a.specs = append(a.specs, s)
+	}
+	if a.tokenFile != "" {
+		b, err := os.ReadFile(a.tokenFile)
+		if err != nil {
+			return &cli.UsageError{Err: err}
+		}
+		a.token = strings.TrimSpace(string(b))
+	}
+	needsToken := false
+	for _, s := range a.specs {
+		needsToken = needsToken || s.kind != "lambda"
+	}
+	if needsToken && a.token == "" {
+		return cli.Usagef("--agents needs the agents' shared token (--agents-token, --agents-token-file or LINKGATE_AGENTS_TOKEN)")
+	}
+	if (a.cert == "") != (a.key == "") {
+		return cli.Usagef("--agents-cert and --agents-key go together")
+	}
+	if a.ca != "" || a.cert != "" {
+		a.clientTLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		if a.ca != "" {
+			pool, err := loadPool(a.ca)
+			if err != nil {
+				return err
+			}
+			a.clientTLS.RootCAs = pool
+		}
+		if a.cert != "" {
+			cert, err := tls.LoadX509KeyPair(a.cert, a.key)
+			if err != nil {
+				return &cli.UsageError{Err: fmt.Errorf("--agents-cert/--agents-key: %w", err)}
+			}
+			a.clientTLS.Certificates = []tls.Certificate{cert}
+		}
+	}
+	return nil
+}
+
+// parseAgentSpec reads one agent: HOST:PORT[=WEIGHT], lambda:FUNCTION:N
+// or k8s:SERVICE:PORT.
+func parseAgentSpec(e string) (agentSpec, error) {
+	e = strings.TrimSpace(e)
+	switch kind, rest, _ := strings.Cut(e, ":"); kind {
+	case "lambda":
+		fn, n, ok := strings.Cut(rest, ":")
+		count, err := strconv.Atoi(n)
+		if !ok || fn == "" || err != nil || count < 1 || count > 10_000 {
+			return agentSpec{}, errors.New("want lambda:FUNCTION:N with N from 1 to 10000 concurrent invocations")
+		}
+		return agentSpec{kind: "lambda", addr: fn, n: count, weight: 1}, nil
+	case "k8s":
+		host, port, err := net.SplitHostPort(rest)
+		if err != nil || host == "" || port == "" {
+			return agentSpec{}, errors.New("want k8s:SERVICE:PORT, the Job's headless Service (deploy/k8s/)")
+		}
+		return agentSpec{kind: "k8s", addr: rest, weight: 1}, nil
+	}
+	addr, w, hasW := strings.Cut(e, "=")
+	weight := 1.0
+	if hasW {
+		v, err := strconv.ParseFloat(w, 64)
+		if err != nil || !(v > 0) || v > 1e6 {
+			return agentSpec{}, errors.New("the weight after = must be a positive number")
+		}
+		weight = v
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return agentSpec{}, errors.New("want HOST:PORT of a linkgate bench agent")
+	}
+	return agentSpec{kind: "host", addr: addr, weight: weight}, nil
+}
+
+// remotes resolves the specs into the agents to coordinate, with their
+// weights.
+func (a *agentsOptions) remotes(ctx context.Context) ([]agent.Remote, []float64, error) {
+	scheme := "http"
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if a.clientTLS != nil {
+		scheme, tr.TLSClientConfig = "https", a.clientTLS
+	}
+	hc := &http.Client{Transport: tr}
+	var rs []agent.Remote
+	var ws []float64
+	for _, s := range a.specs {
+		switch s.kind {
+		case "host":
+			rs = append(rs, agent.NewClient(s.addr, scheme+"://"+s.addr, a.token, hc))
+			ws = append(ws, s.weight)
+		default:
+			return nil, nil, cli.Usagef("--agents %s:%s: not built yet", s.kind, s.addr)
+		}
+	}
+	return rs, ws, nil
+}
+
+// distributedStep is the whole run as one step, from bench's options; the
+// coordinator splits its rate and connections between the agents.
+func distributedStep(t *targetOptions, u string, threads, connections int, rate float64, d, warmup time.Duration) agent.Step {
+	s := agent.Step{URL: u, Scenario: t.scenario, Preload: t.preload, Uniform: t.uniform,
+		Threads: threads, Connections: connections, Rate: rate, Duration: agent.Duration(d), Warmup: agent.Duration(warmup),
+		Timeout: agent.Duration(t.timeout), NoKeepAlive: t.noKeepAlive, Insecure: t.tls.Insecure, SNI: t.tls.ServerName}
+	for _, h := range t.headers {
+		s.Headers = append(s.Headers, agent.Header{Name: h.Name, Value: h.Value})
+	}
+	return s
+}
+
+// checkDistributable refuses what cannot be sent to an agent: files on
+// this machine (a script, TLS files).
+func (t *targetOptions) checkDistributable() error {
+	switch {
+	case t.script != "":
+		return cli.Usagef("-s (a Lua script) does not run with --agents yet: use -H, or --scenario")
+	case t.tls.CAFile != "" || t.tls.CertFile != "":
+		return cli.Usagef("--ca, --cert and --key are files on this machine and do not go to --agents: use --insecure or --sni")
+	}
+	return nil
+}
+
+// runDistributed runs bench's run on the agents: the same report, JSON,
+// HTML and thresholds as a single run, from the exact merge, plus a row
+// per agent. A failed or invalid run exits non-zero naming the agents.
+func runDistributed(ctx context.Context, o *benchOptions, env cli.Env) error {
+	rs, ws, err := o.agents.remotes(ctx)
+	if err != nil {
+		return err
+	}
+	p := agent.Plan{Step: distributedStep(&o.target, o.url.String(), int(o.target.threads), int(o.connections), float64(o.rate),
+		time.Duration(o.duration), time.Duration(o.warmup)),
+		Weights: ws, MaxClockOffset: time.Duration(o.agents.maxOffset)}
+	p.Step.HTTP2, p.Step.Streams = o.http2, int(o.streams)
+	if o.startAt != "" {
+		p.Step.StartAt, _ = time.Parse(time.RFC3339Nano, o.startAt) // checked by parseBench
+	}
+	fmt.Fprintf(env.Stdout, "Distributed over %d agents\n", len(rs))
+	out, err := agent.Coordinate(ctx, rs, p)
+	if err != nil {
+		return err
+	}
+	if out.Merged == nil {
+		if err := agent.WriteAgents(env.Stdout, out); err != nil {
+			return err
+		}
+		return out.Err()
+	}
+	m := out.Merged
+	if err := bench.WriteHeader(env.Stdout, o.url.String(), time.Duration(o.duration), m.Threads, m.Connections); err != nil {
+		return err
+	}
+	if err := bench.WriteText(env.Stdout, m, bench.TextOptions{Latency: o.latency, Uncorrected: o.uncorrected}); err != nil {
+		return err
+	}
+	if err := agent.WriteAgents(env.Stdout, out); err != nil {
+		return err
+	}
+	extra := runExtra{agents: out.Summaries(), invalid: out.Invalid()}
+	if err := finishRun(env, m, o.thresholds, o.out, fmt.Sprintf("linkgate bench (%d agents)", len(rs)), extra); err != nil {
+		if verdict := out.Err(); verdict != nil {
+			return fmt.Errorf("%w; %w", verdict, err)
+		}
+		return err
+	}
+	return out.Err()
+}
