@@ -4,7 +4,10 @@
 // them together (validation, id generation with conflict retry, expiry and
 // visit-limit enforcement).
 //
-// It imports only the standard library. Storage adapters live in
-// subpackages named after their dependency (bolt, dynamodb); the HTTP API
-// lives in httpapi; every Store passes storetest.Run.
+// It imports only the standard library, and golang.org/x/net/idna and
+// golang.org/x/text to map host names (deps_test.go holds it to that).
+// Storage adapters live in subpackages named after their dependency
+// (pebble, dynamodb; bolt only reads a store of earlier releases to
+// migrate it); the HTTP API lives in httpapi; every Store passes
+// storetest.Run.
 package shortener

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Store keeps links. Implementations (bolt, dynamodb, and decorators such as
-// a read cache) must be safe for concurrent use and pass storetest.Run.
+// Store keeps links. Implementations (pebble, dynamodb, and decorators such
+// as a read cache) must be safe for concurrent use and pass storetest.Run.
 //
 // Errors: return errors that match the domain sentinels with errors.Is
 // (ErrNotFound, ErrConflict, ErrUnavailable), wrapping the driver's error for

@@ -266,14 +266,14 @@ func NewVisitBatch(deltas ...VisitDelta) *VisitBatch {
 	return b
 }
 
-// VisitStore is the Store extension that keeps visit statistics. The bolt
-// and DynamoDB stores implement it and storetest checks it.
+// VisitStore is the Store extension that keeps visit statistics. The
+// pebble and DynamoDB stores implement it and storetest checks it.
 type VisitStore interface {
 	// AddVisits adds each link's visits to its stored statistics, in as
 	// few writes as the backend allows: pebble in commits of a few
-	// hundred links, synced once, DynamoDB with one UpdateItem ADD per
-	// link. Visits of a link that
-	// does not exist (deleted meanwhile) are dropped. It marks every
+	// hundred links, synced once; DynamoDB with one UpdateItem ADD per
+	// link with a visit limit, the others gathered in its visit log.
+	// Visits of a link that does not exist (deleted meanwhile) are dropped. It marks every
 	// link it added (or dropped) Applied; on error the others are to be
 	// retried. Get and AppendURL report a link's stored visits in Visits
 	// at once for Limited links; for others they may lag.

@@ -77,7 +77,7 @@ func (s *Store) SampleLookups(n int) {
 	s.sampleMask = uint32(n - 1)
 }
 
-// Wrap returns inner instrumented; backend ("bolt", "dynamodb") labels the
+// Wrap returns inner instrumented; backend ("pebble", "dynamodb") labels the
 // metrics, which are registered on reg.
 func Wrap(inner shortener.Store, reg prometheus.Registerer, backend string) *Store {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{

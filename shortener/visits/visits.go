@@ -7,8 +7,10 @@
 // takes the buffers every few milliseconds and aggregates them — per link:
 // a total, per-day counts, referrer hosts, browser or bot family, country
 // — and a flusher hands the aggregate to the store in batches, every
-// FlushInterval or as soon as FlushLinks links are pending: one
-// transaction per batch on bolt, one UpdateItem ADD per link on DynamoDB.
+// FlushInterval or as soon as FlushLinks links are pending. The store
+// writes a batch as it can (shortener.VisitStore): pebble in commits of a
+// few hundred links synced once, DynamoDB one UpdateItem ADD per link with
+// a visit limit and its visit log for the others.
 //
 // Memory is bounded: a full buffer (the drainer fell behind) drops the
 // visit, and beyond MaxLinks pending links visits of further links are

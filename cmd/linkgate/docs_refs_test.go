@@ -1,0 +1,152 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The reference pages stay true to the tree: every help block any page
+// shows is what the command prints now, and every repository path a page
+// names (or links to) exists.
+
+const repoRoot = "../.."
+
+// docPages are the pages checked: README.md and docs/*.md.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(pages, filepath.Join(repoRoot, "README.md"))
+}
+
+var helpBlockRE = regexp.MustCompile("(?s)```text\n\\$ linkgate ([^\n]*)\n(.*?)```")
+
+// Every fenced block that shows `$ linkgate help X` or `$ linkgate X [Y]
+// --help`, on any page (not only inside a command page's generated part),
+// is what that prints now.
+func TestDocsHelpBlocks(t *testing.T) {
+	n := 0
+	for _, page := range docPages(t) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range helpBlockRE.FindAllStringSubmatch(string(b), -1) {
+			args := strings.Fields(m[1])
+			switch {
+			case len(args) == 2 && args[0] == "help":
+				args = args[1:]
+			case len(args) >= 2 && args[len(args)-1] == "--help":
+				args = args[:len(args)-1]
+			default:
+				continue // an example run, not a help block
+			}
+			n++
+			if got := helpText(t, args...); got != m[2] {
+				t.Errorf("%s: the block of `linkgate %s` differs from what it prints now (go generate ./... rewrites the generated ones)", rel(page), m[1])
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no help block found: the pattern is stale")
+	}
+}
+
+// topDirs are the repository's top-level folders: a word that starts with
+// one of them and a slash is taken for a path.
+func topDirs(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			dirs = append(dirs, regexp.QuoteMeta(e.Name()))
+		}
+	}
+	return dirs
+}
+
+// pathsIn returns the repository paths text names: words that begin with a
+// top-level folder and a slash (after a space, a quote, a backtick or a
+// bracket, so URLs and API paths like /api/v1 are not taken), with a
+// trailing :LINE or punctuation cut off. A glob or placeholder (*, <, {)
+// ends the path at the folder before it.
+func pathsIn(text string, dirs []string) []string {
+	re := regexp.MustCompile("(?:^|[\\s`'\"(\\[])((?:" + strings.Join(dirs, "|") + ")/[A-Za-z0-9_./*<{-]*)")
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(text, -1) {
+		p := m[1]
+		if i := strings.IndexAny(p, "*<{"); i >= 0 {
+			p = p[:strings.LastIndex(p[:i], "/")+1]
+		}
+		p = strings.TrimRight(p, ".,:;-")
+		out = append(out, p)
+	}
+	return out
+}
+
+var linkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// Every path a page names exists, and every relative link resolves (to a
+// file; anchors are not checked).
+func TestDocsPathsExist(t *testing.T) {
+	dirs := topDirs(t)
+	for _, page := range docPages(t) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		for _, p := range pathsIn(text, dirs) {
+			if _, err := os.Stat(filepath.Join(repoRoot, p)); err != nil {
+				t.Errorf("%s names %s, which does not exist", rel(page), p)
+			}
+		}
+		for _, m := range linkRE.FindAllStringSubmatch(text, -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(page), target)); err != nil {
+				t.Errorf("%s links to %s, which does not exist", rel(page), m[1])
+			}
+		}
+	}
+}
+
+func TestPathsIn(t *testing.T) {
+	dirs := []string{"cmd", "docs", "gateway", "api"}
+	tests := []struct {
+		text string
+		want []string
+	}{
+		{"see `cmd/linkgate/gateway.go`.", []string{"cmd/linkgate/gateway.go"}},
+		{"(gateway/proxy/proxy.go:361)", []string{"gateway/proxy/proxy.go"}},
+		{"gateway/proxy/h2*.go and docs/results/<target>/x.json", []string{"gateway/proxy/", "docs/results/"}},
+		{"GET /api/v1/links and https://example.com/gateway/x", nil},
+		{"api/openapi.yaml, then", []string{"api/openapi.yaml"}},
+		{"a cmdx/y or xgateway/z", nil},
+	}
+	for _, tt := range tests {
+		got := pathsIn(tt.text, dirs)
+		if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+			t.Errorf("pathsIn(%q) = %q, want %q", tt.text, got, tt.want)
+		}
+	}
+}
+
+func rel(page string) string {
+	r, err := filepath.Rel(repoRoot, page)
+	if err != nil {
+		return page
+	}
+	return r
+}
