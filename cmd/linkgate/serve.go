@@ -110,8 +110,9 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.api.MaxInflightQR, "max-inflight-qr", 32, "QR code and statistics requests in flight beyond which new ones get 503 overloaded (0: no limit)")
 	fs.IntVar(&c.api.MaxInflightAdmin, "max-inflight-admin", 64, "admin requests (list, edit, delete, keys) in flight beyond which new ones get 503 overloaded (0: no limit)")
 	fs.DurationVar(&c.api.ShedDelay, "shed-delay", 100*time.Millisecond, "with --overload-delay, how long a shed create, QR or stats request waits for its 503, on average (drawn from half to 1.5 times it, so shed requests do not wake together): a client flooding its connections gets few requests through each (0: answered at once)")
+	fs.IntVar(&c.api.ShedFloor, "shed-floor", 0, "with --overload-delay, the `requests` of a class (creates, QR/stats) in flight below which none is shed by the adaptive budgets and rates, so a lone client is never refused (a --max-inflight-* budget below it still applies); 0: 2 × GOMAXPROCS")
 	fs.BoolVar(&c.api.OverloadRate, "overload-rate", true, "with --overload-delay, also bound the rate at which creates and QR/stats requests start: halved after such a 10ms window, raised by 1/32 after one that is not, so a few creates in flight cannot keep the core busy (false: in-flight budgets only)")
-	fs.DurationVar(&c.overloadDelay, "overload-delay", 250*time.Microsecond, "while more than 1% of goroutines wait longer than this to run (the CPU is short) and redirects are being served, the create and QR/stats budgets are halved every 10ms, down to 1, and regrow by one per 10ms after: redirects are never limited by it (0: fixed budgets)")
+	fs.DurationVar(&c.overloadDelay, "overload-delay", 250*time.Microsecond, "while more than 1% of goroutines wait longer than this to run, the Go scheduler's Ps are busy with this server's own work (not idle while other processes, a CPU quota or steal take the CPU) and redirects are being served, the create and QR/stats budgets are halved every 10ms, down to 1 (above --shed-floor), and regrow by one per 10ms after: redirects are never limited by it (0: fixed budgets)")
 	fs.DurationVar(&c.server.ReadTimeout, "read-timeout", 10*time.Second, "time to read one request, headers and body")
 	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", 10*time.Second, "time to write one response")
 	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept")
@@ -165,6 +166,8 @@ func (c serveConfig) validate() error {
 	switch {
 	case c.shutdownTimeout < 0 || c.server.ReadTimeout < 0 || c.server.WriteTimeout < 0 || c.server.IdleTimeout < 0 || c.overloadDelay < 0:
 		return cli.Usagef("timeouts must not be negative")
+	case c.api.ShedFloor < 0:
+		return cli.Usagef("--shed-floor must not be negative")
 	case c.server.MaxHeaderBytes < 1024:
 		return cli.Usagef("--max-header-bytes must be at least 1024")
 	case c.storeMinFree < 1 || c.storeMinFree > 1<<20:

@@ -3,6 +3,11 @@ package overload
 import (
 	"context"
 	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -61,23 +66,20 @@ func TestLimitHalvesAndRegrows(t *testing.T) {
 	}
 }
 
-// With a target no schedule can meet, the real runtime metric makes every
-// window in which goroutines ran late.
+// With a target no schedule can meet, the real runtime metrics make every
+// window late in which goroutines ran while our own work kept every P
+// busy.
 func TestStepReadsTheScheduler(t *testing.T) {
+	defer spin(t)()
 	m := NewMonitor(time.Nanosecond)
 	l := m.Limit(64)
 	m.Step() // the first sample only sets the baseline
 	for range 6 {
-		// The runtime times one schedule in 8: make plenty.
-		for range 64 {
-			done := make(chan struct{})
-			go close(done)
-			<-done
-		}
+		schedule()
 		m.Step()
 	}
 	if l.Load() != 1 {
-		t.Errorf("limit after 6 windows with goroutines waiting > 1ns: %d, want 1", l.Load())
+		t.Errorf("limit after 6 busy windows with goroutines waiting > 1ns: %d, want 1 (%d late, %d with idle Ps)", l.Load(), m.Late(), m.HostLate())
 	}
 
 	// Watched: only windows in which the watched work went on are late.
@@ -87,11 +89,7 @@ func TestStepReadsTheScheduler(t *testing.T) {
 	m.Watch(func() uint64 { return served })
 	m.Step()
 	for i := range 6 {
-		for range 64 {
-			done := make(chan struct{})
-			go close(done)
-			<-done
-		}
+		schedule()
 		if i%2 == 1 {
 			served++
 		}
@@ -100,9 +98,45 @@ func TestStepReadsTheScheduler(t *testing.T) {
 	if l.Load() != 8 { // 64 (already its maximum), 32, 33, 16, 17, 8
 		t.Errorf("limit after 3 idle and 3 watched late windows, alternating: %d, want 8", l.Load())
 	}
+}
 
-	m = NewMonitor(time.Hour)
-	l = m.Limit(64)
+// schedule makes goroutines wait to run for a window: the runtime times
+// one schedule in 8, so it makes plenty.
+func schedule() {
+	time.Sleep(DefaultWindow)
+	for range 64 {
+		done := make(chan struct{})
+		go close(done)
+		<-done
+	}
+}
+
+// spin keeps every P busy with work of this process until the returned
+// function is called: the Ps are saturated, with no idle time.
+func spin(t *testing.T) (stop func()) {
+	t.Helper()
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	n := runtime.GOMAXPROCS(0)
+	var started sync.WaitGroup
+	started.Add(n)
+	for range n {
+		wg.Go(func() {
+			started.Done()
+			for !done.Load() {
+			}
+		})
+	}
+	started.Wait() // every P has left its idle time behind
+	return func() { done.Store(true); wg.Wait() }
+}
+
+// A target no schedule misses: Run never finds a window late, however
+// busy the Ps.
+func TestRunWithinTarget(t *testing.T) {
+	defer spin(t)()
+	m := NewMonitor(time.Hour)
+	l := m.Limit(64)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m.Run(ctx, time.Millisecond); close(done) }()
@@ -115,6 +149,84 @@ func TestStepReadsTheScheduler(t *testing.T) {
 	<-done
 	if l.Load() != 64 || m.Late() != 0 {
 		t.Errorf("no schedule waits an hour, yet the limit is %d after %d late windows", l.Load(), m.Late())
+	}
+}
+
+func TestOwnQueue(t *testing.T) {
+	for _, tt := range []struct {
+		running, runnable uint64
+		procs             int
+		want              bool
+	}{
+		{2, 1, 2, true},
+		{2, 0, 2, false}, // every P busy, nobody waits
+		{1, 5, 2, false}, // an idle P: the runnable ones are about to run, or wait for a thread the host runs late
+		{1, 1, 1, true},
+		{0, 0, 1, false},
+	} {
+		if got := ownQueue(tt.running, tt.runnable, tt.procs); got != tt.want {
+			t.Errorf("ownQueue(%d running, %d runnable, %d Ps) = %v, want %v", tt.running, tt.runnable, tt.procs, got, tt.want)
+		}
+	}
+}
+
+// Other processes keep every core busy while this one has little work:
+// its goroutines wait to run (the target of 1 ns makes every window late
+// by the latency alone), but for CPU the host did not give, not behind
+// work of ours, and no window is late. With the signal of before (the
+// scheduler's latency alone), every one was.
+func TestHostContentionIsNotLate(t *testing.T) {
+	hogs(t, 2*runtime.NumCPU())
+	m := NewMonitor(time.Nanosecond)
+	l := m.Limit(64)
+	m.Step()
+	for range 20 {
+		schedule()
+		m.Step()
+	}
+	if m.Late() != 0 || l.Load() != 64 {
+		t.Errorf("%d of 20 windows late (limit %d) with Ps idle while other processes took the CPU", m.Late(), l.Load())
+	}
+	if m.HostLate() == 0 {
+		t.Error("no window had goroutines waiting longer than 1 ns: the test shows nothing")
+	}
+}
+
+// hogs starts n processes that spin until the test ends.
+func hogs(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHog$")
+		cmd.Env = append(os.Environ(), "OVERLOAD_TEST_HOG=1")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+}
+
+// TestHog is the process hogs starts: it spins on every P until killed,
+// or until its parent is gone.
+func TestHog(t *testing.T) {
+	if os.Getenv("OVERLOAD_TEST_HOG") != "1" {
+		t.Skip("a helper process of TestHostContentionIsNotLate")
+	}
+	parent := os.Getppid()
+	go func() { // a hog outlives no test, even one killed
+		for os.Getppid() == parent {
+			time.Sleep(100 * time.Millisecond)
+		}
+		os.Exit(0)
+	}()
+	for range runtime.GOMAXPROCS(0) - 1 {
+		go func() {
+			//lint:ignore SA5002 a hog spins on purpose
+			for {
+			}
+		}()
+	}
+	//lint:ignore SA5002 a hog spins on purpose
+	for {
 	}
 }
 

@@ -68,6 +68,15 @@ func (r *Rate) Allow() bool {
 	return true
 }
 
+// Started counts a request admitted without asking the Rate (below the
+// caller's floor): a late window halves what the class started, whoever
+// admitted it.
+func (r *Rate) Started() {
+	r.mu.Lock()
+	r.admitted++
+	r.mu.Unlock()
+}
+
 // PerSecond returns the admission rate now; +Inf when unlimited.
 func (r *Rate) PerSecond() float64 {
 	r.mu.Lock()

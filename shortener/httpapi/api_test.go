@@ -454,22 +454,16 @@ func TestDefaultCreateBudgetHoldsAStall(t *testing.T) {
 // before 256 are in flight, and held for ShedDelay before their 503,
 // while redirects are never limited by it.
 func TestOverloadShrinksCreateBudget(t *testing.T) {
-	mon := overload.NewMonitor(time.Nanosecond) // every window in which goroutines ran is late
+	mon := overload.NewMonitor(time.Millisecond)
 	bs := blockingStore{entered: make(chan struct{}, 10), release: make(chan struct{})}
 	const hold = 50 * time.Millisecond
-	s := start(t, setup{cfg: httpapi.Config{MaxInflightCreates: 256, Overload: mon, ShedDelay: hold}, wrap: func(st shortener.Store) shortener.Store { bs.Store = st; return bs }})
-	window := func(redirect bool) {
-		for range 64 { // the runtime times one schedule in 8
-			ran := make(chan struct{})
-			go close(ran)
-			<-ran
-		}
+	s := start(t, setup{cfg: httpapi.Config{MaxInflightCreates: 256, Overload: mon, ShedDelay: hold, ShedFloor: -1}, wrap: func(st shortener.Store) shortener.Store { bs.Store = st; return bs }})
+	window := func(redirect bool) { // a late window
 		if redirect {
 			s.do(t, "GET", "/abcdefghij", "")
 		}
-		mon.Step()
+		mon.EndWindow(true)
 	}
-	mon.Step()
 	// Late windows without redirects: nothing to give way to.
 	for range 10 {
 		window(false)
@@ -513,23 +507,17 @@ func TestOverloadRateBoundsCreates(t *testing.T) {
 	for _, rate := range []bool{true, false} {
 		t.Run(fmt.Sprintf("rate=%v", rate), func(t *testing.T) {
 			var now atomic.Int64
-			mon := overload.NewMonitor(time.Nanosecond) // every window in which goroutines ran is late
+			mon := overload.NewMonitor(time.Millisecond)
 			mon.UseClock(func() time.Duration { return time.Duration(now.Load()) })
-			s := start(t, setup{cfg: httpapi.Config{MaxInflightCreates: 256, MaxInflightQR: 32, Overload: mon, OverloadRate: rate}})
+			s := start(t, setup{cfg: httpapi.Config{MaxInflightCreates: 256, MaxInflightQR: 32, Overload: mon, OverloadRate: rate, ShedFloor: -1}})
 			create := func() int { return s.do(t, "POST", "/shortenURL", `{"OriginalURL":"https://example.com/"}`).Status }
-			mon.Step()
 			for range 10 { // 256 → 1 in flight; the rate: half the one create per window, at its floor
-				for range 64 { // the runtime times one schedule in 8
-					ran := make(chan struct{})
-					go close(ran)
-					<-ran
-				}
 				s.do(t, "GET", "/abcdefghij", "")
 				if got := create(); got != 201 {
 					t.Fatalf("one create per 10 ms window: %d", got)
 				}
 				now.Add(int64(10 * time.Millisecond))
-				mon.Step()
+				mon.EndWindow(true)
 			}
 			first, second := create(), create() // the clock stands still
 			m := s.do(t, "GET", "/metrics", "").Body

@@ -92,6 +92,12 @@ type Config struct {
 	// the scheduler ran late while redirects were served, so that these
 	// classes cannot keep the core busy however few are in flight.
 	OverloadRate bool
+	// ShedFloor is the requests of a class in flight below which none of
+	// it is shed by Overload's limits and rates: a lone client sending
+	// one request at a time never is, whatever a burst before it made of
+	// them. A fixed budget (MaxInflight…) smaller than it still applies.
+	// 0: overload.DefaultFloor() (2 × GOMAXPROCS); negative: none.
+	ShedFloor int
 	// ShedDelay, with Overload, holds each shed create, QR or statistics
 	// request about this long before its 503 (between half and 1.5 times
 	// it; see Handler.shed). 0: none.
@@ -252,6 +258,7 @@ type Handler struct {
 	cacheControl   []byte                      // for redirects
 	adminKey       *[32]byte                   // SHA-256 of the admin key, nil when admin is off
 	maxInflight    [numClasses]int64           // 0: no limit
+	floor          int64                       // Config.ShedFloor: in flight, none shed by adaptive or rates
 	adaptive       [numClasses]*overload.Limit // Config.Overload's limits; nil: maxInflight
 	rates          [numClasses]*overload.Rate  // Config.OverloadRate's rates; nil: none
 	metricsHandler fasthttp.RequestHandler
@@ -340,6 +347,12 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 		return nil, err
 	}
 	h.domains, _ = parseDomains(cfg.Domains) // validated
+	switch {
+	case cfg.ShedFloor == 0:
+		h.floor = int64(overload.DefaultFloor())
+	case cfg.ShedFloor > 0:
+		h.floor = int64(cfg.ShedFloor)
+	}
 	if cfg.Overload != nil {
 		cfg.Overload.Watch(metrics.inflight[classRedirect].started)
 		for _, c := range []class{classCreate, classQRStats} {
@@ -383,12 +396,7 @@ func (h *Handler) serve(ctx *fasthttp.RequestCtx, start time.Duration) {
 			return
 		}
 		in := &h.metrics.inflight[c]
-		n := in.begin()
-		max := h.maxInflight[c]
-		if l := h.adaptive[c]; l != nil {
-			max = l.Load()
-		}
-		if max > 0 && n > max || h.rates[c] != nil && !h.rates[c].Allow() {
+		if n := in.begin(); !h.admit(c, n) {
 			in.end()
 			h.shed(ctx, r, c, start)
 			return
@@ -407,6 +415,25 @@ func (h *Handler) serve(ctx *fasthttp.RequestCtx, start time.Duration) {
 	}()
 	h.dispatch(ctx, r, id, allow, start)
 	h.metrics.observe(r, ctx.Response.StatusCode(), start)
+}
+
+// admit reports whether the n-th request of class c in flight may run:
+// within the class's budget, and, above the floor, within its adaptive
+// limit and rate.
+func (h *Handler) admit(c class, n int64) bool {
+	if max := h.maxInflight[c]; max > 0 && n > max {
+		return false
+	}
+	if n <= h.floor {
+		if r := h.rates[c]; r != nil {
+			r.Started()
+		}
+		return true
+	}
+	if l := h.adaptive[c]; l != nil && n > l.Load() {
+		return false
+	}
+	return h.rates[c] == nil || h.rates[c].Allow()
 }
 
 // shed answers a request over its class's budget or rate: 503
