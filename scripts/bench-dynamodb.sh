@@ -52,7 +52,7 @@ ip link set lo up 2>/dev/null || true
 work=$BENCH_WORK
 benchcmp=$work/benchcmp
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -f "$results_run"; }
 trap cleanup EXIT
 
 exec 9>"$BENCH_LOCK"

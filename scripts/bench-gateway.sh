@@ -44,6 +44,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$LINKGATE_ROOT"
+results_begin bench-gateway # before the defaults: the command the run's JSON records
 
 ROUNDS=${ROUNDS:-2} DURATION=${DURATION:-5s} CONNS=${CONNS:-16}
 GW_CPU=${GW_CPU:-0} LOAD_CPU=${LOAD_CPU:-1} UPSTREAM_PORT=${UPSTREAM_PORT:-1980} H2_CONNS=${H2_CONNS:-4}
@@ -67,6 +68,7 @@ pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
+	rm -f "$results_run"
 	[ "${KEEP:-0}" = 1 ] && echo "kept $tmp" || rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -343,7 +345,7 @@ flock -u 9
 step "result (linkgate $(git describe --always --dirty 2>/dev/null || echo dev), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ))"
 # One row per target: QPS, latencies, CPU per request and the ratios to
 # nginx as medians (ranges) of per-round ratios.
-"$tmp/benchcmp" report "$res" <<'TABLE'
+publish_table "$tmp/benchcmp" "$res" <<'TABLE'
 {{define "vs"}}{{$n := index . 0}}{{$a := index . 2}}| {{index . 1}} | {{mr "%.0f" (vals $n "rps")}} | {{mr "%.3f" (vals $n "p99")}} | {{if eq $n $a}}anchor{{else}}{{mr "%.2f" (per $n $a "rps")}}{{end}} | {{mr "%.2f" (vals $n "cpu")}} | {{if eq $n $a}}anchor{{else}}{{mr "%.2f" (per $a $n "cpu")}}{{end}} | {{index . 3}} |
 {{end -}}
 {{define "row"}}{{$n := index . 0}}| {{index . 1}} | {{mr "%.0f" (vals $n "rps")}} | {{mr "%.3f" (vals $n "avg")}} | {{mr "%.3f" (vals $n "p99")}} | {{if eq $n "nginx"}}1.00{{else}}{{mr "%.2f" (per $n "nginx" "rps")}}{{end}} | {{mr "%.2f" (vals $n "cpu")}} | {{printf "%.0f" (median (scale 1e6 (vals $n "cpu")))}} | {{if eq $n "nginx"}}1.00{{else}}{{mr "%.2f" (per "nginx" $n "cpu")}}{{end}} | {{index . 2}} |

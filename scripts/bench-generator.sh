@@ -21,6 +21,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$LINKGATE_ROOT"
+results_begin bench-generator # before the defaults: the command the run's JSON records
 
 RUNS=${RUNS:-5}
 DURATION=${DURATION:-5s}
@@ -75,7 +76,7 @@ http {
 CONF
 taskset -c "$TARGET_CPU" nginx -p "$dir" -c "$dir/nginx.conf" &
 nginx_pid=$!
-trap 'kill $nginx_pid 2>/dev/null || true; wait $nginx_pid 2>/dev/null || true; rm -rf "$dir"' EXIT
+trap 'kill $nginx_pid 2>/dev/null || true; wait $nginx_pid 2>/dev/null || true; rm -rf "$dir" "$results_run"' EXIT
 wait_tcp 127.0.0.1 "$port" 10 || die "nginx did not start: $(cat "$dir/error.log")"
 url=http://127.0.0.1:$port/ tls_url=https://127.0.0.1:$tls_port/ h2_url=https://127.0.0.1:$h2_port/
 res=$dir/results.jsonl
@@ -113,7 +114,7 @@ for part in $PARTS; do
 done
 
 step "results (shared 2-core machine: read the ratios, not the absolute figures)"
-"$benchcmp" report "$res" <<'TABLE'
+publish_table "$benchcmp" "$res" <<'TABLE'
 {{define "row" -}}
 {{$n := index . 0}}{{$a := index . 1}}| {{index . 2}} | {{mr "%.0f" (vals $n "rps")}} | {{mr "%.2f" (vals $n "gencpu")}} | {{if eq $n $a}}1.000 (anchor){{else}}{{mr "%.3f" (per $n $a "rps")}}{{end}} | {{if eq $n $a}}{{else}}{{mr "%.3f" (per $a $n "gencpu")}}{{end}} | {{index . 3}} |
 {{end -}}

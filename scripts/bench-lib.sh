@@ -1,5 +1,7 @@
 # Shared helpers for the make bench-* scripts. Source it after lib.sh.
 #
+# The run is kept as data: see results_begin and publish_table (lib.sh).
+results_begin "$(basename "$0" .sh)"
 # CPU layout on the 2-core reference machine: the server under test (and
 # nginx, the ceiling) on SERVER_CPU, the load generator on LOAD_CPU.
 SERVER_CPU=${SERVER_CPU:-0}
@@ -14,7 +16,7 @@ BENCH_LOCK=${BENCH_LOCK:-/tmp/linkgate-bench.lock}
 bench_workdir() {
 	work=$(mktemp -d)
 	pids=()
-	trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+	trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work" "$results_run"' EXIT
 }
 
 # start_nginx_302 DIR PORT starts nginx 1 worker answering every request
@@ -74,8 +76,9 @@ base_build() {
 	(cd "$1/base-src" && go build -trimpath -o "$1/linkgate-base" ./cmd/linkgate)
 }
 
-# table RESULTS… prints the table whose template is on stdin.
-table() { "$benchcmp" report "$@"; }
+# table RESULTS… prints the table whose template is on stdin and keeps it
+# with the run's records in docs/results (publish_table).
+table() { publish_table "$benchcmp" "$@"; }
 
 # preloaded_links WORK N builds this tree's linkgate into WORK/linkgate and
 # makes sure a pebble store of N preloaded links and its shuffled id list

@@ -91,7 +91,7 @@ for wl in $WORKLOADS; do
 		-target "on $on lua=scripts/bench/visits.lua pid=$on_pid prewarm=3s" "${base_sat[@]}"
 	rate=
 	if [ -n "$loadgen" ]; then
-		rate=$(table -t "{{printf \"%.0f\" (mul (med \"off\" \"rps\") $FIXED_SHARE)}}" "$res")
+		rate=$("$benchcmp" report -t "{{printf \"%.0f\" (mul (med \"off\" \"rps\") $FIXED_SHARE)}}" "$res")
 		measure "$res" -gen linkgate -linkgate "$loadgen" -warmup 2s \
 			-target "fixed_off $off lua=scripts/bench/visits.lua R=$rate" \
 			-target "fixed_on $on lua=scripts/bench/visits.lua R=$rate" "${base_fixed[@]/R=RATE/R=$rate}"

@@ -52,5 +52,38 @@ start_redis() {
 	echo $!
 }
 
+# results_begin TARGET notes what `make TARGET` runs with — the settings
+# given in the environment, before a script's defaults — and the load
+# before it, for publish_table. Call it before setting defaults.
+results_begin() {
+	local v
+	results_target=$1
+	results_command="make $1"
+	for v in BASE BEFORE_ARGS BEFORE_REF BENCH_GATEWAY_ROWS BIN BOTH BOTH_STEP CONNS CREATE_CONNS DURATION \
+		FIXED_SHARE FLOOD_CONNS FLOOD_FACTOR FUNCTION_CPU GEN_CPU H2_CONNS HOT IDS_LIMIT INSTANCES LAMBDA \
+		LAMBDA_LIFE LOADGEN LOAD_CPU N OLD_REF PARTS QR_CONNS RATE REDIRECT_RATE ROUNDS RUNS SERVER_CPU \
+		SERVER_CPUS SERVER_PROCS SERVE_ARGS SHAPES STORE STREAMS TARGET_CPU UNITS_DURATION WORKLOADS; do
+		[ -n "${!v+x}" ] && results_command="$v=$(printf %q "${!v}") $results_command"
+	done
+	results_load=$(cut -d' ' -f1 /proc/loadavg)
+	results_run=$(mktemp -u /tmp/linkgate-bench-run.XXXXXX.json)
+}
+
+# publish_table BENCHCMP RESULTS… prints the table whose template is on
+# stdin, and keeps the run as data: its records and tables in
+# docs/results/TARGET/<date>-<commit>.json, and the table the docs link
+# to, docs/results/TARGET.md, regenerated (tools/benchcmp publish).
+# BENCH_PUBLISH=0 prints only.
+publish_table() {
+	local bc=$1
+	shift
+	if [ "${BENCH_PUBLISH:-1}" = 0 ]; then
+		"$bc" report "$@"
+		return
+	fi
+	"$bc" publish -dir "$LINKGATE_ROOT/docs/results" -target "$results_target" -command "$results_command" \
+		-run "$results_run" -load-start "$results_load" "$@"
+}
+
 LINKGATE_ROOT=${LINKGATE_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 export LINKGATE_ROOT

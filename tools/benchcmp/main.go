@@ -27,6 +27,9 @@
 // (ms), errors, non2xx, cpu, gencpu (the generator's own µs per request),
 // seconds; linkgate adds up50/up99 (uncorrected) and lag99 (send lag).
 //
+// publish is report that also keeps the run as data in docs/results, and
+// tables regenerates the tables the docs link to (publish.go).
+//
 // cert DIR writes a throwaway CA and a server certificate for 127.0.0.1,
 // made with crypto/x509, for TLS targets (nginx ssl, the gateway's TLS).
 //
@@ -67,6 +70,8 @@ func main() {
 
 const usage = `usage: benchcmp run -o FILE [flags] -target 'NAME URL [key=value…]'…
        benchcmp report [-t TEMPLATE] FILE… (template on stdin without -t)
+       benchcmp publish -target NAME -run WORK/run.json [-dir docs/results] [-command CMD] [-load-start L] [-t TEMPLATE] FILE…
+       benchcmp tables [-dir docs/results]
        benchcmp cert DIR (a throwaway CA and a certificate for 127.0.0.1: ca.pem, server.pem, server-key.pem)`
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -85,6 +90,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return errors.New("usage: benchcmp cert DIR")
 		}
 		return writeCerts(args[1])
+	case "publish":
+		o, err := parsePublish(args[1:], stderr)
+		if err != nil {
+			return err
+		}
+		return publish(o, stdin, stdout)
+	case "tables":
+		fs := flag.NewFlagSet("benchcmp tables", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		dir := fs.String("dir", "docs/results", "the results `folder`")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		return writeTables(*dir)
 	case "report":
 		fs := flag.NewFlagSet("benchcmp report", flag.ContinueOnError)
 		fs.SetOutput(stderr)
