@@ -123,7 +123,7 @@ var (
 			"idle_timeout": {Type: "number", Minimum: Num(0), Default: 60},
 			"requests":     {Type: "integer", Minimum: Num(1), Default: 1000},
 		}},
-		"type":           {Type: "string", Description: "algorithms of load balancing"},
+		"type":           {Type: "string", Description: "algorithms of load balancing", Default: "roundrobin"}, // optional since 3.0
 		"checks":         healthChecksDef,
 		"hash_on":        {Type: "string", Enum: []any{"vars", "header", "cookie", "consumer", "vars_combinations"}, Default: "vars"},
 		"key":            {Type: "string", Description: "the key of chash for dynamic load balancing"},
@@ -140,8 +140,8 @@ var (
 		"service_name":  {Type: "string", MinLength: 1, MaxLength: 256},
 		"id":            idSchema,
 	}, OneOf: []*Schema{
-		{Required: []string{"type", "nodes"}},
-		{Required: []string{"type", "service_name", "discovery_type"}},
+		{Required: []string{"nodes"}}, // 3.0 dropped "type"
+		{Required: []string{"service_name", "discovery_type"}},
 	}}
 
 	// The chash key's schemas by hash_on (apisix/schema_def.lua, with its
@@ -218,7 +218,7 @@ var (
 	}}
 
 	consumerSchema = &Schema{Type: "object", Required: []string{"username"}, Properties: map[string]*Schema{
-		"username":    {Type: "string", MinLength: 1, MaxLength: 100, Pattern: regexp.MustCompile(`^[a-zA-Z0-9_]+$`)},
+		"username":    {Type: "string", MinLength: 1, MaxLength: 100, Pattern: regexp.MustCompile(`^[a-zA-Z0-9_\-]+$`)}, // 3.x's: '-' allowed
 		"plugins":     pluginsDef,
 		"labels":      labelsDef,
 		"create_time": timestampDef,
@@ -503,6 +503,14 @@ func checkUpstreamIn(doc map[string]any) error {
 // checkUpstream is apisix/upstream.lua's check_upstream_conf, then what
 // linkgate cannot serve.
 func checkUpstream(u map[string]any) error {
+	nodes, _ := u["nodes"].([]any)
+	for _, n := range nodes {
+		node, _ := n.(map[string]any)
+		host, _ := node["host"].(string)
+		if ip, err := netip.ParseAddr(host); err == nil && ip.Is6() {
+			return invalidf("invalid configuration: IPv6 address must be enclosed with '[' and ']'") // 3.x
+		}
+	}
 	if err := schemaCheck(upstreamSchema, u); err != nil {
 		return err
 	}

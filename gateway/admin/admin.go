@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -74,9 +75,6 @@ func NewHandler(logger *slog.Logger, store gateway.Store, reg *gateway.Registry,
 // guard enforces allow_admin and the API key and its role.
 func (a *api) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.opts.V3 {
-			w.Header().Set("X-API-VERSION", "v3")
-		}
 		if !a.allowed(r) {
 			writeJSON(w, http.StatusForbidden, map[string]any{"error_msg": "403 Forbidden"})
 			return
@@ -108,6 +106,9 @@ func (a *api) guard(next http.Handler) http.Handler {
 			}
 			writeJSON(w, http.StatusUnauthorized, body)
 			return
+		}
+		if a.opts.V3 {
+			w.Header().Set("X-API-VERSION", "v3") // 3.x: once the key is checked
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -230,9 +231,18 @@ func (a *api) handleAdmin() http.Handler {
 		}
 		switch r.Method {
 		case http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete, http.MethodPatch:
+		case http.MethodHead:
+			if a.opts.V3 && res == "" {
+				w.WriteHeader(http.StatusOK) // 3.x's HEAD /apisix/admin: is the API up
+				return
+			}
+			fallthrough
 		default:
 			writeErr(w, http.StatusNotFound, "not found")
 			return
+		}
+		if res == "ssls" && a.opts.V3 {
+			res = "ssl" // 3.0's name
 		}
 		if res == "schema" {
 			a.schema(w, r, segs[1:])
@@ -341,6 +351,9 @@ type node struct {
 }
 
 func (a *api) key(kind gateway.Kind, id string) string {
+	if kind == gateway.KindSSL && a.opts.V3 {
+		return a.opts.Prefix + "/ssls/" + id
+	}
 	return a.opts.Prefix + "/" + string(kind) + "/" + id
 }
 
@@ -477,6 +490,9 @@ func (a *api) put(w http.ResponseWriter, r *http.Request, req *request) {
 	}
 	var id string
 	if req.res.kind == gateway.KindConsumer {
+		if a.timesForbidden(w, doc) {
+			return
+		}
 		if err := a.check(r.Context(), gateway.KindConsumer, doc); err != nil {
 			a.validationErr(w, err)
 			return
@@ -486,11 +502,23 @@ func (a *api) put(w http.ResponseWriter, r *http.Request, req *request) {
 			writeErr(w, http.StatusBadRequest, "wrong username")
 			return
 		}
+		if a.opts.V3 {
+			if msg, err := a.duplicateKey(r.Context(), doc, name); err != nil {
+				a.storeErr(w, r, err)
+				return
+			} else if msg != "" {
+				writeErr(w, http.StatusBadRequest, msg)
+				return
+			}
+		}
 		id = name
 	} else {
 		var err error
 		if id, err = resolveID(req.res, doc, req.id, true); err != nil {
 			writeErr(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if a.timesForbidden(w, doc) {
 			return
 		}
 		if err := a.check(r.Context(), req.res.kind, doc); err != nil {
@@ -525,6 +553,9 @@ func (a *api) post(w http.ResponseWriter, r *http.Request, req *request) {
 		writeErr(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if a.timesForbidden(w, doc) {
+		return
+	}
 	if err := a.check(r.Context(), req.res.kind, doc); err != nil {
 		a.validationErr(w, err)
 		return
@@ -539,8 +570,26 @@ func (a *api) post(w http.ResponseWriter, r *http.Request, req *request) {
 	a.write(w, r, req.res.kind, id, doc, "create", 0)
 }
 
-// check runs gateway.Check with references looked up in the store.
+// check runs gateway.Check with references looked up in the store. Under
+// v3 it checks a copy, so the defaults the schema fills in are not stored
+// (APISIX 3.x's check_conf validates conf_for_check, a deep copy); the
+// gateway fills them in when it loads the value.
 func (a *api) check(ctx context.Context, kind gateway.Kind, doc map[string]any) error {
+	if a.opts.V3 {
+		doc = deepCopy(doc).(map[string]any)
+		up := doc
+		if kind != gateway.KindUpstream {
+			up, _ = doc["upstream"].(map[string]any)
+		}
+		// 3.x's upstream schema has additionalProperties false (2.14 kept
+		// unknown fields).
+		props := gateway.SchemaOf(gateway.KindUpstream).Properties
+		for _, k := range slices.Sorted(maps.Keys(up)) {
+			if _, ok := props[k]; !ok {
+				return &gateway.ValidationError{Msg: "invalid configuration: additional properties forbidden, found " + k}
+			}
+		}
+	}
 	return gateway.Check(kind, doc, a.reg, func(k gateway.Kind, id string) error {
 		_, err := a.store.Get(ctx, k, id)
 		if errors.Is(err, gateway.ErrNotFound) {
@@ -548,6 +597,94 @@ func (a *api) check(ctx context.Context, kind gateway.Kind, doc map[string]any) 
 		}
 		return err
 	})
+}
+
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = deepCopy(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = deepCopy(e)
+		}
+		return l
+	}
+	return v
+}
+
+// forbiddenTimes is APISIX 3.x's check_forbidden_properties: PUT and POST
+// may not set create_time or update_time, on the resource, its inline
+// upstream or its plugins (PATCH may).
+func forbiddenTimes(doc map[string]any) string {
+	for _, where := range []string{"", "upstream.", "plugins."} {
+		m := doc
+		if where != "" {
+			m, _ = doc[strings.TrimSuffix(where, ".")].(map[string]any)
+		}
+		for _, k := range []string{"create_time", "update_time"} {
+			if v, ok := m[k]; ok && v != nil && v != false {
+				return "the property is forbidden:  " + where + k
+			}
+		}
+	}
+	return ""
+}
+
+// uniqueKeys are the auth plugins' fields that name one consumer (APISIX
+// 3.x's plugin_unique_key_attrs, for the plugins linkgate has).
+var uniqueKeys = map[string]string{"key-auth": "key", "basic-auth": "username", "jwt-auth": "key"}
+
+// duplicateKey is APISIX 3.x's check_duplicate_key: another consumer
+// already holding one of doc's auth keys is refused, with its name.
+func (a *api) duplicateKey(ctx context.Context, doc map[string]any, username string) (string, error) {
+	plugins, _ := doc["plugins"].(map[string]any)
+	if len(plugins) == 0 {
+		return "", nil
+	}
+	es, err := a.store.List(ctx, gateway.KindConsumer)
+	if err != nil {
+		return "", err
+	}
+	for _, plugin := range slices.Sorted(maps.Keys(plugins)) {
+		attr, ok := uniqueKeys[plugin]
+		conf, _ := plugins[plugin].(map[string]any)
+		want, _ := conf[attr].(string)
+		if !ok || want == "" {
+			continue
+		}
+		for _, e := range es {
+			if e.ID == username {
+				continue
+			}
+			var other struct {
+				Plugins map[string]map[string]any `json:"plugins"`
+			}
+			if json.Unmarshal(e.Value, &other) != nil {
+				continue
+			}
+			if got, _ := other.Plugins[plugin][attr].(string); got == want {
+				return fmt.Sprintf("duplicate %s of plugin %s found with consumer: %s", attr, plugin, e.ID), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// timesForbidden answers 400 under v3 when doc sets a time (forbiddenTimes).
+func (a *api) timesForbidden(w http.ResponseWriter, doc map[string]any) bool {
+	if !a.opts.V3 {
+		return false
+	}
+	if msg := forbiddenTimes(doc); msg != "" {
+		writeErr(w, http.StatusBadRequest, msg)
+		return true
+	}
+	return false
 }
 
 // stampTimes is apisix/admin/utils.lua's inject_timestamp: create_time
@@ -597,7 +734,7 @@ func (a *api) write(w http.ResponseWriter, r *http.Request, kind gateway.Kind, i
 	}
 	a.log.Info("admin write", "action", action, "key", a.key(kind, id), "revision", e.ModifiedIndex)
 	if a.opts.V3 {
-		writeJSON(w, status, a.node(e, true))
+		writeJSON(w, status, a.node(e, false)) // 3.x strips the indexes of writes too
 		return
 	}
 	writeJSON(w, status, map[string]any{"action": action, "node": a.node(e, false)})
@@ -654,6 +791,11 @@ func (a *api) inUse(ctx context.Context, kind gateway.Kind, id string) (string, 
 	default:
 		return "", nil
 	}
+	if kind == gateway.KindUpstream {
+		// APISIX 3.x also looks in traffic-split's weighted upstreams, of
+		// every resource that has plugins.
+		users = []gateway.Kind{gateway.KindRoute, gateway.KindService, gateway.KindPluginConfig, gateway.KindConsumer, gateway.KindGlobalRule}
+	}
 	for _, uk := range users {
 		es, err := a.store.List(ctx, uk)
 		if err != nil {
@@ -665,12 +807,41 @@ func (a *api) inUse(ctx context.Context, kind gateway.Kind, id string) (string, 
 				continue
 			}
 			doc, _ := v.(map[string]any)
+			if kind == gateway.KindUpstream && splitUses(doc, id) {
+				name := map[gateway.Kind]string{gateway.KindPluginConfig: "plugin_config", gateway.KindGlobalRule: "global_rules"}[uk]
+				if name == "" {
+					name = uk.Singular()
+				}
+				return fmt.Sprintf("%s, plugin in %s [%s] is still using it now", what, name, e.ID), nil
+			}
+			if uk != gateway.KindRoute && uk != gateway.KindService && kind == gateway.KindUpstream {
+				continue
+			}
 			if ref, ok := gateway.IDString(doc[field]); ok && ref == id {
 				return fmt.Sprintf("%s, %s [%s] is still using it now", what, uk.Singular(), e.ID), nil
 			}
 		}
 	}
 	return "", nil
+}
+
+// splitUses reports whether doc's traffic-split sends requests to the
+// upstream id.
+func splitUses(doc map[string]any, id string) bool {
+	plugins, _ := doc["plugins"].(map[string]any)
+	ts, _ := plugins["traffic-split"].(map[string]any)
+	rules, _ := ts["rules"].([]any)
+	for _, r := range rules {
+		rule, _ := r.(map[string]any)
+		ups, _ := rule["weighted_upstreams"].([]any)
+		for _, u := range ups {
+			wu, _ := u.(map[string]any)
+			if ref, ok := gateway.IDString(wu["upstream_id"]); ok && ref == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // patch is apisix/admin/<kind>.lua's patch: merge the body into the stored
@@ -785,6 +956,10 @@ func setPath(doc map[string]any, subPath string, v any) (any, error) {
 // schema serves GET /apisix/admin/schema/{name} and
 // /apisix/admin/schema/plugins/{name}.
 func (a *api) schema(w http.ResponseWriter, r *http.Request, segs []string) {
+	if r.Method == http.MethodPost && len(segs) == 2 && segs[0] == "validate" {
+		a.validate(w, r, segs[1])
+		return
+	}
 	if r.Method != http.MethodGet {
 		writeErr(w, http.StatusNotFound, "not found")
 		return
@@ -809,6 +984,35 @@ func (a *api) schema(w http.ResponseWriter, r *http.Request, segs []string) {
 	writeJSON(w, http.StatusOK, s)
 }
 
+// validateSchemas are the resources of POST /apisix/admin/schema/validate/{resource}.
+var validateSchemas = map[string]string{
+	"routes": "route", "services": "service", "upstreams": "upstream", "consumers": "consumer",
+	"ssls": "ssl", "global_rules": "global_rule", "plugin_configs": "plugin_config",
+	"stream_routes": "stream_route", "protos": "proto",
+}
+
+// validate serves APISIX 3.x's POST /apisix/admin/schema/validate/{resource}:
+// the body checked against the resource's schema alone (not its plugins'
+// nor its references), 200 with no body or 400 with the reason; nothing
+// is stored.
+func (a *api) validate(w http.ResponseWriter, r *http.Request, resource string) {
+	name, ok := validateSchemas[resource]
+	s, found := gateway.NamedSchema(name)
+	if !ok || !found {
+		writeErr(w, http.StatusNotFound, "Unsupported resource type: "+resource)
+		return
+	}
+	req := &request{}
+	if !a.readBody(w, r, req) {
+		return
+	}
+	if err := s.Validate(deepCopy(req.conf)); err != nil {
+		a.validationErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
 // plugins serves GET /apisix/admin/plugins/{name}: the plugin's schema
 // (?schema_type=consumer: its consumer schema), or with ?all=true every
 // plugin's attributes.
@@ -818,6 +1022,16 @@ func (a *api) plugins(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	q := r.URL.Query()
+	// 3.x: ?subsystem=http (the default) or stream, which has none of
+	// linkgate's plugins.
+	sub := q.Get("subsystem")
+	if sub == "" {
+		sub = "http"
+	}
+	if a.opts.V3 && sub != "http" && sub != "stream" {
+		writeErr(w, http.StatusBadRequest, "unsupported subsystem: "+sub)
+		return
+	}
 	if q.Get("all") == "true" {
 		out := map[string]any{}
 		if q.Get("subsystem") != "stream" {
@@ -839,6 +1053,12 @@ func (a *api) plugins(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	f, ok := a.reg.Get(name)
+	if a.opts.V3 {
+		if !ok || sub == "stream" {
+			writeErr(w, http.StatusNotFound, "plugin not found in subsystem "+sub)
+			return
+		}
+	}
 	if !ok {
 		writeErr(w, http.StatusBadRequest, "failed to load plugin "+name)
 		return

@@ -246,7 +246,7 @@ func TestPatchNull(t *testing.T) {
 		{"plugin removed, another kept",
 			`{"uri":"/a",` + up + `,"plugins":{"proxy-rewrite":{"uri":"/x"},"prometheus":{}}}`,
 			`{"plugins":{"proxy-rewrite":null}}`,
-			`{"uri":"/a",` + up + `,"plugins":{"prometheus":{"prefer_name":false}}}`},
+			`{"uri":"/a",` + up + `,"plugins":{"prometheus":{}}}`},
 		{"last plugin removed",
 			`{"uri":"/a",` + up + `,"plugins":{"proxy-rewrite":{"uri":"/x"}}}`,
 			`{"plugins":{"proxy-rewrite":null}}`,
@@ -258,7 +258,7 @@ func TestPatchNull(t *testing.T) {
 		{"empty plugins stored, one added one removed",
 			`{"uri":"/a",` + up + `,"plugins":{}}`,
 			`{"plugins":{"proxy-rewrite":null,"prometheus":{}}}`,
-			`{"uri":"/a",` + up + `,"plugins":{"prometheus":{"prefer_name":false}}}`},
+			`{"uri":"/a",` + up + `,"plugins":{"prometheus":{}}}`},
 		{"nested field removed",
 			`{"uri":"/a",` + up + `,"plugins":{"proxy-rewrite":{"uri":"/x","headers":{"X-A":"1"}}}}`,
 			`{"plugins":{"proxy-rewrite":{"headers":null}}}`,
@@ -306,6 +306,11 @@ func TestPatchNull(t *testing.T) {
 				}
 				for _, k := range []string{"create_time", "update_time", "id", "priority", "status"} {
 					delete(value, k) // stamps and the defaults the schema fills in
+				}
+				if p, ok := value["plugins"].(map[string]any); ok {
+					if pm, ok := p["prometheus"].(map[string]any); ok {
+						delete(pm, "prefer_name") // a default (v2 stores it)
+					}
 				}
 				if u, ok := value["upstream"].(map[string]any); ok {
 					for _, k := range []string{"hash_on", "pass_host", "scheme"} {

@@ -18,8 +18,11 @@ import (
 
 // File is one ported APISIX .t file.
 type File struct {
-	Source string   `yaml:"source"`
-	Args   []string `yaml:"args"`
+	Source string `yaml:"source"`
+	// Tag is the APISIX release the file was ported from: 2.14.1 unless
+	// given (the 3.x files, under testdata/3.18.0).
+	Tag  string   `yaml:"tag"`
+	Args []string `yaml:"args"`
 	// PortServers are extra upstream servers for this file's cases, each
 	// answering its own port number (the fake servers a .t file's
 	// http_config adds, e.g. on 1970-1974).
@@ -196,7 +199,12 @@ func LoadFiles(dir string) ([]*File, error) {
 		files = append(files, f)
 		return nil
 	})
-	sort.Slice(files, func(i, j int) bool { return files[i].Source < files[j].Source })
+	sort.Slice(files, func(i, j int) bool {
+		if files[i].Tag != files[j].Tag {
+			return files[i].Tag < files[j].Tag
+		}
+		return files[i].Source < files[j].Source
+	})
 	return files, err
 }
 

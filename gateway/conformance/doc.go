@@ -1,5 +1,6 @@
 // Package conformance runs APISIX's own test suite against linkgate
-// gateway: the HTTP-visible cases of apache/apisix 2.14.1's t/ files,
+// gateway: the HTTP-visible cases of apache/apisix 2.14.1's t/ files and
+// of 3.18.0's (run with --admin-api-version v3),
 // re-expressed (never copied) as data in testdata/, run against the real
 // `linkgate gateway` binary, started as users start it, with real upstream
 // servers on 127.0.0.1 (Upstream: the server t/APISIX.pm puts on ports
@@ -12,7 +13,9 @@
 // TEST 3 of t/admin/routes.t. Adding a file needs no Go code: every
 // *.t.yaml under testdata is run. The format:
 //
-//	source: t/admin/routes.t     # the APISIX file (at tag 2.14.1)
+//	source: t/admin/routes.t     # the APISIX file
+//	tag: 3.18.0                  # optional: its release, 2.14.1 unless given (the
+//	                             # 3.x files live under testdata/3.18.0)
 //	args: [--admin-api-version, v3]  # optional: extra gateway flags for every case
 //	skip: needs a TLS listener   # optional: the whole file is skipped, for this reason
 //	port_servers: [1970, 1971]   # optional: servers answering their port number (a file's http_config ones)
@@ -102,7 +105,7 @@
 //
 // # Result
 //
-// TestAPISIX prints a table per APISIX file (TEST blocks, ported, pass,
+// TestAPISIX prints a table per APISIX release, a row per file (TEST blocks, ported, pass,
 // differs, skipped) and the overall pass rate (pass / ported), writes it
 // to $LINKGATE_TEST_ARTIFACTS/conformance.md when that is set, and fails
 // when a case that is expected to pass fails, or a case marked differs

@@ -8,7 +8,7 @@ import (
 
 // FileSummary counts one APISIX file's cases.
 type FileSummary struct {
-	Source                                string
+	Tag, Source                           string
 	Blocks, Ported, Pass, Differs, Failed int
 	Skipped                               int
 }
@@ -16,7 +16,7 @@ type FileSummary struct {
 // Summarize counts results per file; blocks is the number of TEST blocks
 // the case file lists.
 func Summarize(f *File, results []Result) FileSummary {
-	s := FileSummary{Source: f.Source, Blocks: len(f.Cases)}
+	s := FileSummary{Tag: f.Tag, Source: f.Source, Blocks: len(f.Cases)}
 	for _, r := range results {
 		switch {
 		case r.Skipped != "":
@@ -35,12 +35,33 @@ func Summarize(f *File, results []Result) FileSummary {
 	return s
 }
 
-// Table renders summaries as a Markdown table: one row per file, one per
-// directory (t/admin, t/node…), the total, and the overall pass rate
-// (pass / ported).
+// Tables renders one Table per APISIX release, in the order of sums.
+func Tables(sums []FileSummary) string {
+	var tags []string
+	byTag := map[string][]FileSummary{}
+	for _, s := range sums {
+		if byTag[s.Tag] == nil {
+			tags = append(tags, s.Tag)
+		}
+		byTag[s.Tag] = append(byTag[s.Tag], s)
+	}
+	var parts []string
+	for _, t := range tags {
+		parts = append(parts, Table(byTag[t]))
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Table renders summaries of one release's files as a Markdown table: one
+// row per file, one per directory (t/admin, t/node…), the total, and the
+// overall pass rate (pass / ported).
 func Table(sums []FileSummary) string {
 	var b strings.Builder
-	b.WriteString("| APISIX 2.14.1 file | TEST blocks | ported | pass | differs | fail | skipped |\n|---|---|---|---|---|---|---|\n")
+	tag := "2.14.1"
+	if len(sums) > 0 && sums[0].Tag != "" {
+		tag = sums[0].Tag
+	}
+	fmt.Fprintf(&b, "| APISIX %s file | TEST blocks | ported | pass | differs | fail | skipped |\n|---|---|---|---|---|---|---|\n", tag)
 	row := func(name string, s FileSummary) {
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d |\n", name, s.Blocks, s.Ported, s.Pass, s.Differs, s.Failed, s.Skipped)
 	}

@@ -31,6 +31,9 @@ func main() {
 	tag := flag.String("tag", "2.14.1", "tag to read the .t files at")
 	out := flag.String("out", "gateway/conformance/testdata", "where to write <dir>/<name>.t.yaml")
 	force := flag.Bool("force", false, "overwrite existing case files")
+	prior := flag.String("prior", "", "checked case files of an earlier tag: a block needing review that says the same there is taken from them")
+	priorTag := flag.String("prior-tag", "2.14.1", "the tag -prior's files were ported from")
+	v3 := flag.Bool("v3", false, "run the file with --admin-api-version v3, and rewrite reused cases' answers to its envelopes")
 	flag.Parse()
 	for _, f := range flag.Args() {
 		src, err := exec.Command("git", "-C", *repo, "show", *tag+":"+f).Output()
@@ -38,7 +41,21 @@ func main() {
 			fmt.Fprintf(os.Stderr, "apisixt: %s: %v\n", f, err)
 			os.Exit(1)
 		}
-		doc := draft(f, string(src))
+		doc := draft(f, *tag, string(src), *v3)
+		if *prior != "" || *v3 {
+			var old, psrc []byte
+			if *prior != "" {
+				rel := filepath.Join(strings.TrimPrefix(filepath.Dir(f), "t/"), filepath.Base(f)+".yaml")
+				old, _ = os.ReadFile(filepath.Join(*prior, rel))
+				psrc, _ = exec.Command("git", "-C", *repo, "show", *priorTag+":"+f).Output()
+			}
+			var n int
+			if doc, n, err = reusePrior(doc, string(src), string(psrc), old, *v3); err != nil {
+				fmt.Fprintf(os.Stderr, "apisixt: %s: %v\n", f, err)
+				os.Exit(1)
+			}
+			fmt.Fprintf(os.Stderr, "apisixt: %s: %d cases from %s\n", f, n, *priorTag)
+		}
 		dst := filepath.Join(*out, strings.TrimPrefix(filepath.Dir(f), "t/"), filepath.Base(f)+".yaml")
 		if _, err := os.Stat(dst); err == nil && !*force {
 			fmt.Fprintf(os.Stderr, "apisixt: %s exists (use -force)\n", dst)
@@ -152,12 +169,12 @@ type draftCase struct {
 	review []string
 }
 
-func draft(file, src string) []byte {
+func draft(file, tag, src string, v3 bool) []byte {
 	var cases []draftCase
 	for _, b := range parse(src) {
 		cases = append(cases, draftBlock(b))
 	}
-	return render(file, cases)
+	return render(file, tag, cases, v3)
 }
 
 // Sections a drafted case cannot express: they need a human decision.
@@ -817,9 +834,15 @@ func splitTop(s string) []string {
 }
 
 // render writes the draft as YAML.
-func render(file string, cases []draftCase) []byte {
+func render(file, tag string, cases []draftCase, v3 bool) []byte {
 	root := &yaml.Node{Kind: yaml.MappingNode}
 	kv(root, "source", str(file))
+	if tag != "2.14.1" {
+		kv(root, "tag", str(tag))
+	}
+	if v3 {
+		kv(root, "args", &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle, Content: []*yaml.Node{str("--admin-api-version"), str("v3")}})
+	}
 	list := &yaml.Node{Kind: yaml.SequenceNode}
 	for _, c := range cases {
 		n := &yaml.Node{Kind: yaml.MappingNode}
@@ -839,7 +862,7 @@ func render(file string, cases []draftCase) []byte {
 	}
 	kv(root, "cases", list)
 	var buf bytes.Buffer
-	buf.WriteString("# Re-expressed from apache/apisix 2.14.1 " + file + " (drafted by tools/apisixt, checked by hand).\n")
+	buf.WriteString("# Re-expressed from apache/apisix " + tag + " " + file + " (drafted by tools/apisixt, checked by hand).\n")
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
 	_ = enc.Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}})
