@@ -40,9 +40,10 @@ import (
 // 64 KiB written is 256 KiB of memtable). In a runtime trace of make
 // bench-visits' fixed-rate load over a million links the memtable
 // flush's goroutine ran 170 ms of a 200 ms window and the connections
-// 1.6 ms, and the p99 was a second (docs/visits.md, "Background work
-// paced"). A pause twice as long as the work before it bounds the
-// background's share of a busy P whatever its compression ratio.
+// 1.6 ms, and the p99 was a second (docs/visits.md, "Memtables and
+// paced background work"). A pause twice as long as the work before it
+// bounds the background's share of a busy P whatever its compression
+// ratio.
 //
 // On an idle P a pause is a sleep nobody needed: a flush or compaction
 // then takes up to three times as long as it could. The write-ahead log
