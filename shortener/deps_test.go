@@ -28,7 +28,7 @@ func TestDependencyDirection(t *testing.T) {
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		if strings.HasPrefix(dep, "github.com/linkgate/linkgate/") && !strings.HasPrefix(dep, "github.com/linkgate/linkgate/internal/") &&
-			dep != "github.com/linkgate/linkgate/shortener" && dep != "github.com/linkgate/linkgate/shortener/httpapi" {
+			dep != "github.com/linkgate/linkgate/shortener" && dep != "github.com/linkgate/linkgate/shortener/httpapi" && dep != "github.com/linkgate/linkgate/shortener/importer" {
 			t.Errorf("shortener/httpapi imports %s", dep)
 		}
 	}

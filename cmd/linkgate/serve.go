@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -452,6 +453,14 @@ func newShortener(logger *slog.Logger, c serveConfig, raw shortener.Store, kind 
 	if err != nil {
 		raw.Close()
 		return nil, err
+	}
+	// Export, import and backup through the API work on the store itself,
+	// under its metrics and cache.
+	if rs, ok := raw.(shortener.RecordStore); ok {
+		c.api.Records = rs
+	}
+	if b, ok := raw.(interface{ WriteBackup(io.Writer) error }); ok {
+		c.api.Backup = func(_ context.Context, w io.Writer) error { return b.WriteBackup(w) }
 	}
 	app := &shortenerApp{store: store}
 	if d, ok := raw.(*dynamodb.Store); ok && c.visits.enabled {

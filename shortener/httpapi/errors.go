@@ -29,6 +29,8 @@ const (
 	codeMisdirected          = "misdirected_request"
 	codeNotFound             = string(shortener.NotFound)
 	codeSlugTaken            = "slug_taken"
+	codeImportRunning        = "import_running"
+	codeNotStreamable        = "not_streamable"
 )
 
 // errorBody is every error's JSON: {"error":{"code":"…","message":"…"}}.

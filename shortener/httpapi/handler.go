@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -142,6 +144,18 @@ type Config struct {
 	// pages: absolute http(s) URLs. Clients asking for JSON still get the
 	// JSON error.
 	NotFoundURL, ExpiredURL string
+	// Records, if set, serves the export and the import of every link
+	// with its statistics (transfer.go): the store's own, under any read
+	// cache (an import then reaches the cache's misses within its
+	// negative TTL). nil: those routes answer 404.
+	Records shortener.RecordStore
+	// Backup, if set, serves GET /api/v1/backup: it writes a consistent
+	// copy of the store to w, as an archive. nil: 404.
+	Backup func(ctx context.Context, w io.Writer) error
+	// StreamTimeout bounds each read and write of a streamed import,
+	// export or backup, instead of the server's whole-request timeouts.
+	// Default DefaultStreamTimeout.
+	StreamTimeout time.Duration
 	// TrustedProxies are the peers whose X-Forwarded-For, Forwarded and
 	// CloudFront-Viewer-* headers say who the client is (visits, rate
 	// limits, logs). nil: none, the peer is the client.
@@ -209,7 +223,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("rate %v: must be N per a positive period", r)
 		}
 	}
-	if c.MaxInflight < 0 || c.MaxInflightCreates < 0 || c.MaxInflightQR < 0 || c.MaxInflightAdmin < 0 || c.ShedDelay < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 || c.SessionTTL < 0 || c.QRCacheBytes < 0 || c.QRRenders < 0 {
+	if c.MaxInflight < 0 || c.MaxInflightCreates < 0 || c.MaxInflightQR < 0 || c.MaxInflightAdmin < 0 || c.ShedDelay < 0 || c.RequestTimeout < 0 || c.ReadyTimeout < 0 || c.SessionTTL < 0 || c.QRCacheBytes < 0 || c.QRRenders < 0 || c.StreamTimeout < 0 {
 		return fmt.Errorf("max in-flight and timeouts must not be negative")
 	}
 	return nil
@@ -273,6 +287,8 @@ type Handler struct {
 	keys           *keyring
 	sessions       *sessions // the web page's (session.go)
 	signIns        *buckets
+	streamTimeout  time.Duration // Config.StreamTimeout
+	importing      sync.Mutex    // held by the import running
 }
 
 // NewHandler returns the API over svc. Metrics are recorded in metrics and
@@ -365,6 +381,10 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 				metrics.adaptiveRate(c, h.rates[c])
 			}
 		}
+	}
+	h.streamTimeout = cfg.StreamTimeout
+	if h.streamTimeout == 0 {
+		h.streamTimeout = DefaultStreamTimeout
 	}
 	h.now = cfg.Now
 	if h.now == nil {

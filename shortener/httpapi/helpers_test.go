@@ -29,11 +29,12 @@ type testServer struct {
 }
 
 type setup struct {
-	cfg    httpapi.Config
-	policy shortener.URLPolicy
-	wrap   func(shortener.Store) shortener.Store // decorates the store (fault injection)
-	visits bool                                  // count visits (visits_test.go)
-	noKeys bool                                  // no store of API keys (only cfg.AdminKey)
+	cfg      httpapi.Config
+	policy   shortener.URLPolicy
+	wrap     func(shortener.Store) shortener.Store // decorates the store (fault injection)
+	visits   bool                                  // count visits (visits_test.go)
+	noKeys   bool                                  // no store of API keys (only cfg.AdminKey)
+	transfer bool                                  // export, import and backup over the store (transfer_test.go)
 }
 
 func newHandler(t testing.TB, s setup) (*httpapi.Handler, shortener.Store) {
@@ -51,6 +52,10 @@ func newHandlerLogger(t testing.TB, s setup, logger *slog.Logger) (*httpapi.Hand
 	}
 	if s.cfg.Keys == nil && !s.noKeys {
 		s.cfg.Keys = b // as serve wires it: the link store keeps the keys
+	}
+	if s.transfer {
+		s.cfg.Records = b
+		s.cfg.Backup = func(_ context.Context, w io.Writer) error { return b.WriteBackup(w) }
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())

@@ -28,7 +28,10 @@ func TestOpenAPIDocument(t *testing.T) {
 	if err := doc.Validate(loader.Context); err != nil {
 		t.Fatalf("invalid OpenAPI document: %v", err)
 	}
-	s := start(t, setup{cfg: httpapi.Config{AdminKey: "k", UI: true, CreateRate: httpapi.Rate{N: 40, Per: time.Hour}}, visits: true})
+	s := start(t, setup{cfg: httpapi.Config{AdminKey: "k", UI: true, CreateRate: httpapi.Rate{N: 40, Per: time.Hour}}, visits: true, transfer: true})
+	for _, ct := range []string{"application/x-ndjson", "application/x-tar"} {
+		openapi3filter.RegisterBodyDecoder(ct, openapi3filter.FileBodyDecoder)
+	}
 	doc.Servers = openapi3.Servers{{URL: s.URL}}
 	router, err := legacy.NewRouter(doc)
 	if err != nil {
@@ -96,6 +99,13 @@ func TestOpenAPIDocument(t *testing.T) {
 		{"POST", "/api/v1/session", `{"key":"k"}`, []string{"Content-Type", "application/json"}},
 		{"POST", "/api/v1/session", `{"key":"wrong"}`, []string{"Content-Type", "application/json"}},
 		{"DELETE", "/api/v1/session", "", nil},
+		{"GET", "/api/v1/export", "", []string{"X-API-Key", "k"}},
+		{"GET", "/api/v1/export?format=csv", "", []string{"X-API-Key", "k"}},
+		{"GET", "/api/v1/export?format=xml", "", []string{"X-API-Key", "k"}},
+		{"GET", "/api/v1/export", "", nil},
+		{"POST", "/api/v1/import", `{"id":"spec-import","url":"https://spec.example/i"}` + "\nnope\n", []string{"X-API-Key", "k", "Content-Type", "application/x-ndjson"}},
+		{"POST", "/api/v1/import", "", []string{"Content-Type", "application/x-ndjson"}},
+		{"GET", "/api/v1/backup", "", []string{"X-API-Key", "k"}},
 		{"GET", "/static/app.js", "", nil},
 		{"GET", "/static/app.css", "", nil},
 		{"GET", "/healthz", "", nil},

@@ -25,6 +25,9 @@ import (
 //	GET      /api/v1/session        the web page's session: who is signed in, its CSRF token
 //	POST     /api/v1/session        sign in with a key: a session cookie (session.go)
 //	DELETE   /api/v1/session        sign out: the session is revoked
+//	GET      /api/v1/export         every link with its statistics, streamed (?format=jsonl|csv) (admin; transfer.go)
+//	POST     /api/v1/import         import JSON Lines, streamed both ways (admin)
+//	GET      /api/v1/backup         a consistent copy of the store, a tar archive streamed (admin)
 //	GET      /                      the web page (with Config.UI)
 //	POST     /                      the web page's form, without JavaScript (with Config.UI)
 //	GET      /static/{file}         the web page's script and style (with Config.UI)
@@ -60,6 +63,9 @@ const (
 	routeSessionGet
 	routeSignIn
 	routeSignOut
+	routeExport
+	routeImport
+	routeBackup
 	routeMethodNotAllowed
 	routeNotFound
 	numRoutes
@@ -72,6 +78,7 @@ var routeNames = [numRoutes]string{
 	routeStats: "links_stats", routeQR: "links_qr", routeUI: "ui", routeUIForm: "ui_form", routeUIStatic: "ui_static",
 	routeKeysCreate: "keys_create", routeKeysList: "keys_list", routeKeysDelete: "keys_delete",
 	routeSessionGet: "session_get", routeSignIn: "session_create", routeSignOut: "session_delete",
+	routeExport: "export", routeImport: "import", routeBackup: "backup",
 	routeMethodNotAllowed: "method_not_allowed", routeNotFound: "not_found",
 }
 
@@ -103,7 +110,8 @@ func (r route) class() class {
 		return classCreate
 	case routeQR, routeStats:
 		return classQRStats
-	case routeList, routeDelete, routePatch, routeKeysCreate, routeKeysList, routeKeysDelete, routeSessionGet, routeSignIn, routeSignOut:
+	case routeList, routeDelete, routePatch, routeKeysCreate, routeKeysList, routeKeysDelete, routeSessionGet, routeSignIn, routeSignOut,
+		routeExport, routeImport, routeBackup:
 		return classAdmin
 	}
 	return classRedirect
@@ -115,6 +123,9 @@ var (
 	pathLinks      = []byte("/api/v1/links")
 	pathKeys       = []byte("/api/v1/keys")
 	pathSession    = []byte("/api/v1/session")
+	pathExport     = []byte("/api/v1/export")
+	pathImport     = []byte("/api/v1/import")
+	pathBackup     = []byte("/api/v1/backup")
 	pathHealthz    = []byte("/healthz")
 	pathReadyz     = []byte("/readyz")
 	pathMetrics    = []byte("/metrics")
@@ -239,6 +250,19 @@ func match(ctx *fasthttp.RequestCtx) (r route, id []byte, allow string) {
 			return routeSignOut, nil, ""
 		}
 		return routeMethodNotAllowed, nil, "GET, HEAD, POST, DELETE"
+	case bytes.Equal(path, pathImport):
+		if string(m) != fasthttp.MethodPost {
+			return routeMethodNotAllowed, nil, "POST"
+		}
+		return routeImport, nil, ""
+	case bytes.Equal(path, pathExport), bytes.Equal(path, pathBackup):
+		if string(m) != fasthttp.MethodGet {
+			return routeMethodNotAllowed, nil, "GET"
+		}
+		if path[len(path)-1] == 't' {
+			return routeExport, nil, ""
+		}
+		return routeBackup, nil, ""
 	case bytes.HasPrefix(path, pathStatic):
 		if !get {
 			return routeMethodNotAllowed, nil, "GET, HEAD"
@@ -290,6 +314,12 @@ func (h *Handler) dispatch(ctx *fasthttp.RequestCtx, r route, id []byte, allow s
 		h.handleSignIn(ctx)
 	case routeSignOut:
 		h.handleSignOut(ctx)
+	case routeExport:
+		h.handleExport(ctx)
+	case routeImport:
+		h.handleImport(ctx)
+	case routeBackup:
+		h.handleBackup(ctx)
 	case routeUI, routeUIForm, routeUIStatic:
 		if h.ui == nil {
 			writeError(ctx, fasthttp.StatusNotFound, codeNotFound, "no such route (the web page is disabled: --ui=false)")

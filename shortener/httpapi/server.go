@@ -61,6 +61,7 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 		ExpectHandler:                expectContinue,
 		ReadBufferSize:               cfg.MaxHeaderBytes,
 		MaxRequestBodySize:           MaxBodyBytes,
+		StreamRequestBody:            true, // read whole by readBody, but the import's (stream.go)
 		DisablePreParseMultipartForm: true,
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
@@ -95,7 +96,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // than MaxBodyBytes gets its 413 at once, instead of 100 Continue and then
 // the 413 once the client has started sending it.
 func expectContinue(ctx *fasthttp.RequestCtx) int {
-	if ctx.Request.Header.ContentLength() > MaxBodyBytes {
+	if ctx.Request.Header.ContentLength() > MaxBodyBytes && !streamedBody(ctx) {
 		HandleServerError(ctx, fasthttp.ErrBodyTooLarge)
 		return fasthttp.StatusRequestEntityTooLarge
 	}

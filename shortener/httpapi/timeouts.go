@@ -32,6 +32,9 @@ func timedListener(ln net.Listener, cfg ServerConfig) net.Listener {
 // from when the connection read it whole, if it knows (deadline.Handling:
 // a clock read less per request), else from now.
 func (h *Handler) serveConn(ctx *fasthttp.RequestCtx) {
+	if !readBody(ctx) {
+		return
+	}
 	if t := deadline.Handling(ctx.Conn()); !t.IsZero() {
 		h.serve(ctx, t.Sub(clockBase))
 		return
