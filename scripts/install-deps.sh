@@ -43,6 +43,13 @@ if ! ddblocal_dir >/dev/null; then
 	npm ci --prefix tools/ddblocal --no-audit --no-fund --loglevel=error
 fi
 
+if ! grep -q '"node_modules/lighthouse": {' tools/webcheck/node_modules/.package-lock.json 2>/dev/null ||
+	! grep -A1 '"node_modules/axe-core": {' tools/webcheck/node_modules/.package-lock.json | grep -q '"version": "4.11.4"' ||
+	! grep -A1 '"node_modules/lighthouse": {' tools/webcheck/node_modules/.package-lock.json | grep -q '"version": "12.8.2"'; then
+	step "npm ci axe-core@4.11.4 lighthouse@12.8.2 (the web page's accessibility and Lighthouse checks)"
+	npm ci --prefix tools/webcheck --no-audit --no-fund --loglevel=error
+fi
+
 step "go mod download"
 go mod download
 

@@ -29,6 +29,7 @@ export LINKGATE_TEST_DYNAMODB_ENDPOINT=http://127.0.0.1:$ddb_port
 export LINKGATE_TEST_REDIS_ADDR=127.0.0.1:$redis_port
 export LINKGATE_TEST_REDIS_SERVER=$(command -v redis-server)
 export LINKGATE_TEST_CHROMIUM=$(command -v chromium)
+export LINKGATE_TEST_WEBCHECK=$LINKGATE_ROOT/tools/webcheck
 export LINKGATE_TEST_NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 export LINKGATE_TEST_RIE=$LINKGATE_ROOT/.cache/bin/aws-lambda-rie
 export LINKGATE_TEST_H2SPEC=$LINKGATE_ROOT/.cache/bin/h2spec

@@ -188,3 +188,87 @@ func TestServiceFind(t *testing.T) {
 		t.Errorf("limit 0: %v", err)
 	}
 }
+
+// Find lists oldest first with Oldest (the exact reverse of newest
+// first, through cursors of its own), and State selects the links that
+// still redirect at Now or no longer do (past their expiry or visit
+// limit).
+func TestServiceFindOrderAndState(t *testing.T) {
+	store := openStore(t)
+	s := shortener.NewService(store, shortener.Options{})
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := base.Add(time.Hour)
+	kinds := map[string]bool{} // id → expired at now
+	for i := range 300 {
+		l := shortener.Link{ID: fmt.Sprintf("o%04d", i), URL: "https://o.example/", CreatedAt: base.Add(time.Duration(i%70) * time.Second)}
+		switch i % 4 {
+		case 1:
+			l.ExpiresAt = now.Add(-time.Minute) // expired
+		case 2:
+			l.ExpiresAt = now.Add(time.Minute) // not yet
+		case 3:
+			l.MaxVisits, l.Visits = 2, 2 // used up
+		}
+		kinds[l.ID] = i%4 == 1 || i%4 == 3
+		if err := store.Create(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := func(f shortener.ListFilter, limit int) []string {
+		t.Helper()
+		var ids []string
+		cursor := ""
+		for {
+			p, err := s.Find(context.Background(), cursor, limit, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range p.Links {
+				ids = append(ids, l.ID)
+			}
+			if p.Next == "" {
+				return ids
+			}
+			cursor = p.Next
+		}
+	}
+	newest := all(shortener.ListFilter{Query: "o"}, 41)
+	oldest := all(shortener.ListFilter{Query: "o", Oldest: true}, 29)
+	if len(newest) != 300 || !equalReversed(oldest, newest) {
+		t.Errorf("oldest first is not newest first reversed: %d, %d links; first %v, %v", len(newest), len(oldest), oldest[:3], newest[len(newest)-3:])
+	}
+	for _, tt := range []struct {
+		state   shortener.LinkState
+		expired bool
+	}{{shortener.StateActive, false}, {shortener.StateExpired, true}} {
+		got := all(shortener.ListFilter{State: tt.state, Now: now}, 50)
+		if len(got) != 150 {
+			t.Errorf("state %s: %d links, want 150", tt.state, len(got))
+		}
+		for _, id := range got {
+			if kinds[id] != tt.expired {
+				t.Errorf("state %s listed %s", tt.state, id)
+			}
+		}
+	}
+	p, err := s.Find(context.Background(), "", 10, shortener.ListFilter{State: "gone"})
+	if shortener.ErrorCode(err) != shortener.InvalidParameter {
+		t.Errorf("state gone: %v %v", p, err)
+	}
+	first, _ := s.Find(context.Background(), "", 5, shortener.ListFilter{Query: "o"})
+	if _, err := s.Find(context.Background(), first.Next, 5, shortener.ListFilter{Query: "o", Oldest: true}); shortener.ErrorCode(err) != shortener.InvalidParameter {
+		t.Errorf("a newest-first cursor in an oldest-first listing: %v", err)
+	}
+}
+
+func equalReversed(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[len(b)-1-i] {
+			return false
+		}
+	}
+	return true
+}

@@ -27,7 +27,23 @@ type ListFilter struct {
 	// Links without a creation time (items of the seed's app) match
 	// neither bound.
 	CreatedAfter, CreatedBefore time.Time
+	// State, if set, selects the links that still redirect at Now
+	// (StateActive) or no longer do (StateExpired: past their expiry or
+	// visit limit).
+	State LinkState
+	Now   time.Time
+	// Oldest lists oldest first instead of newest first.
+	Oldest bool
 }
+
+// LinkState is ListFilter.State.
+type LinkState string
+
+// The states a listing may select.
+const (
+	StateActive  LinkState = "active"
+	StateExpired LinkState = "expired"
+)
 
 // Validate checks the filter. The error has Code InvalidParameter.
 func (f ListFilter) Validate() error {
@@ -40,6 +56,8 @@ func (f ListFilter) Validate() error {
 		return Errorf(InvalidParameter, "q is at most %d bytes", MaxQueryLength)
 	case !f.CreatedAfter.IsZero() && !f.CreatedBefore.IsZero() && !f.CreatedAfter.Before(f.CreatedBefore):
 		return Errorf(InvalidParameter, "created_after must be before created_before")
+	case f.State != "" && f.State != StateActive && f.State != StateExpired:
+		return Errorf(InvalidParameter, "state must be active or expired")
 	}
 	return nil
 }
@@ -58,6 +76,9 @@ func (f ListFilter) Match(l *Link) bool {
 		return false
 	}
 	if !f.CreatedBefore.IsZero() && (l.CreatedAt.IsZero() || !l.CreatedAt.Before(f.CreatedBefore)) {
+		return false
+	}
+	if f.State != "" && l.Expired(f.Now) != (f.State == StateExpired) {
 		return false
 	}
 	return f.Query == "" || hasSubstringFold(l.ID, f.Query) || hasSubstringFold(l.URL, f.Query)
@@ -85,6 +106,20 @@ func lower(c byte) byte {
 	return c
 }
 
+// Finder is the Store extension that finds a page of links in
+// ListFilter's order by an index of its own instead of Service.Find's
+// scan of every link. after is the position to continue from (nil: the
+// start), as ParseFindCursor read it; the links are as stored (Service
+// applies fromStore); Page.Next is a FindCursor. It must answer what
+// Find's scan would: every link that passes f, in the same order.
+type Finder interface {
+	Find(ctx context.Context, after *Link, limit int, f ListFilter) (Page, error)
+}
+
+// Newer orders links newest first (see newer); stores that implement
+// Finder keep this order.
+func Newer(a, b *Link) int { return newer(a, b) }
+
 // newer orders links newest first: by creation time, then by id, then by
 // domain (all descending), so every link has one place in the order and a
 // cursor (a position in it) stays valid while links are created, edited or
@@ -99,20 +134,31 @@ func newer(a, b *Link) int {
 	return cmp.Compare(b.Domain, a.Domain)
 }
 
-// findCursor is a position in the newest-first order: "n" Unix-seconds
-// "." key, base64url-encoded.
-func findCursor(l *Link) string {
+// FindCursor is a position in the newest-first order ("n") or the
+// oldest-first one ("o"): the letter, Unix-seconds "." key,
+// base64url-encoded. Stores that find links themselves (Finder) use it.
+func FindCursor(l *Link, oldest bool) string {
 	var t int64
 	if !l.CreatedAt.IsZero() {
 		t = l.CreatedAt.Unix()
 	}
-	return base64.RawURLEncoding.EncodeToString([]byte("n" + strconv.FormatInt(t, 10) + "." + l.Key()))
+	o := "n"
+	if oldest {
+		o = "o"
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(o + strconv.FormatInt(t, 10) + "." + l.Key()))
 }
 
-func parseFindCursor(c string) (Link, error) {
+// ParseFindCursor reads a FindCursor of the order asked for: the link at
+// that position (its CreatedAt, Domain and ID).
+func ParseFindCursor(c string, oldest bool) (Link, error) {
 	bad := Errorf(InvalidParameter, "invalid cursor")
+	o := byte('n')
+	if oldest {
+		o = 'o'
+	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) < 2 || b[0] != 'n' {
+	if err != nil || len(b) < 2 || b[0] != o {
 		return Link{}, bad
 	}
 	ts, key, ok := strings.Cut(string(b[1:]), ".")
@@ -145,13 +191,30 @@ func (s *Service) Find(ctx context.Context, cursor string, limit int, f ListFilt
 	}
 	var after *Link
 	if cursor != "" {
-		c, err := parseFindCursor(cursor)
+		c, err := ParseFindCursor(cursor, f.Oldest)
 		if err != nil {
 			return Page{}, err
 		}
 		after = &c
 	}
-	best := &topLinks{max: limit + 1}
+	if f.State != "" && f.Now.IsZero() {
+		f.Now = time.Now()
+	}
+	if fs, ok := s.store.(Finder); ok {
+		p, err := fs.Find(ctx, after, limit, f)
+		if err != nil {
+			return Page{}, storeError("find links", err)
+		}
+		for i := range p.Links {
+			p.Links[i] = fromStore(p.Links[i])
+		}
+		return p, nil
+	}
+	dir := 1
+	if f.Oldest {
+		dir = -1
+	}
+	best := &topLinks{max: limit + 1, dir: dir}
 	next := ""
 	for {
 		p, err := s.store.List(ctx, next, MaxPageSize)
@@ -161,7 +224,7 @@ func (s *Service) Find(ctx context.Context, cursor string, limit int, f ListFilt
 		for i := range p.Links {
 			l := &p.Links[i]
 			*l = fromStore(*l)
-			if (after == nil || newer(after, l) < 0) && f.Match(l) {
+			if (after == nil || dir*newer(after, l) < 0) && f.Match(l) {
 				best.offer(*l)
 			}
 		}
@@ -174,11 +237,11 @@ func (s *Service) Find(ctx context.Context, cursor string, limit int, f ListFilt
 		}
 	}
 	links := best.links
-	slices.SortFunc(links, func(a, b Link) int { return newer(&a, &b) })
+	slices.SortFunc(links, func(a, b Link) int { return dir * newer(&a, &b) })
 	var out Page
 	if len(links) > limit {
 		links = links[:limit]
-		out.Next = findCursor(&links[limit-1])
+		out.Next = FindCursor(&links[limit-1], f.Oldest)
 	}
 	out.Links = links
 	return out, nil
@@ -189,10 +252,11 @@ func (s *Service) Find(ctx context.Context, cursor string, limit int, f ListFilt
 type topLinks struct {
 	links []Link
 	max   int
+	dir   int // 1: newest first; -1: oldest first
 }
 
 func (t *topLinks) Len() int           { return len(t.links) }
-func (t *topLinks) Less(i, j int) bool { return newer(&t.links[i], &t.links[j]) > 0 }
+func (t *topLinks) Less(i, j int) bool { return t.dir*newer(&t.links[i], &t.links[j]) > 0 }
 func (t *topLinks) Swap(i, j int)      { t.links[i], t.links[j] = t.links[j], t.links[i] }
 func (t *topLinks) Push(x any)         { t.links = append(t.links, x.(Link)) }
 func (t *topLinks) Pop() any {
@@ -206,7 +270,7 @@ func (t *topLinks) offer(l Link) {
 		heap.Push(t, l)
 		return
 	}
-	if newer(&l, &t.links[0]) < 0 {
+	if t.dir*newer(&l, &t.links[0]) < 0 {
 		t.links[0] = l
 		heap.Fix(t, 0)
 	}

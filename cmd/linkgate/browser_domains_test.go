@@ -51,16 +51,16 @@ func TestBrowserDomains(t *testing.T) {
 		t.Fatalf("visit go.test/promo: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	if err := chromedp.Do(ctx, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.ID("links"))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.ID("mine-links"))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`[...document.querySelectorAll("#links td.num")].map((c) => c.textContent).join() === "0,1"`,
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`[...document.querySelectorAll("#mine-links td.num")].map((c) => c.textContent).join() === "0,1"`,
 		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
-		cells, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("links")))
+		cells, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("mine-links")))
 		t.Fatalf("list of this browser's links: %v\n%s", err, cells)
 	}
 	err = chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(`#links tbody tr:last-child button.link`)),
+		chromedp.Click(chromedp.CSS(`#mine-links tbody tr:last-child button.link`)),
 		chromedp.WaitVisible(chromedp.ID("stats")),
 	)
 	if err == nil {

@@ -54,12 +54,12 @@ func TestBrowserStatsRetry(t *testing.T) {
 	}
 	before := stats.Load()
 	shedNext.Store(true)
-	if err := chromedp.Do(ctx, chromedp.Navigate(proxy.URL+"/"), chromedp.WaitVisible(chromedp.ID("links"))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(proxy.URL+"/"), chromedp.WaitVisible(chromedp.ID("mine-links"))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector("#links td.num").textContent === "0"`,
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector("#mine-links td.num").textContent === "0"`,
 		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
-		cells, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("links")))
+		cells, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("mine-links")))
 		t.Fatalf("visit count after a shed statistics request: %v\n%s", err, cells)
 	}
 	if n := stats.Load() - before; shedNext.Load() || n < 2 {

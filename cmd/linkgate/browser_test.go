@@ -92,7 +92,7 @@ func TestBrowser(t *testing.T) {
 	if people, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("stat-humans"))); people != "1" {
 		t.Errorf("people %q, want 1 (the visit had a browser's user agent)", people)
 	}
-	if _, err := chromedp.Run(ctx, poll(`document.querySelector("#links td.num").textContent === "1"`)); err != nil {
+	if _, err := chromedp.Run(ctx, poll(`document.querySelector("#mine-links td.num").textContent === "1"`)); err != nil {
 		t.Errorf("visit count in the list of this browser's links: %v", err)
 	}
 

@@ -23,6 +23,7 @@ const (
 	LambdaRIE        = "LINKGATE_TEST_RIE"               // path of aws-lambda-rie
 	QEMUArm64        = "LINKGATE_TEST_QEMU_ARM64"        // path of qemu-aarch64(-static)
 	Arm64Binary      = "LINKGATE_TEST_ARM64_BINARY"      // path of dist/linkgate_linux_arm64
+	WebCheck         = "LINKGATE_TEST_WEBCHECK"          // tools/webcheck, with node_modules (axe-core, lighthouse)
 )
 
 // InCI reports whether the tests run in CI, where missing dependencies fail.

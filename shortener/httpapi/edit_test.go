@@ -194,7 +194,7 @@ func TestListFilters(t *testing.T) {
 		t.Errorf("unfiltered listing: %v", got)
 	}
 	for _, q := range []string{"created_after=yesterday", "created_after=2030-01-02T00:00:00Z&created_before=2030-01-01T00:00:00Z",
-		"tag=has%20space", "q=" + strings.Repeat("x", 257), "order=oldest", "tag=even&cursor=bogus"} {
+		"tag=has%20space", "q=" + strings.Repeat("x", 257), "order=random", "state=gone", "tag=even&cursor=bogus"} {
 		wantError(t, s.do(t, "GET", "/api/v1/links?"+q, "", adminJSON...), 400, "invalid_parameter")
 	}
 	wantError(t, s.do(t, "GET", "/api/v1/links?tag=even", ""), 401, "unauthorized")

@@ -365,6 +365,7 @@ func (h *Handler) handleList(ctx *fasthttp.RequestCtx) {
 		h.writeDomainError(ctx, err)
 		return
 	}
+	f.Now = h.now()
 	if v := args.Peek("domain"); v != nil {
 		d, err := h.namedDomain(ctx, string(v))
 		if err != nil {
@@ -410,7 +411,7 @@ func (h *Handler) writeDecodeError(ctx *fasthttp.RequestCtx, err error) {
 }
 
 // listFilter reads GET /api/v1/links's filters; find says the listing
-// is filtered (or ?order=newest), hence newest first.
+// is filtered (or ?order=), hence newest (or oldest) first.
 func listFilter(args *fasthttp.Args) (f shortener.ListFilter, find bool, err error) {
 	f.Tag, f.Query = string(args.Peek("tag")), string(args.Peek("q"))
 	for _, b := range []struct {
@@ -429,8 +430,13 @@ func listFilter(args *fasthttp.Args) (f shortener.ListFilter, find bool, err err
 	case o == nil:
 	case string(o) == "newest":
 		find = true
+	case string(o) == "oldest":
+		find, f.Oldest = true, true
 	default:
-		return f, false, shortener.Errorf(shortener.InvalidParameter, "order must be newest (filtered listings always are)")
+		return f, false, shortener.Errorf(shortener.InvalidParameter, "order must be newest or oldest (filtered listings are newest first unless it says oldest)")
+	}
+	if v := args.Peek("state"); v != nil {
+		f.State = shortener.LinkState(v)
 	}
 	return f, find || args.Has("tag") || args.Has("q") || f != shortener.ListFilter{}, nil
 }

@@ -13,7 +13,7 @@ import (
 //	POST     /shortenURL            seed-compatible create
 //	GET      /getFullURL/{id}       seed-compatible lookup
 //	POST     /api/v1/links          create (custom slug, expiry, visit limit)
-//	GET      /api/v1/links          list, paginated; ?tag= ?q= ?created_after= ?created_before= newest first (links:read)
+//	GET      /api/v1/links          list, paginated; ?tag= ?q= ?created_after= ?created_before= ?state= newest (?order=oldest: oldest) first (links:read)
 //	GET      /api/v1/links/{id}     one link
 //	PATCH    /api/v1/links/{id}     edit: url, expiry, visit limit, tags, forward_query (links:write)
 //	DELETE   /api/v1/links/{id}     delete (links:write)

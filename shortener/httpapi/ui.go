@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -19,10 +20,12 @@ import (
 
 // The web page: one HTML page (a template, so the basic form works
 // without JavaScript: POST / → 303 → GET /?created=ID shows the result),
-// plus a script that does the same in place, keeps the links created from
-// this browser in localStorage with their visit counts, and draws each
-// link's visits per day. Everything is embedded; no CDN, no inline script
-// (the Content-Security-Policy allows only 'self').
+// plus a script that makes it the dashboard: sign-in (session.go), the
+// links with their filters, edits, deletes and QR codes, the statistics
+// of a link and of all links, and the API keys. Anonymous visitors (with
+// --create-access public) create links and see the ones created from this
+// browser (localStorage; never a key). Everything is embedded; no CDN, no
+// inline script (the Content-Security-Policy allows only 'self').
 
 //go:embed ui/index.html ui/app.js ui/app.css
 var uiFiles embed.FS
@@ -36,30 +39,51 @@ const uiCSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; scrip
 	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 type ui struct {
-	page    *template.Template
-	static  map[string][]byte // file name → content
-	version string            // of the assets, for cache busting
+	page   *template.Template
+	static map[string]*asset // by name: app.js (not cached) and app.<hash>.js (immutable)
+	js     string            // the path of the content-hashed script
+	css    string            // and style
+}
+
+// asset is a static file, with its gzip encoding.
+type asset struct {
+	body, gz  []byte
+	ctype     string
+	immutable bool
 }
 
 func newUI() *ui {
-	u := &ui{static: map[string][]byte{}}
-	sum := sha256.New()
+	u := &ui{static: map[string]*asset{}}
 	for _, name := range []string{"app.js", "app.css"} {
 		b, err := uiFiles.ReadFile("ui/" + name)
 		if err != nil {
 			panic(err) // embedded: cannot happen
 		}
-		u.static[name] = b
-		sum.Write(b)
+		var gz bytes.Buffer
+		w, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+		w.Write(b)
+		w.Close()
+		sum := sha256.Sum256(b)
+		ext := path.Ext(name)
+		hashed := strings.TrimSuffix(name, ext) + "." + hex.EncodeToString(sum[:])[:12] + ext
+		a := asset{body: b, gz: gz.Bytes(), ctype: mime.TypeByExtension(ext)}
+		u.static[name] = &a
+		im := a
+		im.immutable = true
+		u.static[hashed] = &im
+		if ext == ".js" {
+			u.js = "/static/" + hashed
+		} else {
+			u.css = "/static/" + hashed
+		}
 	}
-	u.version = hex.EncodeToString(sum.Sum(nil))[:12]
 	u.page = template.Must(template.ParseFS(uiFiles, "ui/index.html"))
 	return u
 }
 
 // pageData is what the page template renders.
 type pageData struct {
-	Version     string
+	JS, CSS     string // the assets' content-hashed paths
 	Expiries    []struct{ Value, Label string }
 	StatsPublic bool
 	Domains     []string // the domains to choose from, when there are several
@@ -71,7 +95,7 @@ type pageData struct {
 }
 
 func (h *Handler) renderPage(ctx *fasthttp.RequestCtx, status int, d pageData) {
-	d.Version, d.Expiries, d.StatsPublic, d.QRSize = h.ui.version, uiExpiries, h.cfg.StatsPublic, DefaultQRSize
+	d.JS, d.CSS, d.Expiries, d.StatsPublic, d.QRSize = h.ui.js, h.ui.css, uiExpiries, h.cfg.StatsPublic, DefaultQRSize
 	if len(h.domains) > 1 {
 		for _, dom := range h.domains {
 			d.Domains = append(d.Domains, dom.host)
@@ -195,20 +219,29 @@ func (h *Handler) handleUIForm(ctx *fasthttp.RequestCtx) {
 	ctx.SetStatusCode(fasthttp.StatusSeeOther)
 }
 
-// serveStatic serves the page's script and style.
+// serveStatic serves the page's script and style: gzip-encoded to
+// clients that take it, and cached for a year under their content-hashed
+// names (the page names those), revalidated under their plain ones.
 func (u *ui) serveStatic(ctx *fasthttp.RequestCtx, name []byte) {
-	b, ok := u.static[string(name)]
+	a, ok := u.static[string(name)]
 	if !ok {
 		writeError(ctx, fasthttp.StatusNotFound, codeNotFound, "no such file")
 		return
 	}
-	ctx.Response.Header.SetContentType(mime.TypeByExtension(path.Ext(string(name))))
-	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
-	if ctx.QueryArgs().Has("v") {
-		ctx.Response.Header.Set("Cache-Control", "public, max-age=31536000, immutable")
+	hdr := &ctx.Response.Header
+	hdr.SetContentType(a.ctype)
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Vary", "Accept-Encoding")
+	if a.immutable {
+		hdr.Set("Cache-Control", "public, max-age=31536000, immutable")
 	} else {
-		ctx.Response.Header.Set("Cache-Control", "no-cache")
+		hdr.Set("Cache-Control", "no-cache")
 	}
 	ctx.SetStatusCode(fasthttp.StatusOK)
-	ctx.SetBody(b)
+	if ctx.Request.Header.HasAcceptEncoding("gzip") {
+		hdr.Set("Content-Encoding", "gzip")
+		ctx.SetBody(a.gz)
+		return
+	}
+	ctx.SetBody(a.body)
 }
