@@ -27,6 +27,8 @@
 //	    skip: needs Lua (filter_func)  # not run; listed with the reason
 //	    differs: ...             # run, and known to fail: a deliberate difference,
 //	                             # listed in docs/gateway.md with the case name
+//	    gap: ...                 # run, and known to fail: a behaviour linkgate does
+//	                             # not have yet (not deliberate; counted apart)
 //	    args: [--viewer-key, v]  # optional: the gateway restarts with these flags (same store)
 //	    restart: true            # optional: start the case on a newly started gateway (same
 //	                             # store), as Test::Nginx restarts nginx for every block:
@@ -109,7 +111,7 @@
 // differs, skipped) and the overall pass rate (pass / ported), writes it
 // to $LINKGATE_TEST_ARTIFACTS/conformance.md when that is set, and fails
 // when a case that is expected to pass fails, or a case marked differs
-// passes (remove the mark). Skipped cases are listed with their reason in
+// or gap passes (remove the mark). Skipped cases are listed with their reason in
 // the -v output.
 //
 // tools/apisixt drafts case files from the .t files of a local APISIX

@@ -52,6 +52,7 @@ type Result struct {
 	Name    string
 	Skipped string // the reason, when not run
 	Differs string // the documented difference, when expected to fail
+	Gap     string // the known gap, when expected to fail
 	Err     error  // nil: passed
 }
 
@@ -163,7 +164,7 @@ func RunFile(env Env, f *File) []Result {
 		_ = redisDo(env.Redis, []string{"FLUSHALL"})
 	}
 	for _, c := range f.Cases {
-		r := Result{Name: f.CaseName(c), Differs: c.Differs}
+		r := Result{Name: f.CaseName(c), Differs: c.Differs, Gap: c.Gap}
 		switch {
 		case f.Skip != "":
 			r.Skipped = f.Skip

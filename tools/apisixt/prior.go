@@ -32,8 +32,13 @@ func reusePrior(draftYAML []byte, src, priorSrc string, prior []byte, v3 bool) (
 		}
 	}
 	byTitle := map[string]block{}
+	priorTitles, titles := map[string]int{}, map[string]int{}
 	for _, b := range parse(priorSrc) {
 		byTitle[b.title] = b
+		priorTitles[b.title]++
+	}
+	for _, b := range parse(src) {
+		titles[b.title]++
 	}
 	now := map[int]block{}
 	for _, b := range parse(src) {
@@ -49,6 +54,9 @@ func reusePrior(draftYAML []byte, src, priorSrc string, prior []byte, v3 bool) (
 			if v3 {
 				rewriteV3(c) // the drafter reads etcd.get's node.value as the admin GET's
 			}
+			if ok && oldCases[pb.n] != nil && titles[b.title] == 1 && priorTitles[b.title] == 1 {
+				inheritSkip(c, oldCases[pb.n])
+			}
 			continue
 		}
 		oc := copyNode(oldCases[pb.n])
@@ -58,6 +66,9 @@ func reusePrior(draftYAML []byte, src, priorSrc string, prior []byte, v3 bool) (
 		field(oc, "test").Value = strconv.Itoa(n)
 		cases.Content[i] = oc
 		reused++
+	}
+	if reused > 0 {
+		inheritFileFields(doc.Content[0], old.Content[0])
 	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -225,4 +236,41 @@ func copyNode(n *yaml.Node) *yaml.Node {
 		c.Content[i] = copyNode(x)
 	}
 	return &c
+}
+
+// inheritFileFields gives the draft the prior file's settings its reused
+// cases rely on: the store (etcd steps), port servers and gateway flags.
+func inheritFileFields(root, prior *yaml.Node) {
+	for _, k := range []string{"store", "port_servers"} {
+		if v := field(prior, k); v != nil && field(root, k) == nil {
+			kv(root, k, copyNode(v))
+		}
+	}
+	if pa := field(prior, "args"); pa != nil {
+		if a := field(root, "args"); a != nil {
+			a.Content = append(a.Content, copyNode(pa).Content...)
+		} else {
+			kv(root, "args", copyNode(pa))
+		}
+	}
+	// keep "cases" last, as the drafter writes it
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "cases" {
+			k, v := root.Content[i], root.Content[i+1]
+			root.Content = append(append(root.Content[:i:i], root.Content[i+2:]...), k, v)
+			break
+		}
+	}
+}
+
+// inheritSkip carries the skip mark of the prior port's block of the same
+// (unique) title — a feature linkgate does not claim — onto a block whose
+// text changed; the case loses its draft steps and review note.
+func inheritSkip(c, prior *yaml.Node) {
+	v := field(prior, "skip")
+	if v == nil {
+		return
+	}
+	c.Content = []*yaml.Node{c.Content[0], c.Content[1], c.Content[2], c.Content[3]} // test, name
+	kv(c, "skip", str(v.Value+" (as the 2.14 port of this block)"))
 }
