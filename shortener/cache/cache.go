@@ -70,6 +70,9 @@ type Options struct {
 	// Logger receives background refresh failures (the cached link keeps
 	// being served until TTL); nil discards them.
 	Logger *slog.Logger
+	// Clock is the time expiry and refresh go by; nil is the system's.
+	// Tests move a clock of their own instead of waiting out TTLs.
+	Clock otter.Clock
 }
 
 // MaxRefreshes bounds the background reloads in flight.
@@ -128,6 +131,7 @@ func New(store shortener.Store, opts Options) (*Store, error) {
 		RefreshCalculator: refreshCalculator{ttl: ttl},
 		OnAtomicDeletion:  c.m.deleted,
 		Logger:            &otter.NoopLogger{}, // refresh failures are counted (and logged) by refresh
+		Clock:             opts.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("new cache: %w", err)

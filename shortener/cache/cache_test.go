@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/cache"
 	"github.com/linkgate/linkgate/shortener/pebble"
@@ -49,6 +50,21 @@ func openBolt(t testing.TB) shortener.Store {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// testClock is the caches' clock in these tests (otter's Clock): time moves
+// only when a test advances it, so TTLs pass without waiting them out. It
+// never ticks: otter then finds expired entries when they are read.
+type testClock struct{ ns atomic.Int64 }
+
+func newClock() *testClock {
+	c := &testClock{}
+	c.ns.Store(base.UnixNano())
+	return c
+}
+
+func (c *testClock) NowNano() int64                      { return c.ns.Load() }
+func (c *testClock) Tick(time.Duration) <-chan time.Time { return nil }
+func (c *testClock) Advance(d time.Duration)             { c.ns.Add(int64(d)) }
 
 // newCache returns a cache over store with its own metrics registry.
 func newCache(t testing.TB, store shortener.Store, opts cache.Options) (*cache.Store, *prometheus.Registry) {
@@ -183,7 +199,8 @@ func TestAppendURLDoesNotRetainID(t *testing.T) {
 
 func TestNegativeCache(t *testing.T) {
 	store := &countingStore{Store: openBolt(t)}
-	c, reg := newCache(t, store, cache.Options{NegativeTTL: 50 * time.Millisecond})
+	clock := newClock()
+	c, reg := newCache(t, store, cache.Options{NegativeTTL: 50 * time.Millisecond, Clock: clock})
 	for range 3 {
 		if _, err := c.Get(ctx, "absent0001"); !errors.Is(err, shortener.ErrNotFound) {
 			t.Fatalf("Get(absent) = %v", err)
@@ -202,7 +219,11 @@ func TestNegativeCache(t *testing.T) {
 	if err := store.Store.Create(ctx, link("absent0001")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	clock.Advance(49 * time.Millisecond)
+	if _, err := c.Get(ctx, "absent0001"); !errors.Is(err, shortener.ErrNotFound) {
+		t.Errorf("Get within the negative TTL = %v, want the remembered miss", err)
+	}
+	clock.Advance(2 * time.Millisecond)
 	if _, err := c.Get(ctx, "absent0001"); err != nil {
 		t.Errorf("Get after the negative TTL: %v", err)
 	}
@@ -253,8 +274,9 @@ func TestCreateInvalidatesRememberedMiss(t *testing.T) {
 func TestDeleteInvalidatesAndStalenessBound(t *testing.T) {
 	shared := openBolt(t)
 	const ttl = 100 * time.Millisecond
-	a, _ := newCache(t, shared, cache.Options{TTL: ttl})
-	b, _ := newCache(t, shared, cache.Options{TTL: ttl})
+	clock := newClock()
+	a, _ := newCache(t, shared, cache.Options{TTL: ttl, Clock: clock})
+	b, _ := newCache(t, shared, cache.Options{TTL: ttl, Clock: clock})
 	l := link("stale00001")
 	if err := a.Create(ctx, l); err != nil {
 		t.Fatal(err)
@@ -273,7 +295,7 @@ func TestDeleteInvalidatesAndStalenessBound(t *testing.T) {
 	if _, err := a.Get(ctx, l.ID); err != nil {
 		t.Errorf("Get on the other instance before its TTL = %v, want the (stale) cached link", err)
 	}
-	time.Sleep(2 * ttl)
+	clock.Advance(ttl + time.Millisecond)
 	if _, err := a.Get(ctx, l.ID); !errors.Is(err, shortener.ErrNotFound) {
 		t.Errorf("Get on the other instance after its TTL = %v, want ErrNotFound", err)
 	}
@@ -285,7 +307,8 @@ func TestDeleteInvalidatesAndStalenessBound(t *testing.T) {
 func TestRefreshAhead(t *testing.T) {
 	store := &countingStore{Store: openBolt(t)}
 	const ttl = 200 * time.Millisecond
-	c, reg := newCache(t, store, cache.Options{TTL: ttl})
+	clock := newClock()
+	c, reg := newCache(t, store, cache.Options{TTL: ttl, Clock: clock})
 	v1 := link("fresh00001")
 	if err := store.Store.Create(ctx, v1); err != nil {
 		t.Fatal(err)
@@ -302,26 +325,23 @@ func TestRefreshAhead(t *testing.T) {
 	if err := store.Store.Create(ctx, v2); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(ttl/2 + 20*time.Millisecond)
+	// Due at a random point of [ttl/2, 3ttl/4] after the load.
+	clock.Advance(3*ttl/4 + time.Millisecond)
 	if got, _, err := c.AppendURL(ctx, nil, []byte(v1.ID)); err != nil || string(got) != v1.URL {
 		t.Fatalf("stale read = %q, %v; want the cached %q at once", got, err, v1.URL)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.True(t, 10*time.Second, "the background refresh to land", func() bool {
 		got, err := c.Get(ctx, v1.ID)
-		if err == nil && got.URL == v2.URL {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Get = %+v, %v; the refresh never landed", got, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	// Read steadily for several TTLs: never a miss.
-	for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		return err == nil && got.URL == v2.URL
+	})
+	// Read steadily for several TTLs, one read every ttl/8: never a miss.
+	// Each step waits for the reload it started, as time would not wait.
+	for range 24 {
+		clock.Advance(ttl / 8)
 		if _, _, err := c.AppendURL(ctx, nil, []byte(v1.ID)); err != nil {
 			t.Fatal(err)
 		}
+		eventually.True(t, 10*time.Second, "the reload in flight to end", func() bool { return c.RefreshesInFlight() == 0 })
 	}
 	if m := counter(t, reg, "linkgate_cache_misses_total"); m != 1 {
 		t.Errorf("%v misses, want 1: a steadily read link expired", m)
@@ -355,7 +375,7 @@ func TestErrorsAreNotCached(t *testing.T) {
 // Concurrent misses of one id share one store read.
 func TestConcurrentMissesShareOneRead(t *testing.T) {
 	store := &countingStore{Store: openBolt(t), hold: make(chan struct{})}
-	c, _ := newCache(t, store, cache.Options{})
+	c, reg := newCache(t, store, cache.Options{})
 	l := link("herd000001")
 	if err := store.Store.Create(ctx, l); err != nil {
 		t.Fatal(err)
@@ -366,10 +386,10 @@ func TestConcurrentMissesShareOneRead(t *testing.T) {
 	for i := range n {
 		wg.Go(func() { _, errs[i] = c.Get(ctx, l.ID) })
 	}
-	for store.gets.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(20 * time.Millisecond) // let the others pile up behind the first read
+	// Every caller has missed (the first read is held) before it ends.
+	eventually.True(t, 10*time.Second, "every caller to miss", func() bool {
+		return counter(t, reg, "linkgate_cache_misses_total") == n
+	})
 	close(store.hold)
 	wg.Wait()
 	for i, err := range errs {
@@ -412,32 +432,26 @@ func TestConcurrentWritesStayCoherent(t *testing.T) {
 }
 
 func TestEvictionsAndExpirationsCounted(t *testing.T) {
-	c, reg := newCache(t, openBolt(t), cache.Options{Size: 10, TTL: 20 * time.Millisecond})
+	clock := newClock()
+	c, reg := newCache(t, openBolt(t), cache.Options{Size: 10, TTL: 20 * time.Millisecond, Clock: clock})
 	for i := range 200 {
 		if err := c.Create(ctx, link(fmt.Sprintf("evict%05d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for counter(t, reg, "linkgate_cache_evictions_total", "cause", "size") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no size eviction counted after 200 entries in a cache of 10")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, "a size eviction counted after 200 entries in a cache of 10", func() bool {
+		return counter(t, reg, "linkgate_cache_evictions_total", "cause", "size") > 0
+	})
 	if n := counter(t, reg, "linkgate_cache_entries"); n > 20 {
 		t.Errorf("%v entries in a cache of 10", n)
 	}
-	time.Sleep(50 * time.Millisecond)
+	clock.Advance(21 * time.Millisecond)
 	for i := range 200 { // reads find the expired entries
 		c.Get(ctx, fmt.Sprintf("evict%05d", i))
 	}
-	for counter(t, reg, "linkgate_cache_evictions_total", "cause", "expired") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no expiration counted")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, "an expiration counted", func() bool {
+		return counter(t, reg, "linkgate_cache_evictions_total", "cause", "expired") > 0
+	})
 }
 
 func TestMetricsRegistration(t *testing.T) {
