@@ -63,7 +63,7 @@ func TestFixedDelay(t *testing.T) {
 	t.Parallel()
 	const delay = 20 * time.Millisecond
 	u := serve(t, func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(delay)
+		time.Sleep(delay) // deliberate: the fixed delay under test
 		w.Write([]byte("ok"))
 	})
 	res := run(t, config(u, 1, 20, time.Second, 200))
@@ -92,7 +92,7 @@ type stallingRequester struct {
 func (s *stallingRequester) Request(dst []byte) ([]byte, error) {
 	if s.n++; s.n == s.at {
 		s.began = time.Now()
-		time.Sleep(s.stall)
+		time.Sleep(s.stall) // deliberate: the stall under test
 	}
 	return append(dst, s.req...), nil
 }
@@ -165,7 +165,7 @@ func TestCoordinatedOmission(t *testing.T) {
 			case <-time.After(time.Until(start.Add(time.Second))):
 			}
 			mu.Lock()
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // deliberate: the target stalls every other second
 			mu.Unlock()
 			start = start.Add(2 * time.Second)
 		}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/linkgate/linkgate/bench"
+	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/internal/testdep"
 )
 
@@ -155,7 +156,7 @@ func misbehavingH2(t *testing.T) (*url.URL, *atomic.Int64) {
 					case n == 10:
 						_ = fr.WriteGoAway(h.StreamID-2, http2.ErrCodeNo, nil)
 						bw.Flush()
-						time.Sleep(20 * time.Millisecond)
+						time.Sleep(20 * time.Millisecond) // deliberate: the fake server lingers after its GOAWAY before it hangs up
 						return
 					default:
 						block.Reset()
@@ -225,17 +226,15 @@ http {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for i := 0; ; i++ {
+	if !eventually.Within(10*time.Second, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
-			break
 		}
-		if i > 100 {
-			b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Fatalf("nginx did not start: %s", b)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil
+	}) {
+		b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		t.Fatalf("nginx did not start: %s", b)
 	}
 	u, _ := url.Parse("https://" + addr + "/")
 	c := h2config(u, 2, 8, time.Second, 0)

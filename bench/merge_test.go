@@ -34,7 +34,7 @@ func roundTrip(t *testing.T, r *bench.Result) *bench.Result {
 func TestMergeIsExact(t *testing.T) {
 	u := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("slow") != "" {
-			time.Sleep(3 * time.Millisecond)
+			time.Sleep(3 * time.Millisecond) // deliberate: the slow requests' latency
 		}
 	})
 	a := run(t, config(u, 1, 2, time.Second, 200))
@@ -73,7 +73,9 @@ func TestMergeIsExact(t *testing.T) {
 // machine's noise, not a property to test.)
 func TestMergeTwoGeneratorsAtHalfRate(t *testing.T) {
 	t.Parallel()
-	u := serve(t, func(w http.ResponseWriter, r *http.Request) { time.Sleep(2 * time.Millisecond) })
+	u := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(2 * time.Millisecond) // deliberate: the target's latency
+	})
 	const rate, d = 200, time.Second
 	one := run(t, config(u, 1, 8, d, rate))
 	var halves [2]*bench.Result

@@ -51,7 +51,7 @@ func TestCheckThresholds(t *testing.T) {
 		if r.URL.Query().Get("fail") != "" {
 			w.WriteHeader(503)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // deliberate: the target's latency
 	})
 	c := config(u, 1, 2, time.Second, 100)
 	res := run(t, c)

@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/linkgate/linkgate/internal/etcdtest"
+	poll "github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/internal/testdep"
 )
 
@@ -277,7 +278,7 @@ func (l *loopback) run(name string, oneShot bool, volumes map[string]string) {
 		if s.Restart != "on-failure" || attempt == 5 {
 			t.Fatalf("one-shot service %s %q: %v\n%s", name, argv, err, out)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // deliberate: compose's restart: on-failure waits before running the service again
 	}
 }
 
@@ -424,22 +425,19 @@ func TestComposeGatewayClusterOnLoopback(t *testing.T) {
 // a second), bounded.
 func eventually(t *testing.T, url string, want int) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var body string
+	poll.True(t, 10*time.Second, fmt.Sprintf("GET %s to answer %d", url, want), func() bool {
 		resp, err := noRedirect.Get(url)
-		if err == nil {
-			b := make([]byte, 4096)
-			n, _ := resp.Body.Read(b)
-			resp.Body.Close()
-			if resp.StatusCode == want {
-				return string(b[:n])
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: no %d within 10 s (%v)", url, want, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		b := make([]byte, 4096)
+		n, _ := resp.Body.Read(b)
+		resp.Body.Close()
+		body = string(b[:n])
+		return resp.StatusCode == want
+	})
+	return body
 }
 
 // copyRewritten copies the files of src into dst through r.

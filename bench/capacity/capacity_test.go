@@ -393,7 +393,7 @@ func findTheKnee(t testing.TB, stall bool) float64 {
 		}
 		done := free
 		mu.Unlock()
-		time.Sleep(time.Until(done))
+		time.Sleep(time.Until(done)) // deliberate: the fake server's service time (a queue of 2 ms per request)
 		w.Write([]byte("ok"))
 	}))
 	defer srv.Close()

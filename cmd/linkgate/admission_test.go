@@ -119,6 +119,8 @@ func TestHog(t *testing.T) {
 	parent := os.Getppid()
 	go func() { // a hog outlives no test, even one killed
 		for os.Getppid() == parent {
+			// Polls: a parent's death sends a child no event it can wait on
+			// (Pdeathsig follows the thread that forked it, not the process).
 			time.Sleep(100 * time.Millisecond)
 		}
 		os.Exit(0)

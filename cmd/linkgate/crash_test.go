@@ -73,7 +73,7 @@ func TestCrashSafety(t *testing.T) {
 				}
 			})
 		}
-		time.Sleep(time.Duration(100+rng.IntN(700)) * time.Millisecond)
+		time.Sleep(time.Duration(100+rng.IntN(700)) * time.Millisecond) // deliberate: the kill lands at a random point of the load
 		if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

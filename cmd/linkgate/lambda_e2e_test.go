@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/internal/syncbuf"
 	"github.com/linkgate/linkgate/internal/testdep"
 )
@@ -77,16 +78,13 @@ func TestLambdaUnderEmulator(t *testing.T) {
 		}
 	})
 	url := fmt.Sprintf("http://127.0.0.1:%d/2015-03-31/functions/function/invocations", port)
-	for i := 0; ; i++ {
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+	eventually.True(t, 10*time.Second, "the emulator to listen", func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
 			c.Close()
-			break
 		}
-		if i == 200 {
-			t.Fatal("the emulator did not listen")
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return err == nil
+	})
 	type proxy struct {
 		StatusCode        int
 		Headers           map[string]string

@@ -121,17 +121,11 @@ func TestVisitsFlushedSurviveCrash(t *testing.T) {
 	for range 4 {
 		visit(t, c.URL, "GET", id)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, 10*time.Second, "the 4 visits flushed", func() bool {
 		_, _, metrics := call(t, "GET", c.URL+"/metrics", "")
-		if m := flushedRE.FindStringSubmatch(metrics); m != nil && m[1] == strconv.Itoa(4) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("visits not flushed within 10s:\n%s", metrics)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		m := flushedRE.FindStringSubmatch(metrics)
+		return m != nil && m[1] == strconv.Itoa(4)
+	})
 	c.cmd.Process.Kill()
 	c.cmd.Wait()
 	if got := storedVisits(t, db, id); got != 4 {

@@ -163,7 +163,7 @@ func TestCompactionResync(t *testing.T) {
 	if _, err := c.Put(ctx, "/apisix/routes/1", `{"v":0}`); err != nil {
 		t.Fatal(err)
 	}
-	release := make(chan struct{})
+	release, held := make(chan struct{}), make(chan struct{})
 	updates := make(chan gateway.Update, 16)
 	var once sync.Once
 	var wg sync.WaitGroup
@@ -171,12 +171,16 @@ func TestCompactionResync(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		_ = s.Watch(ctx, func(u gateway.Update) {
-			once.Do(func() { <-release }) // hold the first reset while history is compacted
+			once.Do(func() { close(held); <-release }) // hold the first reset while history is compacted
 			updates <- u
 		})
 	}()
 	defer func() { cancel(); wg.Wait() }()
-	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-held: // the watcher has listed and is held at its first reset
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher's first reset never came")
+	}
 	var last int64
 	for i := 1; i <= 5; i++ {
 		r, err := c.Put(ctx, "/apisix/routes/1", fmt.Sprintf(`{"v":%d}`, i))

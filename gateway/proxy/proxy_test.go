@@ -241,7 +241,7 @@ func TestRetriesAndErrors(t *testing.T) {
 	good := upstream(t, "good", nil)
 	dead := deadAddr(t)
 	slow := upstream(t, "slow", func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // deliberate: an upstream slower than the route's timeout
 		fmt.Fprint(w, "late")
 	})
 	failing := upstream(t, "fail", func(w http.ResponseWriter, r *http.Request) {
@@ -485,7 +485,7 @@ func TestWriteTimeoutClosesStalledClient(t *testing.T) {
 	if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second) // read nothing while the gateway writes
+	time.Sleep(2 * time.Second) // deliberate: a client that reads nothing while the gateway writes
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	n, err := io.Copy(io.Discard, c)
 	if err == nil && n >= size {

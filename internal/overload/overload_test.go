@@ -103,7 +103,7 @@ func TestStepReadsTheScheduler(t *testing.T) {
 // schedule makes goroutines wait to run for a window: the runtime times
 // one schedule in 8, so it makes plenty.
 func schedule() {
-	time.Sleep(DefaultWindow)
+	time.Sleep(DefaultWindow) // deliberate: the next window starts with the goroutines below
 	for range 64 {
 		done := make(chan struct{})
 		go close(done)
@@ -214,6 +214,8 @@ func TestHog(t *testing.T) {
 	parent := os.Getppid()
 	go func() { // a hog outlives no test, even one killed
 		for os.Getppid() == parent {
+			// Polls: a parent's death sends a child no event it can wait on
+			// (Pdeathsig follows the thread that forked it, not the process).
 			time.Sleep(100 * time.Millisecond)
 		}
 		os.Exit(0)

@@ -171,7 +171,7 @@ func TestRunWithTelemetry(t *testing.T) {
 	f.waitNext(4)
 	start3 := time.Now()
 	f.send(shutdownEvent())
-	time.Sleep(30 * time.Millisecond)
+	time.Sleep(30 * time.Millisecond) // deliberate: the fake platform delivers this telemetry late, after SHUTDOWN
 	f.deliver(telemetryFor(ids[2], start3, 10, 0))
 
 	if err := r.wait(t); err != nil {

@@ -167,7 +167,7 @@ func hostileBurst(t *testing.T, addr string, n int) {
 		func(c net.Conn) { // a slow sender that gives up
 			for _, b := range []byte("POST /shortenURL HTTP/1.1\r\n") {
 				c.Write([]byte{b})
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // deliberate: a slow sender's pace
 			}
 		},
 		func(c net.Conn) { // pipelines and never reads

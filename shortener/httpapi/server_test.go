@@ -76,7 +76,7 @@ func TestServerTimeouts(t *testing.T) {
 				if _, err := c.Write([]byte{b}); err != nil {
 					return
 				}
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // deliberate: a slowloris's pace
 			}
 		}()
 		got := readUntilClosed(t, c, 3*time.Second)
@@ -111,7 +111,7 @@ func TestServerTimeouts(t *testing.T) {
 		var lastSent time.Time
 		for i := range 3 {
 			if i > 0 {
-				time.Sleep(shortTimeouts.IdleTimeout / 2)
+				time.Sleep(shortTimeouts.IdleTimeout / 2) // deliberate: idle, within the timeout
 			}
 			lastSent = time.Now()
 			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
@@ -158,7 +158,7 @@ func TestServerTimeouts(t *testing.T) {
 			}
 			w.Flush()
 		}()
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // deliberate: a client that reads nothing for a second
 		got := readUntilClosed(t, c, 5*time.Second)
 		if answered := bytes.Count(got, []byte("HTTP/1.1 200 ")); answered >= n {
 			t.Errorf("all %d answers written to a client that did not read", answered)
@@ -220,7 +220,7 @@ func TestErrorAnswerReachesSendingClient(t *testing.T) {
 						sent <- err
 						return
 					}
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // deliberate: a body that arrives in pieces
 				}
 				sent <- c.(*net.TCPConn).CloseWrite()
 			}()

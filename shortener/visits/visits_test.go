@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/pebble"
 	"github.com/linkgate/linkgate/shortener/visits"
@@ -175,7 +176,7 @@ func TestFlushOnInterval(t *testing.T) {
 	s := newStore(t, "tick")
 	a := newAggregator(t, s, visits.Config{FlushInterval: 20 * time.Millisecond})
 	record(a, "tick", "", "Chrome", 4)
-	waitFor(t, func() bool { return stored(t, s, "tick").Total == 4 })
+	eventually.True(t, 10*time.Second, "the 4 visits stored", func() bool { return stored(t, s, "tick").Total == 4 })
 }
 
 func TestFlushBySize(t *testing.T) {
@@ -189,7 +190,7 @@ func TestFlushBySize(t *testing.T) {
 		record(a, id, "", "Chrome", 1)
 	}
 	// The interval is an hour: only the size can have triggered it.
-	waitFor(t, func() bool { return a.Metrics().Flushes == 1 })
+	eventually.True(t, 10*time.Second, "one flush", func() bool { return a.Metrics().Flushes == 1 })
 	for _, id := range ids {
 		if got := stored(t, s, id).Total; got != 1 {
 			t.Errorf("%s: %d visits stored", id, got)
@@ -231,7 +232,7 @@ func TestDropsWhenFull(t *testing.T) {
 	record(a, "l0", "", "Chrome", 1)
 	record(a, "l1", "", "Chrome", 1)
 	record(a, "l2", "", "Chrome", 1) // kicks a flush, which blocks in the store
-	waitFor(t, func() bool { return a.Metrics().PendingLinks == 0 && s.calls.Load() == 1 })
+	eventually.True(t, 10*time.Second, "the pending links flushed in one call", func() bool { return a.Metrics().PendingLinks == 0 && s.calls.Load() == 1 })
 	record(a, "l3", "", "Chrome", 1)
 	record(a, "l4", "", "Chrome", 1)
 	record(a, "l5", "", "Chrome", 2)
@@ -422,17 +423,6 @@ func TestCountries(t *testing.T) {
 	b.Flush(context.Background())
 	if got := stored(t, s2, "nogeo"); got.Countries["JP"] != 1 || len(got.Countries) != 1 {
 		t.Errorf("countries without a database %v", got.Countries)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

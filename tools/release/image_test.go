@@ -30,6 +30,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/internal/syncbuf"
 	"github.com/linkgate/linkgate/internal/testdep"
 )
@@ -316,17 +317,16 @@ func checkRedirect(t *testing.T, url string, r runner) {
 func waitHealthy(t *testing.T, base string, r runner) {
 	t.Helper()
 	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := client.Get(base + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+	if !eventually.Within(60*time.Second, func() bool {
+		resp, err := client.Get(base + "/healthz")
+		if err != nil {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("%s/healthz did not answer 200 within 60 s:\n%s", base, r.logs())
 	}
-	t.Fatalf("%s/healthz did not answer 200 within 60 s:\n%s", base, r.logs())
 }
 
 func freePort(t *testing.T) int {
