@@ -52,6 +52,7 @@ import (
 // flags, and what validate derives from them.
 type gatewayConfig struct {
 	listen, prometheusListen, controlListen, store, adminVersion, router string
+	adminListen                                                          string
 	serverHeader, listenTLS, sslKeySalt, trustedCA                       string
 	adminKeys, viewerKeys, allowAdmin                                    string
 	logFormat, logLevel                                                  string
@@ -107,6 +108,7 @@ func (c *gatewayConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.showUpstreamStatus, "show-upstream-status", false, "send X-APISIX-Upstream-Status on every proxied response, not only after a 5xx (APISIX's show_upstream_status_in_response_header)")
 	fs.StringVar(&c.router, "router", "radixtree_uri", "route matching, as APISIX's apisix.router.http: radixtree_uri, radixtree_host_uri or radixtree_uri_with_parameter")
 	fs.StringVar(&c.adminVersion, "admin-api-version", "v2", "admin API envelopes: v2 (APISIX 2.14) or v3 (APISIX 3.x)")
+	fs.StringVar(&c.adminListen, "admin-listen", "", `address of the admin API's own listener, or "data" for --listen's (default: data with --admin-api-version v2, as APISIX 2.x; :9180 with v3, as APISIX 3.x)`)
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain requests in flight on SIGINT/SIGTERM")
@@ -137,6 +139,12 @@ func (c *gatewayConfig) validate() error {
 	switch {
 	case c.adminVersion != "v2" && c.adminVersion != "v3":
 		return cli.Usagef("--admin-api-version must be v2 or v3")
+	case c.adminListen == "" && c.adminVersion == "v3":
+		c.adminListen = ":9180"
+	case c.adminListen == "":
+		c.adminListen = "data"
+	}
+	switch {
 	case c.requestIDMachine < 0 || c.requestIDMachine > 4095:
 		return cli.Usagef("--request-id-machine must be 0-4095")
 	case c.shutdownTimeout < 0:
@@ -185,6 +193,7 @@ func splitList(v string) []string {
 // are disabled.
 type gatewayListeners struct {
 	data, tls, prometheus, control net.Listener
+	admin                          net.Listener // nil: the admin API is on data
 }
 
 // listenGateway opens every listener c names, or none.
@@ -214,12 +223,17 @@ func listenGateway(c gatewayConfig) (l gatewayListeners, err error) {
 	if l.prometheus, err = open(c.prometheusListen, "prometheus: "); err != nil {
 		return l, err
 	}
-	l.control, err = open(c.controlListen, "control: ")
+	if l.control, err = open(c.controlListen, "control: "); err != nil {
+		return l, err
+	}
+	if c.adminListen != "data" {
+		l.admin, err = open(c.adminListen, "admin API: ")
+	}
 	return l, err
 }
 
 func (l gatewayListeners) close() {
-	for _, ln := range []net.Listener{l.data, l.tls, l.prometheus, l.control} {
+	for _, ln := range []net.Listener{l.data, l.tls, l.prometheus, l.control, l.admin} {
 		if ln != nil {
 			ln.Close()
 		}
@@ -237,6 +251,7 @@ func addr(ln net.Listener) string {
 // gatewayApp is what `linkgate gateway` runs over a config store: every
 // part built by newGateway with its dependencies, none assigned later.
 type gatewayApp struct {
+	admin    http.Handler // the admin API, served on the data listener unless it has its own
 	store    gateway.Store
 	prefix   string // of the store's keys, as admin envelopes show them
 	proxy    *proxy.Gateway
@@ -259,7 +274,11 @@ func newGateway(logger *slog.Logger, c gatewayConfig, store gateway.Store, prefi
 		AdminKeys: splitList(c.adminKeys), ViewerKeys: splitList(c.viewerKeys), AllowAdmin: c.allow, V3: c.adminVersion == "v3", Prefix: prefix,
 		ReadOnly: readOnly,
 	})
-	gw := proxy.New(proxy.Options{Logger: logger, Admin: adminAPI, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize, Router: c.routerMode,
+	onData := adminAPI
+	if c.adminListen != "data" {
+		onData = nil // served on its own listener
+	}
+	gw := proxy.New(proxy.Options{Logger: logger, Admin: onData, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize, Router: c.routerMode,
 		ShowUpstreamStatus: c.showUpstreamStatus, Certs: certs.NewManager(nil), WebSocketMaxDuration: c.wsMaxDuration})
 	// Config pipeline: store updates → validate → compile → atomic swap.
 	reloader := gateway.NewReloader(reg, logger, func(c *gateway.Compiled) {
@@ -278,7 +297,7 @@ func newGateway(logger *slog.Logger, c gatewayConfig, store gateway.Store, prefi
 		logger.Debug("config loaded", "revision", c.Revision, "routes", len(c.Routes))
 	})
 	metrics.Register(reloadCollector{reloader})
-	return &gatewayApp{store: store, prefix: prefix, proxy: gw, reloader: reloader, metrics: metrics, redis: redisPool}
+	return &gatewayApp{admin: adminAPI, store: store, prefix: prefix, proxy: gw, reloader: reloader, metrics: metrics, redis: redisPool}
 }
 
 // prometheusHandler serves the exporter: the plugin's metrics, the
@@ -347,9 +366,18 @@ func serveGateway(ctx context.Context, logger *slog.Logger, c gatewayConfig, get
 	if lns.control != nil {
 		servers = append(servers, serveHTTP(lns.control, control.NewHandler(app.reloader, store, prefix), errc))
 	}
-	logger.Info("gateway listening", "addr", addr(lns.data), "prometheus", addr(lns.prometheus), "control", addr(lns.control), "tls", addr(lns.tls), "store", c.store, "admin_api", c.adminVersion)
-	// Any answer of the data listener (the admin API's 401 included) shows it serves.
-	sd := notifyReady(logger, "gateway on "+addr(lns.data)+", config store "+c.store, probeHTTP(lns.data.Addr(), "/apisix/admin/", 0))
+	adminLn := lns.data
+	if lns.admin != nil {
+		h := app.admin
+		if c.serverHeader != "" {
+			h = withServerHeader(c.serverHeader, h) // as on the data listener
+		}
+		servers = append(servers, serveHTTP(lns.admin, h, errc))
+		adminLn = lns.admin
+	}
+	logger.Info("gateway listening", "addr", addr(lns.data), "prometheus", addr(lns.prometheus), "control", addr(lns.control), "tls", addr(lns.tls), "admin", addr(adminLn), "store", c.store, "admin_api", c.adminVersion)
+	// Any answer of the admin API (its 401 included) shows the gateway serves.
+	sd := notifyReady(logger, "gateway on "+addr(lns.data)+", config store "+c.store, probeHTTP(adminLn.Addr(), "/apisix/admin/", 0))
 	defer sd.Stopping()
 
 	select {
@@ -398,6 +426,14 @@ func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Facto
 		gzip.New(),
 		faultinjection.New(),
 	)
+}
+
+// withServerHeader sends Server: name on every answer of h.
+func withServerHeader(name string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server", name)
+		h.ServeHTTP(w, r)
+	})
 }
 
 // serveHTTP serves h on ln until Shutdown, reporting a failure on errc.

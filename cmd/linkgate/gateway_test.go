@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -214,5 +215,57 @@ func TestGatewayEtcdCluster(t *testing.T) {
 	wg.Wait()
 	if failed.Load() != 0 || served.Load() < 20 {
 		t.Errorf("with etcd down: %d failed of %d", failed.Load(), served.Load())
+	}
+}
+
+// --admin-listen: on the data listener under v2 (APISIX 2.x), on :9180
+// under v3 (APISIX 3.x), else where it says.
+func TestGatewayAdminListenDefault(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, "data"},
+		{[]string{"--admin-api-version", "v3"}, ":9180"},
+		{[]string{"--admin-api-version", "v3", "--admin-listen", "data"}, "data"},
+		{[]string{"--admin-listen", "127.0.0.1:9999"}, "127.0.0.1:9999"},
+	}
+	for _, tt := range tests {
+		fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+		var c gatewayConfig
+		c.register(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.validate(); err != nil {
+			t.Fatal(err)
+		}
+		if c.adminListen != tt.want {
+			t.Errorf("%v: admin listen %q, want %q", tt.args, c.adminListen, tt.want)
+		}
+	}
+}
+
+// Under v3 with its own listener the admin API answers there and not on
+// the data listener.
+func TestGatewayAdminOwnListener(t *testing.T) {
+	g := startGatewayCmd(t, "--config-store", "bolt:"+filepath.Join(t.TempDir(), "gw.db"),
+		"--admin-api-version", "v3", "--admin-listen", "127.0.0.1:0", "--server-header", "APISIX")
+	m := regexp.MustCompile(`msg="gateway listening" .* admin=(\S+)`).FindStringSubmatch(g.stderr.String())
+	if m == nil || "http://"+m[1] == g.url {
+		t.Fatalf("no admin listener of its own in %s", g.stderr)
+	}
+	req, _ := http.NewRequest("GET", "http://"+m[1]+"/apisix/admin/routes", nil)
+	req.Header.Set("X-API-KEY", seedKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-API-VERSION") != "v3" || resp.Header.Get("Server") != "APISIX" {
+		t.Errorf("admin listener: %d %v", resp.StatusCode, resp.Header)
+	}
+	if code, body := do(t, "GET", g.url+"/apisix/admin/routes", "", "X-API-KEY", seedKey); code != 404 {
+		t.Errorf("data listener answered the admin API: %d %s", code, body)
 	}
 }

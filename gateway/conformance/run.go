@@ -61,11 +61,11 @@ func (r Result) Passed() bool { return r.Skipped == "" && r.Err == nil }
 
 // gatewayProc is one running `linkgate gateway`.
 type gatewayProc struct {
-	cmd                 *exec.Cmd
-	stderr              *lockedBuffer
-	addr, prom, control string
-	args                []string
-	done                chan error
+	cmd                        *exec.Cmd
+	stderr                     *lockedBuffer
+	addr, prom, control, admin string
+	args                       []string
+	done                       chan error
 }
 
 type lockedBuffer struct {
@@ -85,13 +85,17 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-var listeningRE = regexp.MustCompile(`msg="gateway listening" addr=(\S+) prometheus=(\S+) control=(\S+)`)
+var listeningRE = regexp.MustCompile(`msg="gateway listening" addr=(\S+) prometheus=(\S+) control=(\S+) tls=\S* admin=(\S+)`)
 
 // startGateway runs the binary as a user would, on random loopback ports.
 func startGateway(env Env, store string, args []string) (*gatewayProc, error) {
-	all := append([]string{"gateway", "--listen", "127.0.0.1:0", "--prometheus-listen", "127.0.0.1:0",
+	all := []string{"gateway", "--listen", "127.0.0.1:0", "--prometheus-listen", "127.0.0.1:0",
 		"--control-listen", "127.0.0.1:0", "--admin-key", AdminKey, "--config-store", store,
-		"--log-level", "info", "--listen-tls", "127.0.0.1:0"}, args...)
+		"--log-level", "info", "--listen-tls", "127.0.0.1:0"}
+	if slices.Contains(args, "v3") {
+		all = append(all, "--admin-listen", "127.0.0.1:0") // 3.x's own admin port, on a free one
+	}
+	all = append(all, args...)
 	cmd := exec.Command(env.Binary, all...)
 	g := &gatewayProc{cmd: cmd, stderr: &lockedBuffer{}, args: args, done: make(chan error, 1)}
 	cmd.Stderr = g.stderr
@@ -103,7 +107,7 @@ func startGateway(env Env, store string, args []string) (*gatewayProc, error) {
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		if m := listeningRE.FindStringSubmatch(g.stderr.String()); m != nil {
-			g.addr, g.prom, g.control = m[1], m[2], m[3]
+			g.addr, g.prom, g.control, g.admin = m[1], m[2], m[3], m[4]
 			return g, nil
 		}
 		select {
@@ -604,6 +608,8 @@ func (m *mapper) response(b []byte) []byte {
 func send(g *gatewayProc, m *mapper, method, target string, s Step) (*Response, error) {
 	addr := g.addr
 	switch {
+	case strings.HasPrefix(target, "/apisix/admin"):
+		addr = g.admin // the data listener's, or its own under v3
 	case strings.HasPrefix(target, "/apisix/prometheus/metrics"):
 		addr = g.prom
 	case strings.HasPrefix(target, "/v1/"):
