@@ -200,3 +200,38 @@ func containsString(ss []string, s string) bool {
 	}
 	return false
 }
+
+// Concat combines the results of consecutive steps of one run (a run cut
+// into steps, each as long as an invocation may last): histograms merge,
+// counts add up, the measured windows follow one another — the series of
+// each step starts where the previous one's window ended — and threads,
+// connections and the requested rate are the steps' (the largest).
+func Concat(rs []*Result) (*Result, error) {
+	if len(rs) == 0 {
+		return nil, errors.New("nothing to concatenate")
+	}
+	shifted := make([]*Result, len(rs))
+	var offset int
+	var duration, elapsed time.Duration
+	threads, conns, rate := 0, 0, 0.0
+	for i, r := range rs {
+		c := *r
+		c.Series = make([]Second, len(r.Series))
+		for j, s := range r.Series {
+			s.Index += offset
+			c.Series[j] = s
+		}
+		offset += int((r.Duration + time.Second - 1) / time.Second)
+		duration += r.Duration
+		elapsed += r.Elapsed
+		threads, conns, rate = max(threads, r.Threads), max(conns, r.Connections), max(rate, r.Rate)
+		shifted[i] = &c
+	}
+	m, err := Merge(shifted)
+	if err != nil {
+		return nil, err
+	}
+	m.Threads, m.Connections, m.Rate = threads, conns, rate
+	m.Duration, m.Elapsed, m.Warmup = duration, elapsed, rs[0].Warmup
+	return m, nil
+}

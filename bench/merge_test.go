@@ -154,3 +154,31 @@ func TestMergeInputGeometry(t *testing.T) {
 		}
 	}
 }
+
+// Two consecutive steps of 1 s make one run of 2 s: the second step's
+// seconds follow the first's, counts and histograms add up, the rate is
+// the steps' own.
+func TestConcatSteps(t *testing.T) {
+	u := serve(t, func(w http.ResponseWriter, r *http.Request) {})
+	a := roundTrip(t, run(t, config(u, 1, 2, time.Second, 100)))
+	b := roundTrip(t, run(t, config(u, 1, 2, time.Second, 100)))
+	m, err := bench.Concat([]*bench.Result{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Rate != 100 || m.Threads != 1 || m.Connections != 2 || m.Duration != 2*time.Second || m.Elapsed != a.Elapsed+b.Elapsed {
+		t.Errorf("rate %v, %d threads, %d connections, duration %v, elapsed %v", m.Rate, m.Threads, m.Connections, m.Duration, m.Elapsed)
+	}
+	if m.Requests != a.Requests+b.Requests || m.Latency.TotalCount() != 200 {
+		t.Errorf("%d requests, %d latencies; want %d and the 200 planned", m.Requests, m.Latency.TotalCount(), a.Requests+b.Requests)
+	}
+	var idx []int
+	var n int64
+	for _, s := range m.Series {
+		idx = append(idx, s.Index)
+		n += s.Latency.TotalCount()
+	}
+	if last := b.Series[len(b.Series)-1].Index + 1; n != 200 || idx[0] != 0 || idx[len(idx)-1] != last {
+		t.Errorf("series seconds %v holding %d latencies: want all 200, the second step's from second 1 to %d", idx, n, last)
+	}
+}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -141,4 +142,22 @@ func (s *Step) config(ctx context.Context) (bench.Config, error) {
 		Duration: time.Duration(s.Duration), Warmup: time.Duration(s.Warmup), Timeout: time.Duration(s.Timeout),
 		Rate: s.Rate, HTTP2: s.HTTP2, Streams: streams, NewRequester: newRequester,
 	}, nil
+}
+
+// ServeJSON answers one request encoded as JSON with its response encoded
+// (what a Lambda invocation carries). Whatever fails, including a request
+// that does not decode, is a Response with Error: the coordinator always
+// gets the protocol's answer.
+func (a *Agent) ServeJSON(ctx context.Context, payload []byte) []byte {
+	var resp *Response
+	req, err := DecodeRequest(bytes.NewReader(payload))
+	if err == nil {
+		resp, err = a.Serve(ctx, req)
+	}
+	if err != nil {
+		resp = &Response{Version: Version, Error: err.Error()}
+	}
+	var b bytes.Buffer
+	_ = Encode(&b, resp)
+	return b.Bytes()
 }

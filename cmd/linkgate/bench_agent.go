@@ -17,8 +17,11 @@ import (
 	"strings"
 	"time"
 
+	sdklambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+
 	"github.com/linkgate/linkgate/bench"
 	"github.com/linkgate/linkgate/bench/agent"
+	lambdaagent "github.com/linkgate/linkgate/bench/agent/lambda"
 	"github.com/linkgate/linkgate/internal/cli"
 )
 
@@ -158,6 +161,8 @@ type agentsOptions struct {
 	token, tokenFile string
 	ca, cert, key    string
 	maxOffset        durationFlag
+	lambdaEndpoint   string
+	step             durationFlag
 	specs            []agentSpec
 	clientTLS        *tls.Config
 }
@@ -179,6 +184,54 @@ func (a *agentsOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.cert, "agents-cert", "", "client certificate PEM `file` for the agents (mutual TLS, with --agents-key)")
 	fs.StringVar(&a.key, "agents-key", "", "the client certificate's private key PEM `file`")
 	fs.Var(&a.maxOffset, "max-clock-offset", "an agent whose clock is further off than this (beyond half the round trip), or starts later, invalidates the run")
+	fs.StringVar(&a.lambdaEndpoint, "lambda-endpoint", "", "the Lambda API's `URL` for lambda: agents (default: AWS's for the region)")
+	fs.Var(&a.step, "agents-step", "cut the run into consecutive steps of at most this `long` on the agents (default: 14m with lambda: agents, else the whole run)")
+}
+
+// maxLambdaStep is the longest step (warm-up and measured window) sent to
+// a Lambda agent: an invocation lasts at most 15 minutes, and the lead,
+// the timeout and the report need some of them.
+const maxLambdaStep = 14 * time.Minute
+
+// hasLambda reports whether an agent is a Lambda function.
+func (a *agentsOptions) hasLambda() bool {
+	for _, s := range a.specs {
+		if s.kind == "lambda" {
+			return true
+		}
+	}
+	return false
+}
+
+// lead is how long before the start the steps are sent: longer when a
+// Lambda function may start new execution environments.
+func (a *agentsOptions) lead() time.Duration {
+	if a.hasLambda() {
+		return 5 * time.Second
+	}
+	return agent.DefaultLead
+}
+
+// steps cuts a run of d after warmup into the durations of consecutive
+// steps, each with the warm-up, in whole seconds: one step unless
+// --agents-step (or a Lambda agent's limit) is shorter than the run.
+func (a *agentsOptions) steps(d, warmup time.Duration) ([]time.Duration, error) {
+	limit := time.Duration(a.step)
+	if limit == 0 && a.hasLambda() {
+		limit = maxLambdaStep
+	}
+	if limit == 0 || d+warmup <= limit {
+		return []time.Duration{d}, nil
+	}
+	per := (limit - warmup).Truncate(time.Second)
+	if per < time.Second {
+		return nil, cli.Usagef("--agents-step %s leaves no measured second after the %s warm-up", limit, warmup)
+	}
+	var out []time.Duration
+	for left := d; left > 0; left -= per {
+		out = append(out, min(per, left))
+	}
+	return out, nil
 }
 
 // parse reads --agents and the agents' credentials; nothing when --agents
@@ -204,6 +257,9 @@ func (a *agentsOptions) parse() error {
 	needsToken := false
 	for _, s := range a.specs {
 		needsToken = needsToken || s.kind != "lambda"
+	}
+	if a.step < 0 {
+		return cli.Usagef("--agents-step must not be negative")
 	}
 	if needsToken && a.token == "" {
 		return cli.Usagef("--agents needs the agents' shared token (--agents-token, --agents-token-file or LINKGATE_AGENTS_TOKEN)")
@@ -276,11 +332,23 @@ func (a *agentsOptions) remotes(ctx context.Context) ([]agent.Remote, []float64,
 	hc := &http.Client{Transport: tr}
 	var rs []agent.Remote
 	var ws []float64
+	var lc *sdklambda.Client
 	for _, s := range a.specs {
 		switch s.kind {
 		case "host":
 			rs = append(rs, agent.NewClient(s.addr, scheme+"://"+s.addr, a.token, hc))
 			ws = append(ws, s.weight)
+		case "lambda":
+			if lc == nil {
+				var err error
+				if lc, err = lambdaagent.NewClient(ctx, a.lambdaEndpoint); err != nil {
+					return nil, nil, err
+				}
+			}
+			for _, r := range lambdaagent.Remotes(lc, s.addr, s.n) {
+				rs = append(rs, r)
+				ws = append(ws, 1)
+			}
 		default:
 			return nil, nil, cli.Usagef("--agents %s:%s: not built yet", s.kind, s.addr)
 		}
@@ -320,40 +388,95 @@ func runDistributed(ctx context.Context, o *benchOptions, env cli.Env) error {
 	if err != nil {
 		return err
 	}
-	p := agent.Plan{Step: distributedStep(&o.target, o.url.String(), int(o.target.threads), int(o.connections), float64(o.rate),
-		time.Duration(o.duration), time.Duration(o.warmup)),
-		Weights: ws, MaxClockOffset: time.Duration(o.agents.maxOffset)}
-	p.Step.HTTP2, p.Step.Streams = o.http2, int(o.streams)
-	if o.startAt != "" {
-		p.Step.StartAt, _ = time.Parse(time.RFC3339Nano, o.startAt) // checked by parseBench
-	}
-	fmt.Fprintf(env.Stdout, "Distributed over %d agents\n", len(rs))
-	out, err := agent.Coordinate(ctx, rs, p)
+	steps, err := o.agents.steps(time.Duration(o.duration), time.Duration(o.warmup))
 	if err != nil {
 		return err
 	}
-	if out.Merged == nil {
-		if err := agent.WriteAgents(env.Stdout, out); err != nil {
+	fmt.Fprintf(env.Stdout, "Distributed over %d agents", len(rs))
+	if len(steps) > 1 {
+		fmt.Fprintf(env.Stdout, " in %d consecutive steps", len(steps))
+	}
+	fmt.Fprintln(env.Stdout)
+	var merged []*bench.Result
+	var rows []bench.AgentSummary
+	var invalid []string
+	for i, d := range steps {
+		p := agent.Plan{Step: distributedStep(&o.target, o.url.String(), int(o.target.threads), int(o.connections), float64(o.rate),
+			d, time.Duration(o.warmup)),
+			Weights: ws, MaxClockOffset: time.Duration(o.agents.maxOffset), Lead: o.agents.lead()}
+		p.Step.HTTP2, p.Step.Streams = o.http2, int(o.streams)
+		if o.startAt != "" && i == 0 {
+			p.Step.StartAt, _ = time.Parse(time.RFC3339Nano, o.startAt) // checked by parseBench
+		}
+		out, err := agent.Coordinate(ctx, rs, p)
+		if err != nil {
 			return err
 		}
-		return out.Err()
-	}
-	m := out.Merged
-	if err := bench.WriteHeader(env.Stdout, o.url.String(), time.Duration(o.duration), m.Threads, m.Connections); err != nil {
-		return err
-	}
-	if err := bench.WriteText(env.Stdout, m, bench.TextOptions{Latency: o.latency, Uncorrected: o.uncorrected}); err != nil {
-		return err
-	}
-	if err := agent.WriteAgents(env.Stdout, out); err != nil {
-		return err
-	}
-	extra := runExtra{agents: out.Summaries(), invalid: out.Invalid()}
-	if err := finishRun(env, m, o.thresholds, o.out, fmt.Sprintf("linkgate bench (%d agents)", len(rs)), extra); err != nil {
-		if verdict := out.Err(); verdict != nil {
-			return fmt.Errorf("%w; %w", verdict, err)
+		if len(steps) > 1 {
+			fmt.Fprintf(env.Stdout, "Step %d of %d (%s):\n", i+1, len(steps), d)
 		}
-		return err
+		if out.Merged == nil {
+			if err := agent.WriteAgents(env.Stdout, out); err != nil {
+				return err
+			}
+			return out.Err()
+		}
+		if len(steps) > 1 {
+			if err := agent.WriteAgents(env.Stdout, out); err != nil {
+				return err
+			}
+		}
+		merged = append(merged, out.Merged)
+		for _, r := range out.Summaries() {
+			if len(steps) > 1 {
+				r.Agent = fmt.Sprintf("%s (step %d)", r.Agent, i+1)
+			}
+			rows = append(rows, r)
+		}
+		for _, p := range out.Invalid() {
+			if len(steps) > 1 {
+				p = fmt.Sprintf("step %d: %s", i+1, p)
+			}
+			invalid = append(invalid, p)
+		}
+		if len(steps) == 1 {
+			m := out.Merged
+			if err := bench.WriteHeader(env.Stdout, o.url.String(), time.Duration(o.duration), m.Threads, m.Connections); err != nil {
+				return err
+			}
+			if err := bench.WriteText(env.Stdout, m, bench.TextOptions{Latency: o.latency, Uncorrected: o.uncorrected}); err != nil {
+				return err
+			}
+			if err := agent.WriteAgents(env.Stdout, out); err != nil {
+				return err
+			}
+		}
 	}
-	return out.Err()
+	m := merged[0]
+	if len(steps) > 1 {
+		if m, err = bench.Concat(merged); err != nil {
+			return err
+		}
+		if err := bench.WriteHeader(env.Stdout, o.url.String(), time.Duration(o.duration), m.Threads, m.Connections); err != nil {
+			return err
+		}
+		if err := bench.WriteText(env.Stdout, m, bench.TextOptions{Latency: o.latency, Uncorrected: o.uncorrected}); err != nil {
+			return err
+		}
+		for _, p := range invalid {
+			fmt.Fprintf(env.Stdout, "Invalid: %s\n", p)
+		}
+	}
+	err = finishRun(env, m, o.thresholds, o.out, fmt.Sprintf("linkgate bench (%d agents)", len(rs)), runExtra{agents: rows, invalid: invalid})
+	var verdict error
+	if len(invalid) > 0 {
+		verdict = &agent.InvalidError{Problems: invalid}
+	}
+	switch {
+	case verdict != nil && err != nil:
+		return fmt.Errorf("%w; %w", verdict, err)
+	case verdict != nil:
+		return verdict
+	}
+	return err
 }

@@ -1,3 +1,5 @@
+//go:build !functiononly
+
 package main
 
 import (
@@ -5,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -24,6 +27,7 @@ import (
 	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/internal/syncbuf"
 	"github.com/linkgate/linkgate/internal/testcert"
+	"github.com/linkgate/linkgate/internal/testdep"
 )
 
 const agentToken = "distbench-test-token-0123456789"
@@ -297,5 +301,165 @@ func TestDistributedMutualTLS(t *testing.T) {
 	_, code, errOut = runCoordinator(t, env, append(args, target)...)
 	if code != 1 || !strings.Contains(errOut, fmt.Sprintf("agent %s: clock:", agents[0].addr)) {
 		t.Errorf("without a client certificate: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// buildBenchAgentFunction builds the agent function's bootstrap
+// (cmd/linkgate-bench-agent), once per test run.
+var buildBenchAgentFunction = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "linkgate-bench-agent-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "bootstrap")
+	if out, err := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, "../linkgate-bench-agent").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// startEmulators starts n runtime interface emulators, each running the
+// agent function, and returns their invocation URLs.
+func startEmulators(t *testing.T, n int) []string {
+	t.Helper()
+	rie := testdep.Binary(t, testdep.LambdaRIE, "aws-lambda-rie")
+	bootstrap, err := buildBenchAgentFunction()
+	if err != nil {
+		t.Fatal(err)
+	}
+	freeAddr := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	var urls []string
+	for range n {
+		// Each its own Runtime API address: the default, 127.0.0.1:9001,
+		// is one per machine.
+		addr := freeAddr()
+		cmd := exec.Command(rie, "--runtime-interface-emulator-address", addr, "--runtime-api-address", freeAddr(), bootstrap)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AWS_LAMBDA_FUNCTION_NAME=linkgate-bench-agent", "AWS_LAMBDA_FUNCTION_TIMEOUT=120"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		logs := &syncbuf.Buffer{}
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			werr := cmd.Wait()
+			if t.Failed() {
+				t.Logf("emulator %s (%v) log:\n%s", addr, werr, logs)
+			}
+		})
+		eventually.True(t, 30*time.Second, "the emulator to listen", func() bool {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+		urls = append(urls, "http://"+addr+"/2015-03-31/functions/function/invocations")
+	}
+	return urls
+}
+
+// lambdaFrontEnd stands for the Lambda service in front of the
+// emulators: it takes the Invoke API's requests for function (POST
+// /2015-03-31/functions/FUNCTION/invocations, synchronous) and hands each
+// to an emulator that is not busy, as Lambda hands concurrent invocations
+// to separate execution environments.
+func lambdaFrontEnd(t *testing.T, function string, emulators []string) string {
+	t.Helper()
+	free := make(chan string, len(emulators))
+	for _, e := range emulators {
+		free <- e
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != "POST" || r.URL.Path != "/2015-03-31/functions/"+function+"/invocations" ||
+			r.Header.Get("X-Amz-Invocation-Type") != "RequestResponse" || !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 ") {
+			t.Errorf("not a signed synchronous Invoke of %s: %s %s %v", function, r.Method, r.URL, r.Header)
+			http.Error(w, "bad invoke", http.StatusBadRequest)
+			return
+		}
+		e := <-free
+		defer func() { free <- e }()
+		resp, err := http.Post(e, "application/json", r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// The Lambda path: the coordinator invokes three instances of the agent
+// function under the runtime interface emulator through the Invoke API
+// (signed, synchronous; the endpoint overridden), the run cut into two
+// steps of 2 s; side by side with one plain generator at the whole rate
+// against a target with a fixed 10 ms latency. Both record every request
+// planned in their 4 s (exactly), and their p50s agree within 2 ms.
+func TestDistributedLambdaUnderEmulator(t *testing.T) {
+	const function = "linkgate-bench-agent"
+	front := lambdaFrontEnd(t, function, startEmulators(t, 3))
+	for k, v := range map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		"AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"} {
+		t.Setenv(k, v)
+	}
+	target := fixedLatencyTarget(t, 10*time.Millisecond)
+	bin, err := buildLinkgate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	dist, single := filepath.Join(dir, "dist.json"), filepath.Join(dir, "single.json")
+	start := time.Now().Add(6 * time.Second).UTC().Format(time.RFC3339Nano)
+	common := []string{"bench", "-t1", "-c6", "-R150", "-d4s", "--start-at", start}
+	var wg sync.WaitGroup
+	var singleOut []byte
+	var singleErr error
+	wg.Go(func() {
+		singleOut, singleErr = exec.Command(bin, append(common, "--json", single, target)...).CombinedOutput()
+	})
+	out, code, errOut := runCoordinator(t, nil, append(common, "--agents", "lambda:"+function+":3", "--lambda-endpoint", front,
+		"--agents-step", "2s", "--json", dist, target)...)
+	wg.Wait()
+	if singleErr != nil {
+		t.Fatalf("the single generator: %v\n%s", singleErr, singleOut)
+	}
+	if _, err := os.Stat(dist); err != nil {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	d, s := readSummary(t, dist), readSummary(t, single)
+	if code != 0 && len(d.Invalid) == 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	if !strings.Contains(out, "in 2 consecutive steps") || len(d.Agents) != 6 || d.Agents[0].Agent != function+"#1 (step 1)" {
+		t.Errorf("want 3 invocations in each of 2 steps:\n%s", out)
+	}
+	if d.Latency.Count != 600 || s.Latency.Count != 600 || d.RequestedRate != 150 || d.DurationSeconds != 4 {
+		t.Errorf("recorded %d distributed and %d single latencies, want 600 each; rate %v over %v s",
+			d.Latency.Count, s.Latency.Count, d.RequestedRate, d.DurationSeconds)
+	}
+	for _, p := range []string{"50", "90", "99"} {
+		t.Logf("p%s: Lambda agents %.3f ms, single %.3f ms", p, d.Latency.Percentiles[p], s.Latency.Percentiles[p])
+	}
+	dp50, sp50 := d.Latency.Percentiles["50"], s.Latency.Percentiles["50"]
+	if dp50 < 10 || sp50 < 10 || math.Abs(dp50-sp50) > 2 {
+		t.Errorf("p50 Lambda agents %.3f ms, single %.3f ms: want both at least 10 ms, within 2 ms", dp50, sp50)
+	}
+	for _, p := range d.Invalid {
+		t.Logf("invalid: %s", p)
+		if !strings.Contains(p, "lagged its schedule") {
+			t.Errorf("invalid for another reason than lag: %s", p)
+		}
 	}
 }

@@ -243,7 +243,7 @@ func conns(c, agents, threads int) int { return max(c, agents*threads) }
 func distributedTrial(ctx context.Context, remotes []agent.Remote, weights []float64, c *capacityOptions, u *url.URL,
 	threads, connections int, rate float64, env cli.Env) (*bench.Result, error) {
 	p := agent.Plan{Step: distributedStep(&c.target, u.String(), threads, connections, rate, c.search.StepDuration, c.search.Warmup),
-		Weights: weights, MaxClockOffset: time.Duration(c.agents.maxOffset)}
+		Weights: weights, MaxClockOffset: time.Duration(c.agents.maxOffset), Lead: c.agents.lead()}
 	out, err := agent.Coordinate(ctx, remotes, p)
 	if err != nil {
 		return nil, err

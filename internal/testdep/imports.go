@@ -11,7 +11,14 @@ import (
 // -deps): what dependency-direction tests check.
 func NonStandardImports(tb testing.TB, pkg string) []string {
 	tb.Helper()
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg).CombinedOutput()
+	return NonStandardImportsTags(tb, pkg, "")
+}
+
+// NonStandardImportsTags is NonStandardImports of pkg built with the
+// comma-separated build tags.
+func NonStandardImportsTags(tb testing.TB, pkg, tags string) []string {
+	tb.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-tags", tags, "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg).CombinedOutput()
 	if err != nil {
 		tb.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
 	}
