@@ -6,35 +6,87 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/linkgate/linkgate/internal/cli"
 	"github.com/linkgate/linkgate/shortener"
+	"github.com/linkgate/linkgate/shortener/httpapi"
 )
 
 func init() {
-	commands["keys"] = command{"API keys: create, list, revoke (in the link store)", runKeys}
+	commands["keys"] = command{"API keys: create, list, revoke (in the link store, or through a running server)", runKeys}
 }
 
-const keysHelp = `Manage API keys, kept hashed in the link store (--store, as serve's).
-A key's token is printed once, by create: keep it. Scopes: links:create,
-links:read, links:write (edit, delete), stats:read, admin (everything, keys
-included). A revoked key is refused by every instance within a second.
+const keysHelp = `Manage API keys, kept hashed in the link store. A key's token is printed
+once, by create: keep it. Scopes: links:create, links:read, links:write
+(edit, delete), stats:read, admin (everything, keys included). A revoked
+key is refused by every instance within a second.
 
-The embedded store is opened directly, so stop the server first (it holds
-the store), or use the keys API of a running server instead:
-  curl -H "Authorization: Bearer $ADMIN" -d '{"name":"ci","scopes":["links:create"]}' http://HOST/api/v1/keys
+With --server URL the command works through the keys API of that running
+linkgate serve, with an admin key from $LINKGATE_API_KEY or --key-file
+(never on the command line). Without it, the store (--store, as serve's)
+is opened directly: stop the server that holds it first. Output is for
+people; --json prints the API's JSON (one object a line) for scripts.
 
 Subcommands:
   create --name NAME --scopes SCOPE,…
   list
   revoke ID`
 
+// keyAdmin is what the keys command does, on a store or through a server.
+type keyAdmin interface {
+	create(ctx context.Context, name string, scopes []shortener.Scope) (httpapi.KeyJSON, error)
+	list(ctx context.Context) ([]httpapi.KeyJSON, error)
+	revoke(ctx context.Context, id string) error
+}
+
+// storeKeys manages the keys of a store opened directly.
+type storeKeys struct{ ks shortener.KeyStore }
+
+func (s storeKeys) create(ctx context.Context, name string, scopes []shortener.Scope) (httpapi.KeyJSON, error) {
+	k, token, err := shortener.NewAPIKey(name, scopes, time.Now())
+	if err != nil {
+		return httpapi.KeyJSON{}, cli.Usagef("keys create: %s", shortener.ErrorMessage(err))
+	}
+	if err := s.ks.CreateKey(ctx, k); err != nil {
+		return httpapi.KeyJSON{}, err
+	}
+	out := httpapi.KeyView(k)
+	out.Token = token
+	return out, nil
+}
+
+func (s storeKeys) list(ctx context.Context) ([]httpapi.KeyJSON, error) {
+	keys, err := s.ks.ListKeys(ctx)
+	out := make([]httpapi.KeyJSON, len(keys))
+	for i, k := range keys {
+		out[i] = httpapi.KeyView(k)
+	}
+	return out, err
+}
+
+func (s storeKeys) revoke(ctx context.Context, id string) error { return s.ks.DeleteKey(ctx, id) }
+
+// serverKeys manages the keys of a running server through its API.
+type serverKeys struct{ c *httpapi.Client }
+
+func (s serverKeys) create(ctx context.Context, name string, scopes []shortener.Scope) (httpapi.KeyJSON, error) {
+	return s.c.CreateKey(ctx, name, scopes)
+}
+
+func (s serverKeys) list(ctx context.Context) ([]httpapi.KeyJSON, error) { return s.c.ListKeys(ctx) }
+
+func (s serverKeys) revoke(ctx context.Context, id string) error { return s.c.DeleteKey(ctx, id) }
+
 func runKeys(ctx context.Context, args []string, env cli.Env) error {
 	fs := cli.NewFlagSet("keys", "linkgate keys <create|list|revoke> [flags]", keysHelp, env.Stderr)
 	store := fs.String("store", "pebble:data/links", "the link store: pebble:DIR or dynamodb:TABLE")
+	var remote remoteFlags
+	remote.add(fs)
+	asJSON := fs.Bool("json", false, "print the API's JSON, one object a line")
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {
 		return err
 	}
@@ -43,13 +95,23 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 		rest = rest[1:]
 	}
 	// Each subcommand parses its own flags (--help among them) before the
-	// store is opened; --store may come before or after the subcommand.
+	// store is opened; the common flags may come before or after the
+	// subcommand.
 	subFlags := func(synopsis string) *flag.FlagSet {
 		sfs := cli.NewFlagSet("keys "+sub, synopsis, keysHelp, env.Stderr)
 		sfs.StringVar(store, "store", *store, "the link store: pebble:DIR or dynamodb:TABLE")
+		remote.add(sfs)
+		sfs.BoolVar(asJSON, "json", *asJSON, "print the API's JSON, one object a line")
 		return sfs
 	}
-	open := func() (shortener.KeyStore, func() error, error) {
+	open := func() (keyAdmin, func() error, error) {
+		if remote.remote() {
+			c, err := remote.client(env.Getenv)
+			if err != nil {
+				return nil, nil, err
+			}
+			return serverKeys{c}, func() error { return nil }, nil
+		}
 		s, err := openRecordStore(ctx, *store)
 		if err != nil {
 			return nil, nil, err
@@ -59,7 +121,7 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 			s.Close()
 			return nil, nil, fmt.Errorf("%s keeps no API keys", *store)
 		}
-		return ks, s.Close, nil
+		return storeKeys{ks}, s.Close, nil
 	}
 	switch sub {
 	case "create":
@@ -74,19 +136,22 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 		for i, s := range scopes {
 			sc[i] = shortener.Scope(strings.TrimSpace(s))
 		}
-		k, token, err := shortener.NewAPIKey(*name, sc, time.Now())
-		if err != nil {
+		if _, _, err := shortener.NewAPIKey(*name, sc, time.Now()); err != nil {
 			return cli.Usagef("keys create: %s", shortener.ErrorMessage(err))
 		}
-		ks, closeStore, err := open()
+		ka, closeStore, err := open()
 		if err != nil {
 			return err
 		}
 		defer closeStore()
-		if err := ks.CreateKey(ctx, k); err != nil {
+		k, err := ka.create(ctx, *name, sc)
+		if err != nil {
 			return fmt.Errorf("keys create: %w", err)
 		}
-		fmt.Fprintf(env.Stdout, "key %s (%s), scopes %s\n%s\n", k.ID, k.Name, joinScopes(k.Scopes), token)
+		if *asJSON {
+			return printJSON(env.Stdout, k)
+		}
+		fmt.Fprintf(env.Stdout, "key %s (%s), scopes %s\n%s\n", k.ID, k.Name, joinScopes(k.Scopes), k.Token)
 		fmt.Fprintln(env.Stderr, "The token above is shown only now: keep it.")
 		return nil
 	case "list":
@@ -97,25 +162,16 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 		if lfs.NArg() != 0 {
 			return cli.Usagef("keys list: unexpected arguments %q", lfs.Args())
 		}
-		ks, closeStore, err := open()
+		ka, closeStore, err := open()
 		if err != nil {
 			return err
 		}
 		defer closeStore()
-		keys, err := ks.ListKeys(ctx)
+		keys, err := ka.list(ctx)
 		if err != nil {
 			return fmt.Errorf("keys list: %w", err)
 		}
-		w := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tNAME\tSCOPES\tCREATED\tLAST USED")
-		for _, k := range keys {
-			used := "never"
-			if !k.LastUsed.IsZero() {
-				used = k.LastUsed.Format(time.RFC3339)
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, joinScopes(k.Scopes), k.CreatedAt.Format(time.RFC3339), used)
-		}
-		return w.Flush()
+		return printKeys(env.Stdout, keys, *asJSON)
 	case "revoke":
 		rfs := subFlags("linkgate keys revoke ID")
 		if err := cli.Parse(rfs, rest, env.Getenv); err != nil {
@@ -125,13 +181,16 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 			return cli.Usagef("keys revoke: want the key's ID")
 		}
 		id := rfs.Arg(0)
-		ks, closeStore, err := open()
+		ka, closeStore, err := open()
 		if err != nil {
 			return err
 		}
 		defer closeStore()
-		if err := ks.DeleteKey(ctx, id); err != nil {
+		if err := ka.revoke(ctx, id); err != nil {
 			return fmt.Errorf("keys revoke %s: %w", id, err)
+		}
+		if *asJSON {
+			return printJSON(env.Stdout, map[string]string{"revoked": id})
 		}
 		fmt.Fprintf(env.Stdout, "key %s revoked\n", id)
 		return nil
@@ -141,6 +200,28 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 	}
 	fs.Usage()
 	return cli.Usagef("keys: unknown subcommand %q", sub)
+}
+
+// printKeys writes keys as a table, or as JSON Lines.
+func printKeys(w io.Writer, keys []httpapi.KeyJSON, asJSON bool) error {
+	if asJSON {
+		for _, k := range keys {
+			if err := printJSON(w, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSCOPES\tCREATED\tLAST USED")
+	for _, k := range keys {
+		used := "never"
+		if k.LastUsed != nil {
+			used = *k.LastUsed
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, joinScopes(k.Scopes), k.CreatedAt, used)
+	}
+	return tw.Flush()
 }
 
 func joinScopes(scopes []shortener.Scope) string {

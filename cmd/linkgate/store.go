@@ -31,18 +31,22 @@ const storeHelp = `The link store. Subcommands:
                  the old files are kept. linkgate serve does this by itself
                  on its first start when --store pebble:DIR does not exist
                  and DIR.db does.
-  backup [--store pebble:DIR] BACKUP_DIR
+  backup [--store pebble:DIR | --server URL] BACKUP_DIR
                  a consistent copy while linkgate serve serves the store
-                 (a pebble checkpoint, asked of the server on DIR.ctl)
+                 (a pebble checkpoint, asked of the server on DIR.ctl,
+                 or through its API with --server)
   restore [--store pebble:DIR] [--replace] BACKUP_DIR
                  put a backup in place (the server stopped)
-  export [--store STORE] [--format jsonl|csv] [-o FILE]
+  export [--store STORE | --server URL] [--format jsonl|csv] [-o FILE]
                  every link with its statistics (JSON Lines: all of it)
-  import [--store STORE] [--format F] [FILE]
+  import [--store STORE | --server URL] [--format F] [FILE]
                  links from linkgate's export, YOURLS, Kutt, Shlink or
                  Bitly; idempotent, problems reported per line
 
-Stores are named as --store names them: pebble:DIR, dynamodb:TABLE.`
+Stores are named as --store names them: pebble:DIR, dynamodb:TABLE. A
+store a running server holds is reached through the server's API:
+--server URL (LINKGATE_SERVER), with an admin key in $LINKGATE_API_KEY or
+a file named by --key-file (never on the command line).`
 
 func runStore(ctx context.Context, args []string, env cli.Env) error {
 	fs := cli.NewFlagSet("store", "linkgate store <subcommand> [flags]", storeHelp, env.Stderr)
@@ -151,7 +155,9 @@ func lockedHint(err error) error {
 	if le.PID > 0 {
 		holder = fmt.Sprintf("process %d", le.PID)
 	}
-	return fmt.Errorf("%w\n%s holds the store %s: stop it first (linkgate store backup works while it serves)", err, holder, le.Dir)
+	return fmt.Errorf("%w\n%s holds the store %s. If it is linkgate serve, work through its API instead: "+
+		"--server URL (or LINKGATE_SERVER=URL), with an admin key in $%s or a file named by --key-file; or stop it first",
+		err, holder, le.Dir, envAPIKey)
 }
 
 // migration counts what a migration did.

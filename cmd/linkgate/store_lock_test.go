@@ -27,6 +27,7 @@ func TestLockedStoreMessage(t *testing.T) {
 		{"keys", "list", "--store", "pebble:" + db},
 		{"store", "export", "--store", "pebble:" + db},
 		{"store", "import", "--store", "pebble:" + db},
+		{"links", "list", "--store", "pebble:" + db},
 	} {
 		out, errOut, err := runCmd(t, "", args...)
 		if err == nil {
@@ -38,7 +39,7 @@ func TestLockedStoreMessage(t *testing.T) {
 				t.Errorf("%v: the message shows %q of the holder's command line:\n%s", args, leak, msg)
 			}
 		}
-		if !strings.Contains(msg, pid) || !strings.Contains(msg, "stop it") {
+		if !strings.Contains(msg, pid) || !strings.Contains(msg, "--server URL") {
 			t.Errorf("%v: the message does not name %s and how to get on:\n%s", args, pid, msg)
 		}
 	}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -95,19 +96,24 @@ func urlQueryEscape(s string) string {
 }
 
 func runStoreBackup(ctx context.Context, args []string, env cli.Env) error {
-	fs := cli.NewFlagSet("store backup", "linkgate store backup [--store pebble:DIR] BACKUP_DIR",
+	fs := cli.NewFlagSet("store backup", "linkgate store backup [--store pebble:DIR | --server URL] BACKUP_DIR",
 		`Write a consistent copy of the embedded store into BACKUP_DIR (which must
-not exist), while linkgate serve keeps serving it (it answers on the
-store's control socket, DIR.ctl), or directly when nothing serves it. The
-copy is a pebble checkpoint: it opens as a store (restore it with
-'linkgate store restore', or serve it with --store pebble:BACKUP_DIR).`, env.Stderr)
+not exist): through the API of the running server at --server (GET
+/api/v1/backup, streamed as a tar archive and unpacked here; an admin key
+from $LINKGATE_API_KEY or --key-file), or while linkgate serve keeps
+serving --store on this machine (it answers on the store's control socket,
+DIR.ctl), or directly when nothing serves it. The copy is a pebble
+checkpoint: it opens as a store (restore it with 'linkgate store
+restore', or serve it with --store pebble:BACKUP_DIR).`, env.Stderr)
 	store := fs.String("store", "pebble:data/links", "the `STORE` to back up: pebble:DIR")
+	var remote remoteFlags
+	remote.add(fs)
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {
 		return err
 	}
 	dir, ok := strings.CutPrefix(*store, "pebble:")
 	if !ok || dir == "" || fs.NArg() != 1 {
-		return cli.Usagef("store backup: want [--store pebble:DIR] BACKUP_DIR")
+		return cli.Usagef("store backup: want [--store pebble:DIR | --server URL] BACKUP_DIR")
 	}
 	to, err := filepath.Abs(fs.Arg(0))
 	if err != nil {
@@ -116,12 +122,27 @@ copy is a pebble checkpoint: it opens as a store (restore it with
 	if _, err := os.Stat(to); err == nil {
 		return fmt.Errorf("store backup: %s exists", to)
 	}
+	if remote.remote() {
+		c, err := remote.client(env.Getenv)
+		if err != nil {
+			return err
+		}
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(c.Backup(ctx, pw)) }()
+		err = pebble.Unpack(pr, to)
+		pr.CloseWithError(err) // the download stops if unpacking did
+		if err != nil {
+			return fmt.Errorf("store backup: %w", err)
+		}
+		fmt.Fprintf(env.Stdout, "backup of %s written to %s\n", remote.server, to)
+		return nil
+	}
 	if asked, err := askBackup(ctx, dir, to, env.Stdout); asked {
 		return err
 	}
 	s, err := pebble.Open(dir, pebble.Options{NoIndex: true})
 	if err != nil {
-		return err
+		return lockedHint(err)
 	}
 	defer s.Close()
 	if err := s.Backup(to); err != nil {
@@ -195,13 +216,17 @@ store is moved aside to DIR.before-restore-TIME first.`, env.Stderr)
 }
 
 func runStoreExport(ctx context.Context, args []string, env cli.Env) error {
-	fs := cli.NewFlagSet("store export", "linkgate store export [--store STORE] [--format jsonl|csv] [-o FILE]",
+	fs := cli.NewFlagSet("store export", "linkgate store export [--store STORE | --server URL] [--format jsonl|csv] [-o FILE]",
 		`Write every link with its visit statistics: JSON Lines (every field and
 the statistics, what 'linkgate store import' reads back) or CSV (the link's
-fields and visit totals). A pebble store served by a running server is
-locked: export a backup of it (linkgate store backup, then --store
-pebble:BACKUP_DIR).`, env.Stderr)
+fields and visit totals). With --server, the running server streams them
+from one snapshot of its store (GET /api/v1/export; an admin key from
+$LINKGATE_API_KEY or --key-file); an export cut short is an error, never a
+short file taken for a whole one. Without it the store is opened directly:
+a server holding it must be stopped.`, env.Stderr)
 	store := fs.String("store", "pebble:data/links", "the `STORE`: pebble:DIR or dynamodb:TABLE")
+	var remote remoteFlags
+	remote.add(fs)
 	format := fs.String("format", "jsonl", "jsonl or csv")
 	out := fs.String("o", "-", "output `file` (- for stdout)")
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {
@@ -210,11 +235,32 @@ pebble:BACKUP_DIR).`, env.Stderr)
 	if *format != "jsonl" && *format != "csv" || fs.NArg() > 0 {
 		return cli.Usagef("store export: --format jsonl or csv, no arguments")
 	}
-	s, err := openRecordStore(ctx, *store)
-	if err != nil {
-		return err
+	var export func(w io.Writer) (int, error)
+	if remote.remote() {
+		c, err := remote.client(env.Getenv)
+		if err != nil {
+			return err
+		}
+		export = func(w io.Writer) (int, error) {
+			cw := &countingWriter{w: w}
+			err := c.Export(ctx, *format, cw)
+			return cw.lines, err
+		}
+	} else {
+		s, err := openRecordStore(ctx, *store)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		export = func(w io.Writer) (int, error) {
+			x, err := importer.NewWriter(*format, w)
+			if err != nil {
+				return 0, err
+			}
+			err = s.(shortener.RecordStore).ExportRecords(ctx, x.Write)
+			return x.Count(), errors.Join(err, x.Flush())
+		}
 	}
-	defer s.Close()
 	w := env.Stdout
 	if *out != "-" {
 		f, err := os.Create(*out)
@@ -224,14 +270,25 @@ pebble:BACKUP_DIR).`, env.Stderr)
 		defer f.Close()
 		w = f
 	}
-	x, err := importer.NewWriter(*format, w)
+	n, err := export(w)
 	if err != nil {
-		return err
-	}
-	err = s.(shortener.RecordStore).ExportRecords(ctx, x.Write)
-	if err = errors.Join(err, x.Flush()); err != nil {
 		return fmt.Errorf("store export: %w", err)
 	}
-	fmt.Fprintf(env.Stderr, "exported %d links\n", x.Count())
+	if remote.remote() && *format == "csv" {
+		n-- // the header
+	}
+	fmt.Fprintf(env.Stderr, "exported %d links\n", n)
 	return nil
+}
+
+// countingWriter counts the lines written through it.
+type countingWriter struct {
+	w     io.Writer
+	lines int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.lines += bytes.Count(p[:n], []byte{'\n'})
+	return n, err
 }

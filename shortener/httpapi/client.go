@@ -36,6 +36,35 @@ type LinkJSON = linkJSON
 // answer).
 type KeyJSON = keyJSON
 
+// LinkView is l as the API shows it, for a program that reads a store
+// directly: Domain is the link's stored domain ("" the default) and
+// ShortURL is empty, since only a server knows its addresses.
+func LinkView(l shortener.Link) LinkJSON {
+	out := linkJSON{ID: l.ID, Domain: l.Domain, URL: l.URL, Tags: l.Tags}
+	if !l.CreatedAt.IsZero() {
+		s := l.CreatedAt.UTC().Format(time.RFC3339)
+		out.CreatedAt = &s
+	}
+	if !l.ExpiresAt.IsZero() {
+		s := l.ExpiresAt.UTC().Format(time.RFC3339)
+		out.ExpiresAt = &s
+	}
+	if l.MaxVisits > 0 {
+		out.MaxVisits = &l.MaxVisits
+	}
+	if out.Tags == nil {
+		out.Tags = []string{}
+	}
+	if l.ForwardQuery != shortener.ForwardDefault {
+		on := l.ForwardQuery == shortener.ForwardOn
+		out.ForwardQuery = &on
+	}
+	return out
+}
+
+// KeyView is k as the API shows it (without its token).
+func KeyView(k shortener.APIKey) KeyJSON { return keyView(k) }
+
 // NewClient returns a client of the server at base (an http(s) URL,
 // such as http://127.0.0.1:8080) that sends key with every request. hc
 // nil: a client with no overall timeout (exports and imports take as

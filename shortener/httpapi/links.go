@@ -32,25 +32,8 @@ type linkJSON struct {
 }
 
 func (h *Handler) linkJSON(ctx *fasthttp.RequestCtx, l shortener.Link) linkJSON {
-	out := linkJSON{ID: l.ID, Domain: h.domainName(ctx, l.Domain), ShortURL: h.shortURL(ctx, l), URL: l.URL, Tags: l.Tags}
-	if !l.CreatedAt.IsZero() {
-		s := l.CreatedAt.UTC().Format(time.RFC3339)
-		out.CreatedAt = &s
-	}
-	if !l.ExpiresAt.IsZero() {
-		s := l.ExpiresAt.UTC().Format(time.RFC3339)
-		out.ExpiresAt = &s
-	}
-	if l.MaxVisits > 0 {
-		out.MaxVisits = &l.MaxVisits
-	}
-	if out.Tags == nil {
-		out.Tags = []string{}
-	}
-	if l.ForwardQuery != shortener.ForwardDefault {
-		on := l.ForwardQuery == shortener.ForwardOn
-		out.ForwardQuery = &on
-	}
+	out := LinkView(l)
+	out.Domain, out.ShortURL = h.domainName(ctx, l.Domain), h.shortURL(ctx, l)
 	return out
 }
 
