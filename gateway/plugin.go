@@ -242,6 +242,15 @@ type Registry struct {
 	// keys encrypts and decrypts the private keys of ssl resources at
 	// rest (APISIX's key_encrypt_salt); nil stores them as given.
 	keys *KeyCipher
+	// secrets resolves $env:// (and $secret://) references in plugin
+	// configurations when they are built; nil leaves them as written.
+	secrets Secrets
+}
+
+// RegistryOptions are what a registry is built with besides its plugins.
+type RegistryOptions struct {
+	Keys    *KeyCipher // the ssl resources' private keys at rest; nil: as given
+	Secrets Secrets    // references in plugin configurations; nil: as written
 }
 
 // SSLKeys is the cipher of the ssl resources' private keys; nil stores
@@ -262,7 +271,12 @@ func NewRegistry(fs ...Factory) *Registry {
 // NewRegistryWithKeys returns a registry of fs whose ssl resources' private
 // keys are encrypted at rest with keys (nil: stored as given).
 func NewRegistryWithKeys(keys *KeyCipher, fs ...Factory) *Registry {
-	r := &Registry{byName: map[string]Factory{}, keys: keys}
+	return NewRegistryWithOptions(RegistryOptions{Keys: keys}, fs...)
+}
+
+// NewRegistryWithOptions returns a registry of fs built with opts.
+func NewRegistryWithOptions(opts RegistryOptions, fs ...Factory) *Registry {
+	r := &Registry{byName: map[string]Factory{}, keys: opts.Keys, secrets: opts.Secrets}
 	for _, f := range fs {
 		r.byName[f.Name()] = f
 	}
@@ -367,6 +381,12 @@ func (r *Registry) Build(plugins Plugins, scope Scope) (Chain, error) {
 		_ = Unmarshal(raw, &meta)
 		if meta.Disable {
 			continue
+		}
+		if r.secrets != nil {
+			var err error
+			if raw, err = resolveSecrets(raw, r.secrets); err != nil {
+				return nil, &buildError{reason: SkipPluginError, err: fmt.Errorf("%s: plugin %s: %w", scope, name, err)}
+			}
 		}
 		impl, err := f.New(raw, scope)
 		if err != nil {

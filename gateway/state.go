@@ -399,6 +399,12 @@ func compileConsumer(reg *Registry, name string, cons *Consumer) (ce *ConsumerEn
 			return nil, nil, &buildError{reason: SkipUnknownPlugin, err: fmt.Errorf("unknown plugin [%s]", pname)}
 		}
 		if a, ok := f.(Authenticator); ok {
+			if reg.secrets != nil {
+				var err error
+				if conf, err = resolveSecrets(conf, reg.secrets); err != nil {
+					return nil, nil, &buildError{reason: SkipPluginError, err: fmt.Errorf("plugin %s: %w", pname, err)}
+				}
+			}
 			cred, err := a.Credential(conf)
 			if err != nil {
 				return nil, nil, &buildError{reason: SkipPluginError, err: fmt.Errorf("plugin %s: %w", pname, err)}

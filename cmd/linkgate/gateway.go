@@ -65,6 +65,9 @@ type gatewayConfig struct {
 	routerMode router.Mode
 	keys       *gateway.KeyCipher // nil: ssl private keys stored as given
 	roots      *x509.CertPool     // nil: the system roots
+	// Set from the environment by runGateway: what $env:// references in
+	// plugin configurations resolve to (nil: left as written).
+	secrets gateway.Secrets
 }
 
 func init() {
@@ -89,6 +92,7 @@ func runGateway(ctx context.Context, args []string, env cli.Env) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
+	c.secrets = gateway.EnvSecrets(env.Getenv) // $env:// in plugin configurations
 	logger, err := cli.NewLogger(env.Stderr, c.logFormat, c.logLevel)
 	if err != nil {
 		return err
@@ -406,7 +410,7 @@ func serveGateway(ctx context.Context, logger *slog.Logger, c gatewayConfig, get
 // c.keys for the ssl resources' private keys.
 func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Factory, redisPool *redis.Pool) *gateway.Registry {
 	jwt := jwtauth.New()
-	return gateway.NewRegistryWithKeys(c.keys,
+	return gateway.NewRegistryWithOptions(gateway.RegistryOptions{Keys: c.keys, Secrets: c.secrets},
 		limitcount.New(logger, redisPool),
 		limitreq.New(logger, redisPool),
 		limitconn.New(logger, redisPool),

@@ -252,3 +252,25 @@ func TestGatewayShutdownTimeout(t *testing.T) {
 		t.Fatalf("run did not return within 8s of a 100ms --shutdown-timeout:\n%s", g.logs)
 	}
 }
+
+// A consumer's key-auth key written as $env://NAME is NAME's value from
+// the gateway's environment (APISIX 3.x's env secret manager), and the
+// reference itself is no key.
+func TestGatewayEnvSecrets(t *testing.T) {
+	g := startGatewayJSON(t, map[string]string{"LINKGATE_ADMIN_KEY": seedKey, "LG_TEST_JACK_KEY": "key-from-env"})
+	up := helloUpstream(t)
+	if code, body := do(t, "PUT", g.url+"/apisix/admin/consumers", `{"username":"jack","plugins":{"key-auth":{"key":"$env://LG_TEST_JACK_KEY"}}}`, "X-API-KEY", seedKey); code/100 != 2 {
+		t.Fatalf("PUT consumer: %d %s", code, body)
+	}
+	route := `{"uri":"/hello","plugins":{"key-auth":{}},"upstream":{"type":"roundrobin","nodes":{"` + up + `":1}}}`
+	if code, body := do(t, "PUT", g.url+"/apisix/admin/routes/1", route, "X-API-KEY", seedKey); code/100 != 2 {
+		t.Fatalf("PUT route: %d %s", code, body)
+	}
+	eventually.True(t, 10*time.Second, "the key from the environment accepted", func() bool {
+		code, _ := do(t, "GET", g.url+"/hello", "", "apikey", "key-from-env")
+		return code == 200
+	})
+	if code, body := do(t, "GET", g.url+"/hello", "", "apikey", "$env://LG_TEST_JACK_KEY"); code != 401 {
+		t.Errorf("the reference itself as the key: %d %s", code, body)
+	}
+}
