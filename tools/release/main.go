@@ -7,6 +7,7 @@
 //	go run ./tools/release release -version vX.Y.Z       # make release: dist/release/
 //	go run ./tools/release image -version V              # make image: dist/image/
 //	go run ./tools/release rootfs -bin B -out DIR        # the image's files (the Dockerfile's build stage)
+//	go run ./tools/release sizes [-function]             # what each module adds to the binary
 //	go run ./tools/release notice                        # go generate ./...: NOTICE
 //	go run ./tools/release install-tools                 # the pinned SBOM generator (install-deps.sh)
 package main
@@ -46,6 +47,8 @@ Commands:
   image -version V [-bin DIR] [-out DIR]
                                   OCI images from make cross's binaries (make image)
   rootfs -bin FILE -out DIR       the image's files around the linkgate binary FILE
+  sizes [-arch A] [-function] [-n N]
+                                  what each module adds to linkgate (or the Lambda bootstrap)
   notice [-o FILE]                regenerate NOTICE (go generate ./...)
   install-tools                   build the pinned cyclonedx-gomod into .cache/bin
 `
@@ -127,6 +130,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("the tree has uncommitted changes: commit them first, so the release is reproducible from its commit")
 		}
 		return release(ctx, *root, inRoot(*root, *out), s, stdout)
+	case "sizes":
+		arch := fs.String("arch", arches[0], "architecture")
+		fn := fs.Bool("function", false, "the Lambda function's bootstrap instead of linkgate")
+		n := fs.Int("n", 20, "modules listed before the rest is summed")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		p := programs[0]
+		if *fn {
+			p = function
+		}
+		sizes, total, err := binarySizes(ctx, *root, p, *arch)
+		if err != nil {
+			return err
+		}
+		printSizes(stdout, fmt.Sprintf("%s (%s, -tags %s)", p.name, *arch, p.tags), sizes, total, *n)
+		return nil
 	case "notice":
 		out := fs.String("o", "NOTICE", "file to write, relative to the root; - for stdout")
 		if err := fs.Parse(rest); err != nil {

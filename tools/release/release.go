@@ -103,6 +103,15 @@ func release(ctx context.Context, root, out string, s stamp, log io.Writer) erro
 		}
 	}
 	fmt.Fprintf(log, "%s", sums)
+	// Where the size goes: the binaries are stripped, so the sizes come
+	// from the same builds with their symbols.
+	for _, p := range []program{programs[0], function} {
+		sizes, total, err := binarySizes(ctx, root, p, arches[0])
+		if err != nil {
+			return err
+		}
+		printSizes(log, fmt.Sprintf("%s (%s, -tags %s)", p.name, arches[0], p.tags), sizes, total, 15)
+	}
 	return nil
 }
 
