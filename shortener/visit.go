@@ -144,8 +144,44 @@ const (
 	KindBrowser                    // VisitStats.Browsers
 	KindBot                        // VisitStats.BotAgents
 	KindCountry                    // VisitStats.Countries
-	NumVisitKinds                  // how many kinds there are
+	NumVisitKinds                  // how many kinds VisitStats keeps
+
+	// Kinds of hourly counts only (VisitKey.Hour set): the series, and
+	// the dimensions VisitStats does not keep.
+	KindHour        = NumVisitKinds + iota - 6 // a link's visits in the hour (Name "")
+	KindOS                                     // operating system family
+	KindDevice                                 // desktop, mobile, tablet, bot
+	KindUTMSource                              // utm_source; NoneKey when absent
+	KindUTMMedium                              // utm_medium
+	KindUTMCampaign                            // utm_campaign
+	NumKinds                                   // every kind
 )
+
+// KindDimension maps a kind to the Dimension it counts (ok=false for the
+// day and hour kinds).
+func KindDimension(k VisitKind) (Dimension, bool) {
+	switch k {
+	case KindReferrer:
+		return DimReferrer, true
+	case KindBrowser:
+		return DimBrowser, true
+	case KindBot:
+		return DimBot, true
+	case KindCountry:
+		return DimCountry, true
+	case KindOS:
+		return DimOS, true
+	case KindDevice:
+		return DimDevice, true
+	case KindUTMSource:
+		return DimUTMSource, true
+	case KindUTMMedium:
+		return DimUTMMedium, true
+	case KindUTMCampaign:
+		return DimUTMCampaign, true
+	}
+	return 0, false
+}
 
 // Breakdown returns the breakdown of s that kind names.
 func (s *VisitStats) Breakdown(kind VisitKind) *Breakdown {
@@ -164,9 +200,121 @@ func (s *VisitStats) Breakdown(kind VisitKind) *Breakdown {
 }
 
 // VisitKey is a key of one of the breakdowns: a day, a referrer host…
+//
+// A key with an Hour counts visits of that hour (hours since 1970-01-01
+// UTC), of people or (Bot) of bots: the hourly form the visit aggregator
+// writes, which a range store (VisitRangeStore) keeps as it is. A key
+// without an Hour is of the lifetime form VisitStats keeps (kinds below
+// NumVisitKinds only). A batch is in one form or the other: Legacy turns
+// the hourly form into the lifetime one.
 type VisitKey struct {
 	Kind VisitKind
 	Name string
+	Hour int32
+	Bot  bool
+}
+
+// HourlyFrom returns a batch of the lifetime form in the hourly form, for
+// a store that keeps hours and days: each day's count as people's visits
+// in that day's first hour; the breakdowns (bots under KindBot as bots,
+// the others as people's) in the first hour of the link's latest day, or
+// of now's day without days. Lifetime statistics do not say more. Its
+// Links are copies, in the same order.
+func (b *VisitBatch) HourlyFrom(now time.Time) *VisitBatch {
+	if b.Hourly() {
+		return b
+	}
+	out := &VisitBatch{Links: make([]LinkVisits, len(b.Links))}
+	index := map[VisitKey]uint32{}
+	key := func(k VisitKey) uint32 {
+		i, ok := index[k]
+		if !ok {
+			i = uint32(len(out.Keys))
+			index[k] = i
+			out.Keys = append(out.Keys, k)
+		}
+		return i
+	}
+	for i, l := range b.Links {
+		latest := int32(now.Unix() / 86400)
+		seen := false
+		for _, c := range l.Counts {
+			if k := b.Keys[c.Key]; k.Kind == KindDay {
+				if t, err := time.Parse(DayFormat, k.Name); err == nil && (!seen || int32(t.Unix()/86400) > latest) {
+					latest, seen = int32(t.Unix()/86400), true
+				}
+			}
+		}
+		counts := make([]KeyCount, 0, len(l.Counts))
+		for _, c := range l.Counts {
+			k := b.Keys[c.Key]
+			switch {
+			case k.Kind == KindDay:
+				t, err := time.Parse(DayFormat, k.Name)
+				if err != nil || t.Unix() < 0 {
+					continue
+				}
+				k = VisitKey{Kind: KindHour, Hour: int32(t.Unix() / 3600)}
+			default:
+				k = VisitKey{Kind: k.Kind, Name: k.Name, Hour: latest * 24, Bot: k.Kind == KindBot}
+			}
+			counts = append(counts, KeyCount{key(k), c.N})
+		}
+		l.Counts = counts
+		out.Links[i] = l
+	}
+	return out
+}
+
+// Hourly reports whether the batch's keys are of the hourly form.
+func (b *VisitBatch) Hourly() bool {
+	return len(b.Keys) > 0 && b.Keys[0].Hour != 0
+}
+
+// Legacy returns the batch in the lifetime form (VisitStats' kinds, the
+// hour kind as days); its Links are copies (Applied is not shared), in
+// the same order. A batch already in that form is returned as it is.
+func (b *VisitBatch) Legacy() *VisitBatch {
+	if !b.Hourly() {
+		return b
+	}
+	out := &VisitBatch{Links: make([]LinkVisits, len(b.Links))}
+	index := map[VisitKey]uint32{}
+	keyOf := make([]int64, len(b.Keys)) // index into out.Keys + 1; 0: dropped
+	for i, k := range b.Keys {
+		switch {
+		case k.Kind == KindHour:
+			k = VisitKey{Kind: KindDay, Name: time.Unix(int64(k.Hour)*3600, 0).UTC().Format(DayFormat)}
+		case k.Kind < NumVisitKinds:
+			k = VisitKey{Kind: k.Kind, Name: k.Name}
+		default:
+			continue
+		}
+		j, ok := index[k]
+		if !ok {
+			j = uint32(len(out.Keys))
+			index[k] = j
+			out.Keys = append(out.Keys, k)
+		}
+		keyOf[i] = int64(j) + 1
+	}
+	for i, l := range b.Links {
+		counts := make([]KeyCount, 0, len(l.Counts))
+		for _, c := range l.Counts {
+			j := keyOf[c.Key]
+			if j == 0 {
+				continue
+			}
+			if n := slices.IndexFunc(counts, func(x KeyCount) bool { return x.Key == uint32(j-1) }); n >= 0 {
+				counts[n].N += c.N
+			} else {
+				counts = append(counts, KeyCount{uint32(j - 1), c.N})
+			}
+		}
+		l.Counts = counts
+		out.Links[i] = l
+	}
+	return out
 }
 
 // KeyCount counts visits under one of a batch's keys.
@@ -207,6 +355,9 @@ type VisitBatch struct {
 func (b *VisitBatch) Stats(i int) VisitStats {
 	l := &b.Links[i]
 	st := VisitStats{Total: l.Total, Bots: l.Bots}
+	if b.Hourly() {
+		return b.Legacy().Stats(i)
+	}
 	for _, c := range l.Counts {
 		k := b.Keys[c.Key]
 		bd := st.Breakdown(k.Kind)
@@ -247,7 +398,7 @@ func NewVisitBatch(deltas ...VisitDelta) *VisitBatch {
 		l.CreatedAt = max(l.CreatedAt, d.CreatedAt)
 		for kind := range NumVisitKinds {
 			for name, n := range *d.Stats.Breakdown(kind) {
-				k := VisitKey{kind, name}
+				k := VisitKey{Kind: kind, Name: name}
 				ki, ok := keys[k]
 				if !ok {
 					ki = uint32(len(b.Keys))

@@ -6,7 +6,10 @@ import (
 	"github.com/linkgate/linkgate/shortener"
 )
 
-var _ shortener.VisitStore = (*Store)(nil)
+var (
+	_ shortener.VisitStore      = (*Store)(nil)
+	_ shortener.VisitRangeStore = (*Store)(nil)
+)
 
 // errNoVisits answers visit calls when the store keeps no visits.
 var errNoVisits = shortener.Errorf(shortener.Unavailable, "this store keeps no visit statistics")
@@ -39,4 +42,13 @@ func (c *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats
 		return shortener.VisitStats{}, errNoVisits
 	}
 	return vs.VisitStats(ctx, id)
+}
+
+// VisitCounts is not cached either.
+func (c *Store) VisitCounts(ctx context.Context, q shortener.StatsQuery) (shortener.VisitCounts, error) {
+	rs, ok := c.store.(shortener.VisitRangeStore)
+	if !ok {
+		return shortener.VisitCounts{}, shortener.ErrNoRanges
+	}
+	return rs.VisitCounts(ctx, q)
 }

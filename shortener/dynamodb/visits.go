@@ -63,6 +63,16 @@ const visitWriters = 64
 // marked Applied; when the buffer is full, the links it could not take
 // are not, and AddVisits returns an error.
 func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) error {
+	if batch.Hourly() {
+		// This store keeps the lifetime form (VisitStats), by month.
+		orig, legacy := batch, batch.Legacy()
+		defer func() {
+			for i := range orig.Links {
+				orig.Links[i].Applied = legacy.Links[i].Applied
+			}
+		}()
+		batch = legacy
+	}
 	v := s.visits
 	v.run()
 	now := v.now()

@@ -94,7 +94,7 @@ type recorder struct {
 	clients []string
 }
 
-func (r *recorder) Record(_, _, _ []byte, ip netip.Addr, country string, _ time.Time, _ shortener.Link) {
+func (r *recorder) Record(_, _, _, _ []byte, ip netip.Addr, country string, _ time.Time, _ shortener.Link) {
 	r.mu.Lock()
 	r.clients = append(r.clients, ip.String()+" "+country)
 	r.mu.Unlock()

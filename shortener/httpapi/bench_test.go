@@ -37,6 +37,12 @@ func BenchmarkRedirectVisits(b *testing.B) {
 	benchmarkRedirect(b, setup{visits: true}, "")
 }
 
+// BenchmarkRedirectVisitsUTM is BenchmarkRedirectVisits with UTM
+// parameters in the query, which Record decodes. Target: 0 allocs/op.
+func BenchmarkRedirectVisitsUTM(b *testing.B) {
+	benchmarkRedirect(b, setup{visits: true}, "?utm_source=news&utm_medium=e%20mail&utm_campaign=launch")
+}
+
 // BenchmarkRedirectDomain is BenchmarkRedirect on the second of two
 // domains: the Host is matched and the store key (domain/id) built in a
 // pooled buffer. Target: 0 allocs/op, as on the default domain.

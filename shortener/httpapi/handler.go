@@ -174,7 +174,7 @@ type Config struct {
 // ("" if nothing); link is the link as the redirect resolved it (its ID
 // and URL are empty).
 type VisitRecorder interface {
-	Record(id, referrer, userAgent []byte, ip netip.Addr, country string, now time.Time, link shortener.Link)
+	Record(id, referrer, userAgent, query []byte, ip netip.Addr, country string, now time.Time, link shortener.Link)
 }
 
 // AddrUser is a VisitRecorder that says whether it uses the client's

@@ -17,6 +17,7 @@ import (
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/httpapi"
 	"github.com/linkgate/linkgate/shortener/pebble/pebbletest"
+	"github.com/linkgate/linkgate/shortener/visits"
 )
 
 // testServer is the API on a real fasthttp server on 127.0.0.1:0 over a
@@ -35,6 +36,7 @@ type setup struct {
 	visits   bool                                  // count visits (visits_test.go)
 	noKeys   bool                                  // no store of API keys (only cfg.AdminKey)
 	transfer bool                                  // export, import and backup over the store (transfer_test.go)
+	agg      func(*visits.Aggregator)              // given the aggregator, with visits
 }
 
 func newHandler(t testing.TB, s setup) (*httpapi.Handler, shortener.Store) {
@@ -63,6 +65,9 @@ func newHandlerLogger(t testing.TB, s setup, logger *slog.Logger) (*httpapi.Hand
 	if s.visits {
 		agg := newAggregator(t, store)
 		s.cfg.Visits, opts.Visits = agg, agg
+		if s.agg != nil {
+			s.agg(agg)
+		}
 	}
 	h, err := httpapi.NewHandler(logger, shortener.NewService(store, opts),
 		httpapi.NewMetrics(reg), reg, s.cfg)

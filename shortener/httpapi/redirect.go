@@ -61,7 +61,7 @@ func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte, start time
 			if h.visitAddr {
 				ip, country = h.cfg.TrustedProxies.client(ctx)
 			}
-			h.visits.Record(key, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ip, country, h.wall.at(start), l)
+			h.visits.Record(key, ctx.Request.Header.Referer(), ctx.Request.Header.UserAgent(), ctx.URI().QueryString(), ip, country, h.wall.at(start), l)
 		}
 	}
 	*buf = full

@@ -17,7 +17,10 @@ import (
 //	GET      /api/v1/links/{id}     one link
 //	PATCH    /api/v1/links/{id}     edit: url, expiry, visit limit, tags, forward_query (links:write)
 //	DELETE   /api/v1/links/{id}     delete (links:write)
-//	GET      /api/v1/links/{id}/stats   visit statistics (admin unless --stats-public)
+//	GET      /api/v1/links/{id}/stats   visit statistics over a range (admin unless --stats-public); stats.go
+//	GET      /api/v1/links/{id}/stats.csv   the same as CSV
+//	GET      /api/v1/stats          visit statistics across links, ?domain= ?tag= (stats:read)
+//	GET      /api/v1/stats.csv      the same as CSV
 //	GET      /api/v1/links/{id}/qr      QR code of the short link (?format=png|svg&size=)
 //	POST     /api/v1/keys           create an API key (admin): its token is shown once
 //	GET      /api/v1/keys           list API keys (admin), without secrets
@@ -53,6 +56,9 @@ const (
 	routeReadyz
 	routeMetrics
 	routeStats
+	routeStatsCSV
+	routeStatsAll
+	routeStatsAllCSV
 	routeQR
 	routeUI
 	routeUIForm
@@ -75,7 +81,7 @@ var routeNames = [numRoutes]string{
 	routeRedirect: "redirect", routeShorten: "shorten_url", routeGetFullURL: "get_full_url",
 	routeCreate: "links_create", routeList: "links_list", routeGet: "links_get", routeDelete: "links_delete", routePatch: "links_update",
 	routeHealthz: "healthz", routeReadyz: "readyz", routeMetrics: "metrics",
-	routeStats: "links_stats", routeQR: "links_qr", routeUI: "ui", routeUIForm: "ui_form", routeUIStatic: "ui_static",
+	routeStats: "links_stats", routeStatsCSV: "links_stats_csv", routeStatsAll: "stats", routeStatsAllCSV: "stats_csv", routeQR: "links_qr", routeUI: "ui", routeUIForm: "ui_form", routeUIStatic: "ui_static",
 	routeKeysCreate: "keys_create", routeKeysList: "keys_list", routeKeysDelete: "keys_delete",
 	routeSessionGet: "session_get", routeSignIn: "session_create", routeSignOut: "session_delete",
 	routeExport: "export", routeImport: "import", routeBackup: "backup",
@@ -108,9 +114,9 @@ func (r route) class() class {
 		return classOperational
 	case routeShorten, routeCreate, routeUIForm:
 		return classCreate
-	case routeQR, routeStats:
+	case routeQR, routeStats, routeStatsCSV:
 		return classQRStats
-	case routeList, routeDelete, routePatch, routeKeysCreate, routeKeysList, routeKeysDelete, routeSessionGet, routeSignIn, routeSignOut,
+	case routeList, routeStatsAll, routeStatsAllCSV, routeDelete, routePatch, routeKeysCreate, routeKeysList, routeKeysDelete, routeSessionGet, routeSignIn, routeSignOut,
 		routeExport, routeImport, routeBackup:
 		return classAdmin
 	}
@@ -131,6 +137,9 @@ var (
 	pathMetrics    = []byte("/metrics")
 	pathStatic     = []byte("/static/")
 	suffixStats    = []byte("/stats")
+	suffixStatsCSV = []byte("/stats.csv")
+	pathStats      = []byte("/api/v1/stats")
+	pathStatsCSV   = []byte("/api/v1/stats.csv")
 	suffixQR       = []byte("/qr")
 )
 
@@ -217,6 +226,8 @@ func match(ctx *fasthttp.RequestCtx) (r route, id []byte, allow string) {
 			switch {
 			case bytes.Equal(tail, suffixStats):
 				r = routeStats
+			case bytes.Equal(tail, suffixStatsCSV):
+				r = routeStatsCSV
 			case bytes.Equal(tail, suffixQR):
 				r = routeQR
 			default:
@@ -227,6 +238,14 @@ func match(ctx *fasthttp.RequestCtx) (r route, id []byte, allow string) {
 			}
 			return r, id, ""
 		}
+	case bytes.Equal(path, pathStats), bytes.Equal(path, pathStatsCSV):
+		if !get {
+			return routeMethodNotAllowed, nil, "GET, HEAD"
+		}
+		if len(path) == len(pathStats) {
+			return routeStatsAll, nil, ""
+		}
+		return routeStatsAllCSV, nil, ""
 	case bytes.Equal(path, pathKeys):
 		switch {
 		case string(m) == fasthttp.MethodPost:
@@ -298,8 +317,10 @@ func (h *Handler) dispatch(ctx *fasthttp.RequestCtx, r route, id []byte, allow s
 		h.handleReadyz(ctx)
 	case routeMetrics:
 		h.metricsHandler(ctx)
-	case routeStats:
-		h.handleStats(ctx, id)
+	case routeStats, routeStatsCSV:
+		h.handleStats(ctx, id, r == routeStatsCSV)
+	case routeStatsAll, routeStatsAllCSV:
+		h.handleStats(ctx, nil, r == routeStatsAllCSV)
 	case routeQR:
 		h.handleQR(ctx, id)
 	case routeKeysCreate:

@@ -25,10 +25,12 @@
 // statistics keys carry a domain (issue 13: the same slug may exist on two
 // domains), "" being the default domain, which every link has today:
 //
-//	'm' name                  store metadata: "format" → format version (1)
+//	'm' name                  store metadata: "format" → format version (2)
 //	'l' domain 0x00 id        a link (codec.go)
-//	's' domain 0x00 id        its visit statistics: a statsrec record, or
+//	's' domain 0x00 id        its lifetime visit totals (vrecord.go), or
 //	                          merge operands that the merger adds up
+//	'v' res bucket subject    visit counts of an hour or a day: a link's,
+//	                          or all links', a domain's, a tag's (vrecord.go)
 //	'k' id                    an API key (keys.go)
 //
 // Domains never contain 0x00, ids are shortener.ValidID, so a domain's
@@ -41,11 +43,11 @@
 //
 // # Visits
 //
-// A visit batch is one synced pebble batch with one Merge per visited
-// link: an operand is a statistics record (shortener/internal/statsrec);
-// reads and compactions add operands together and bound the result as
-// shortener.VisitStats.Bound does. AddVisits and Delete exclude each
-// other, so visits are merged only into links that exist.
+// A visit batch is a few pebble batches, the last synced, with Merges of
+// each visited link's totals and bucket records, and of its scopes'
+// (visits.go, vrecord.go); reads and compactions add operands together.
+// AddVisits and Delete exclude each other, so visits are merged only into
+// links that exist.
 package pebble
 
 import (
@@ -84,8 +86,10 @@ const (
 	kindKey   = 'k'
 )
 
-// format is the store's format version, kept under the meta key "format".
-const format = 1
+// format is the store's format version, kept under the meta key "format":
+// 2 since visit statistics are kept by hour and day (vrecord.go); a
+// store of format 1 is migrated when it opens (vmigrate.go).
+const format = 2
 
 var formatKey = []byte{kindMeta, 'f', 'o', 'r', 'm', 'a', 't'}
 
@@ -133,6 +137,10 @@ type Options struct {
 	// 0: DefaultMinFreeBytes; negative: neither (only the test that
 	// shows what a full disk does without them).
 	MinFreeBytes int64
+	// VisitClock is the clock of the visit statistics' retention (which
+	// hours and days are kept); nil: time.Now. Tests that simulate
+	// months set it.
+	VisitClock func() time.Time
 
 	// createSync is how creates commit; nil: pebble.Sync. Only the
 	// crash test's must-fail twin changes it (export_test.go).
@@ -237,6 +245,10 @@ type Store struct {
 	// pause, now: Options.pause, Options.now (AddVisits is paced too).
 	pause func(time.Duration)
 	now   func() time.Time
+	// visitClock: Options.VisitClock; prunedHour: the hour whose
+	// retention pruneVisits last applied.
+	visitClock func() time.Time
+	prunedHour atomic.Uint32
 }
 
 // LockedError is Open's error for a store another process (or another
@@ -274,7 +286,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if size <= 0 {
 		size = DefaultCacheSize
 	}
-	s := &Store{dir: dir, fs: fs, lock: lock, cache: pebbledb.NewCache(size), createSync: opts.createSync, visitChunkHook: opts.visitChunkHook, pause: opts.pause, now: opts.now}
+	s := &Store{dir: dir, fs: fs, lock: lock, cache: pebbledb.NewCache(size), createSync: opts.createSync, visitChunkHook: opts.visitChunkHook, pause: opts.pause, now: opts.now, visitClock: opts.VisitClock}
 	if s.createSync == nil {
 		s.createSync = pebbledb.Sync
 	}
@@ -434,11 +446,16 @@ func (s *Store) checkFormat() error {
 	case err != nil:
 		return err
 	}
-	defer closer.Close()
-	if len(v) != 1 || v[0] != format {
-		return fmt.Errorf("unsupported store format %v (this build reads format %d)", v, format)
+	version := slices.Clone(v)
+	closer.Close()
+	switch {
+	case len(version) == 1 && version[0] == format:
+		return nil
+	case len(version) == 1 && version[0] == 1:
+		// Format 1 kept lifetime visit statistics (vmigrate.go).
+		return s.migrateVisits()
 	}
-	return nil
+	return fmt.Errorf("unsupported store format %v (this build reads formats 1 and %d)", version, format)
 }
 
 // commit commits b with o once the free-space guard admits it.

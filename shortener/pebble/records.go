@@ -2,13 +2,11 @@ package pebble
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
 	"github.com/linkgate/linkgate/shortener"
-	"github.com/linkgate/linkgate/shortener/internal/statsrec"
 )
 
 var _ shortener.RecordStore = (*Store)(nil)
@@ -39,6 +37,8 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 	first := make(map[string]int, len(recs)) // id → index of the record stored for it
 	var key []byte
 	var vals [][]byte // the values stored, for the read index
+	w := visitWriter{scopes: map[string]*scopeAcc{}}
+	now := s.statsClock()
 	for i := range recs {
 		l := &recs[i].Link
 		if j, ok := first[l.ID]; ok {
@@ -66,13 +66,14 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 			return nil, unavailable("import", err)
 		}
 		if st := recs[i].Stats; !st.IsZero() {
-			st.Bound()
-			key = appendKey(key[:0], kindStats, l.ID)
-			if err := b.Set(key, statsrec.Encode(st), nil); err != nil {
+			if err := w.lifetime(b, l.ID, l.Tags, st, now); err != nil {
 				return nil, unavailable("import", err)
 			}
 		}
 		results[i] = shortener.Imported
+	}
+	if err := w.flushScopes(b); err != nil {
+		return nil, unavailable("import", err)
 	}
 	if err := s.commit(b, pebbledb.Sync); err != nil {
 		return nil, unavailable("import", err)
@@ -100,7 +101,7 @@ func (s *Store) ExportRecords(ctx context.Context, fn func(shortener.LinkRecord)
 		return unavailable("export", err)
 	}
 	defer it.Close()
-	var key []byte
+	now := s.statsClock()
 	for ok := it.First(); ok; ok = it.Next() {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -114,17 +115,8 @@ func (s *Store) ExportRecords(ctx context.Context, fn func(shortener.LinkRecord)
 		if rec.Link, err = decodeLink(id, v); err != nil {
 			return fmt.Errorf("export: link %q: %w", id, err)
 		}
-		key = appendKey(key[:0], kindStats, id)
-		switch sv, closer, err := snap.Get(key); {
-		case errors.Is(err, pebbledb.ErrNotFound):
-		case err != nil:
-			return unavailable("export", err)
-		default:
-			rec.Stats, err = statsrec.Decode(sv)
-			closer.Close()
-			if err != nil {
-				return fmt.Errorf("export: statistics of %q: %w", id, err)
-			}
+		if rec.Stats, err = lifetimeStats(snap, id, now); err != nil {
+			return fmt.Errorf("export: statistics of %q: %w", id, err)
 		}
 		if err := fn(rec); err != nil {
 			return err

@@ -2,9 +2,12 @@ package pebble
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
@@ -12,6 +15,8 @@ import (
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/internal/statsrec"
 )
+
+var _ shortener.VisitRangeStore = (*Store)(nil)
 
 // visitChunk is how many links AddVisits commits at a time, paced between
 // commits (internal/pace): on a server with one core (GOMAXPROCS=1) a
@@ -24,15 +29,27 @@ import (
 // only between them (docs/visits.md, "Visit flushes paced").
 const visitChunk = 512
 
-// AddVisits adds a batch: one Merge of a statistics record per link that
-// exists, committed visitChunk links at a time. Every commit but the last
-// is unsynced and the last is synced, which makes the write-ahead log
-// durable up to it, so a batch costs one fsync whatever its size; a link
-// is marked Applied once the commit holding it succeeds (it is in the
-// store and must not be retried), so after an error the links of the
-// committed chunks are Applied and the rest are not. Visits of links
-// deleted meanwhile are dropped, and so are those of an earlier link
-// under the same id (their CreatedAt differs from the link's).
+// Retention of the bucket records (vrecord.go): a day beyond what queries
+// may ask for (shortener.StatsQuery.Resolve), so a query at the edge finds
+// its first bucket whole.
+const (
+	keepHours = uint32(shortener.HourRetention/time.Hour) + 24
+	keepDays  = uint32(shortener.DayRetention/(24*time.Hour)) + 1
+)
+
+// AddVisits adds a batch: per link that exists, a Merge of its lifetime
+// totals and of a bucket record into its hour's and its day's keys, plus
+// per chunk the records of the scopes its links belong to (all links,
+// their domains, their tags), committed visitChunk links at a time. Every
+// commit but the last is unsynced and the last is synced, which makes the
+// write-ahead log durable up to it, so a batch costs one fsync whatever
+// its size; a link is marked Applied once the commit holding it succeeds
+// (it is in the store and must not be retried), so after an error the
+// links of the committed chunks are Applied and the rest are not. Visits
+// of links deleted meanwhile are dropped, and so are those of an earlier
+// link under the same id (their CreatedAt differs from the link's). A
+// batch of the lifetime form (shortener.NewVisitBatch) is taken in the
+// hourly form (VisitBatch.HourlyFrom).
 //
 // The links of a chunk are first looked up in the read index together
 // (index.touch): checked one by one among a million links, each waited
@@ -42,16 +59,29 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("add visits: %w", err)
 	}
+	if !batch.Hourly() {
+		orig, hourly := batch, batch.HourlyFrom(s.statsClock())
+		defer func() {
+			for i := range orig.Links {
+				orig.Links[i].Applied = hourly.Links[i].Applied
+			}
+		}()
+		batch = hourly
+	}
 	s.visitsMu.RLock()
 	defer s.visitsMu.RUnlock()
 	if s.closed.Load() {
 		return unavailable("add visits", errClosed)
 	}
+	if err := s.pruneVisits(); err != nil {
+		return unavailable("add visits", err)
+	}
 	b := s.db.NewBatch()
 	defer func() { b.Close() }()
-	var d statsrec.Delta
-	var key, rec []byte
-	names := statsrec.KeyNames(nil, batch)
+	w := visitWriter{names: make([][]byte, len(batch.Keys)), scopes: map[string]*scopeAcc{}}
+	for i, k := range batch.Keys {
+		w.names[i] = []byte(k.Name)
+	}
 	from := 0         // the first link of the chunk being built
 	unsynced := false // a chunk before it was committed without a sync
 	var ids []string  // the chunk's, to touch
@@ -65,29 +95,24 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 			}
 			s.ix.touch(ids, hs[:])
 		}
-		id := batch.Links[i].ID
-		switch created, found, err := s.createdAt(id); {
+		l := &batch.Links[i]
+		switch m, found, err := s.linkMeta(l.ID); {
 		case err != nil:
 			return unavailable("add visits", err)
 		case !found:
-		case batch.Links[i].CreatedAt != 0 && created != 0 && created != batch.Links[i].CreatedAt:
+		case l.CreatedAt != 0 && m.created != 0 && m.created != l.CreatedAt:
 			// visits of an earlier link under the id, deleted meanwhile
 		default:
-			d.Reset()
-			d.AddBatch(batch, i, names)
-			d.Normalize()
-			var err error
-			if rec, err = statsrec.Merge(rec[:0], nil, &d); err != nil {
-				return fmt.Errorf("add visits: link %q: %w", id, err)
-			}
-			key = appendKey(key[:0], kindStats, id)
-			if err := b.Merge(key, rec, nil); err != nil {
+			if err := w.link(b, batch, l, m.tags); err != nil {
 				return unavailable("add visits", err)
 			}
 		}
 		last := i == len(batch.Links)-1
 		if !last && i-from < visitChunk-1 {
 			continue
+		}
+		if err := w.flushScopes(b); err != nil {
+			return unavailable("add visits", err)
 		}
 		o := pebbledb.NoSync
 		if last {
@@ -114,6 +139,159 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 	return nil
 }
 
+// visitWriter builds the merges of one AddVisits.
+type visitWriter struct {
+	names  [][]byte // the batch's key names, converted once
+	scopes map[string]*scopeAcc
+	es     []ventry
+	hours  []int32
+	key    []byte
+	rec    []byte
+}
+
+// scopeAcc is what a chunk adds to one scope's bucket.
+type scopeAcc struct {
+	people, bots int64
+	es           []ventry
+}
+
+// link adds the merges of link l of batch to b, and its counts to the
+// scopes of the chunk.
+func (w *visitWriter) link(b *pebbledb.Batch, batch *shortener.VisitBatch, l *shortener.LinkVisits, tags []string) error {
+	w.rec = appendTotals(w.rec[:0], l.Total, l.Bots)
+	w.key = appendKey(w.key[:0], kindStats, l.ID)
+	if err := b.Merge(w.key, w.rec, nil); err != nil {
+		return err
+	}
+	return w.buckets(b, batch, l, tags, resHour, resDay)
+}
+
+// buckets adds the bucket records of link l of batch (of resolutions
+// res) to b, and its counts to the scopes of the chunk.
+func (w *visitWriter) buckets(b *pebbledb.Batch, batch *shortener.VisitBatch, l *shortener.LinkVisits, tags []string, res ...byte) error {
+	w.hours = w.hours[:0]
+	for _, c := range l.Counts {
+		if h := batch.Keys[c.Key].Hour; !containsHour(w.hours, h) {
+			w.hours = append(w.hours, h)
+		}
+	}
+	domain, _ := shortener.SplitKey(l.ID)
+	for _, h := range w.hours {
+		var people, bots int64
+		w.es = w.es[:0]
+		for _, c := range l.Counts {
+			k := &batch.Keys[c.Key]
+			switch {
+			case k.Hour != h:
+			case k.Kind == shortener.KindHour && k.Bot:
+				bots += c.N
+			case k.Kind == shortener.KindHour:
+				people += c.N
+			default:
+				w.es = append(w.es, ventry{kind: k.Kind, bot: k.Bot, name: w.names[c.Key], n: c.N})
+			}
+		}
+		w.es = sortEntries(w.es)
+		w.rec = appendBrec(w.rec[:0], people, bots, w.es)
+		for _, r := range res {
+			bucket := uint32(h)
+			if r == resDay {
+				bucket /= 24
+			}
+			w.key = linkBucketKey(w.key[:0], r, bucket, l.ID)
+			if err := b.Merge(w.key, w.rec, nil); err != nil {
+				return err
+			}
+			w.scope(r, bucket, subjectAll, "", people, bots)
+			w.scope(r, bucket, subjectDomain, domain, people, bots)
+			for _, t := range tags {
+				w.scope(r, bucket, subjectTag, t, people, bots)
+			}
+		}
+	}
+	return nil
+}
+
+func containsHour(hs []int32, h int32) bool {
+	for _, x := range hs {
+		if x == h {
+			return true
+		}
+	}
+	return false
+}
+
+// scope adds the bucket record just built (w.es) to a scope's.
+func (w *visitWriter) scope(res byte, bucket uint32, subject byte, name string, people, bots int64) {
+	w.key = bucketKey(w.key[:0], res, bucket, subject, name)
+	acc := w.scopes[string(w.key)]
+	if acc == nil {
+		acc = &scopeAcc{}
+		w.scopes[string(w.key)] = acc
+	}
+	acc.people += people
+	acc.bots += bots
+	acc.es = append(acc.es, w.es...)
+}
+
+// flushScopes adds the chunk's scope records to b, in the commit of the
+// links they count: a chunk is applied whole or not at all.
+func (w *visitWriter) flushScopes(b *pebbledb.Batch) error {
+	for k, acc := range w.scopes {
+		acc.es = sortEntries(acc.es)
+		w.rec = appendBrec(w.rec[:0], acc.people, acc.bots, acc.es)
+		if err := b.Merge([]byte(k), w.rec, nil); err != nil {
+			return err
+		}
+	}
+	clear(w.scopes)
+	return nil
+}
+
+// linkBucketKey appends the key of a link's bucket record: the subject
+// is the link's key as appendKey lays it out ('l' domain 0x00 id), so a
+// domain's links are a prefix of a bucket's.
+func linkBucketKey[T string | []byte](dst []byte, res byte, bucket uint32, id T) []byte {
+	dst = append(dst, kindVisits, res)
+	dst = binary.BigEndian.AppendUint32(dst, bucket)
+	return appendKey(dst, subjectLink, id)
+}
+
+// statsClock is the clock of the retention and of VisitStats' days.
+func (s *Store) statsClock() time.Time {
+	if s.visitClock != nil {
+		return s.visitClock()
+	}
+	return time.Now()
+}
+
+// pruneVisits drops the bucket records older than the retention, once an
+// hour: two range deletions (not synced; the next synced commit makes
+// them durable, and a lost one is done again).
+func (s *Store) pruneVisits() error {
+	hour := uint32(s.statsClock().Unix() / 3600)
+	if s.prunedHour.Load() == hour {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, r := range [2]struct {
+		res    byte
+		before uint32
+	}{{resHour, hour - min(hour, keepHours)}, {resDay, hour/24 - min(hour/24, keepDays)}} {
+		lo := bucketKey[string](nil, r.res, 0, 0, "")[:2]
+		hi := bucketKey[string](nil, r.res, r.before, 0, "")[:visitsKeyPrefix]
+		if err := b.DeleteRange(lo, hi, nil); err != nil {
+			return err
+		}
+	}
+	if err := s.commit(b, pebbledb.NoSync); err != nil {
+		return err
+	}
+	s.prunedHour.Store(hour)
+	return nil
+}
+
 // commitVisits commits b (nothing if it is empty), the visits of links,
 // with o, and marks links Applied.
 func (s *Store) commitVisits(b *pebbledb.Batch, o *pebbledb.WriteOptions, links []shortener.LinkVisits) error {
@@ -133,23 +311,143 @@ func (s *Store) commitVisits(b *pebbledb.Batch, o *pebbledb.WriteOptions, links 
 	return nil
 }
 
-// VisitStats returns the stored statistics of the link under id.
+// VisitCounts implements shortener.VisitRangeStore: a bucket record per
+// bucket of the range (the link's, or the scope's: all links, a domain's,
+// a tag's), and for all links every link's records of each bucket, for
+// the top links.
+func (s *Store) VisitCounts(ctx context.Context, q shortener.StatsQuery) (shortener.VisitCounts, error) {
+	if s.closed.Load() {
+		return shortener.VisitCounts{}, unavailable("visit counts", errClosed)
+	}
+	c := shortener.NewVisitCounts(&q)
+	res, first := bucketOf(&q)
+	var key []byte
+	for i := range c.Series {
+		if err := ctx.Err(); err != nil {
+			return c, err
+		}
+		switch {
+		case q.ID != "":
+			key = linkBucketKey(key[:0], res, first+uint32(i), q.ID)
+		case q.Tag != "":
+			key = bucketKey(key[:0], res, first+uint32(i), subjectTag, q.Tag)
+		case q.DomainSet:
+			key = bucketKey(key[:0], res, first+uint32(i), subjectDomain, q.Domain)
+		default:
+			key = bucketKey(key[:0], res, first+uint32(i), subjectAll, "")
+		}
+		v, closer, found, err := s.get(key)
+		if err != nil {
+			return c, unavailable("visit counts", err)
+		}
+		if found {
+			err = addBrec(&c, i, v)
+			closer.Close()
+			if err != nil {
+				return c, fmt.Errorf("visit counts: %w", err)
+			}
+		}
+	}
+	if q.ID == "" {
+		if err := s.linkCounts(ctx, &q, res, first, &c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// bucketOf returns the records a resolved query reads, and its first
+// bucket.
+func bucketOf(q *shortener.StatsQuery) (res byte, first uint32) {
+	if q.Granularity == shortener.GranularityHour {
+		return resHour, uint32(q.From.Unix() / 3600)
+	}
+	return resDay, uint32(q.From.Unix() / 86400)
+}
+
+// linkCounts adds every link's visits in q's range to c.Links: a scan of
+// each bucket's link records (of the domain's only with a domain), their
+// series counts only.
+func (s *Store) linkCounts(ctx context.Context, q *shortener.StatsQuery, res byte, first uint32, c *shortener.VisitCounts) error {
+	var tagged map[string]bool // link key → has q.Tag
+	if q.Tag != "" {
+		tagged = map[string]bool{}
+	}
+	var lo, hi []byte
+	for i := range c.Series {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		lo = bucketKey[string](lo[:0], res, first+uint32(i), subjectLink, "")
+		if q.DomainSet {
+			lo = append(append(lo, q.Domain...), 0)
+		}
+		hi = append(hi[:0], lo...)
+		hi[len(hi)-1]++
+		it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return unavailable("visit counts", err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			k := it.Key()[visitsKeyPrefix:]
+			v, err := it.ValueAndErr()
+			if err != nil {
+				it.Close()
+				return unavailable("visit counts", err)
+			}
+			people, bots, _, err := brecHeader(v)
+			if err != nil {
+				it.Close()
+				return fmt.Errorf("visit counts: %w", err)
+			}
+			id := linkKey(k)
+			if tagged != nil {
+				has, ok := tagged[id]
+				if !ok {
+					has = s.hasTag(id, q.Tag)
+					tagged[id] = has
+				}
+				if !has {
+					continue
+				}
+			}
+			pb := c.Links[id]
+			pb.Add(shortener.PeopleBots{People: people, Bots: bots})
+			c.Links[id] = pb
+		}
+		err = it.Close()
+		if err != nil {
+			return unavailable("visit counts", err)
+		}
+	}
+	return nil
+}
+
+// hasTag reports whether the link under key exists and has tag.
+func (s *Store) hasTag(key, tag string) bool {
+	m, found, err := s.linkMeta(key)
+	if err != nil || !found {
+		return false
+	}
+	for _, t := range m.tags {
+		if t == tag {
+			return true
+		}
+	}
+	return false
+}
+
+// VisitStats returns the lifetime statistics of the link under id: its
+// totals, and the days and breakdowns of its day records (the last
+// DayRetention).
 func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats, error) {
 	l, err := s.Get(ctx, id)
 	if err != nil {
 		return shortener.VisitStats{}, err
 	}
-	var st shortener.VisitStats
-	v, closer, found, err := s.get(appendKey(nil, kindStats, id))
+	st, err := lifetimeStats(s.db, id, s.statsClock())
 	if err != nil {
-		return shortener.VisitStats{}, unavailable(fmt.Sprintf("visit stats %q", id), err)
-	}
-	if found {
-		st, err = statsrec.Decode(v)
-		closer.Close()
-		if err != nil {
-			return shortener.VisitStats{}, fmt.Errorf("visit stats %q: %w", id, err)
-		}
+		return shortener.VisitStats{}, fmt.Errorf("visit stats %q: %w", id, err)
 	}
 	// Get counted the stored visits into a limited link's Visits; the
 	// rest of Visits is what the link was created with (imports).
@@ -161,6 +459,61 @@ func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats
 	return st, nil
 }
 
+// lifetimeStats reads the lifetime statistics of a link from r (the
+// store or a snapshot of it): its totals and its day records up to now.
+func lifetimeStats(r pebbledb.Reader, id string, now time.Time) (shortener.VisitStats, error) {
+	var st shortener.VisitStats
+	key := appendKey(nil, kindStats, id)
+	switch v, closer, err := r.Get(key); {
+	case errors.Is(err, pebbledb.ErrNotFound):
+		return st, nil
+	case err != nil:
+		return st, err
+	default:
+		st.Total, st.Bots, err = decodeTotals(v)
+		closer.Close()
+		if err != nil {
+			return st, err
+		}
+	}
+	today := uint32(now.Unix() / 86400)
+	q := shortener.StatsQuery{ID: id, Granularity: shortener.GranularityDay}
+	c := shortener.NewVisitCounts(&q)
+	c.Series = make([]shortener.PeopleBots, 1)
+	for day := today - min(today, keepDays); day <= today; day++ {
+		key = linkBucketKey(key[:0], resDay, day, id)
+		v, closer, err := r.Get(key)
+		if errors.Is(err, pebbledb.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return st, err
+		}
+		c.Series[0] = shortener.PeopleBots{}
+		err = addBrec(&c, 0, v)
+		closer.Close()
+		if err != nil {
+			return st, err
+		}
+		if n := c.Series[0].People + c.Series[0].Bots; n > 0 {
+			if st.Days == nil {
+				st.Days = shortener.Breakdown{}
+			}
+			st.Days[time.Unix(int64(day)*86400, 0).UTC().Format(shortener.DayFormat)] = n
+		}
+	}
+	for kind, d := range map[shortener.VisitKind]shortener.Dimension{shortener.KindReferrer: shortener.DimReferrer,
+		shortener.KindBrowser: shortener.DimBrowser, shortener.KindBot: shortener.DimBot, shortener.KindCountry: shortener.DimCountry} {
+		for name, n := range c.Dims[d] {
+			bd := st.Breakdown(kind)
+			if *bd == nil {
+				*bd = shortener.Breakdown{}
+			}
+			(*bd)[name] += n.People + n.Bots
+		}
+	}
+	return st, nil
+}
+
 // storedVisits returns the stored visit total of id; kb is a key buffer.
 func storedVisits[T string | []byte](s *Store, kb *[]byte, id T) (int64, error) {
 	*kb = appendKey((*kb)[:0], kindStats, id)
@@ -169,18 +522,24 @@ func storedVisits[T string | []byte](s *Store, kb *[]byte, id T) (int64, error) 
 		return 0, err
 	}
 	defer closer.Close()
-	return statsrec.Total(v)
+	total, _, err := decodeTotals(v)
+	return total, err
 }
 
-// merger adds statistics records: the operands of a stats key are records,
-// and so is their sum. Other kinds of keys have no merge operands.
+func decodeStatsV1(v []byte) (shortener.VisitStats, error) { return statsrec.Decode(v) }
+
+// merger adds records: the operands of a lifetime totals key are totals
+// records, those of a bucket key bucket records, and so are their sums.
+// Other kinds of keys have no merge operands. (Its name is format 1's:
+// pebble refuses a store opened with another merger's name.)
 var merger = &pebbledb.Merger{
 	Name: "linkgate.visits.v1",
 	Merge: func(key, value []byte) (pebbledb.ValueMerger, error) {
-		if len(key) == 0 || key[0] != kindStats {
+		if len(key) == 0 || key[0] != kindStats && key[0] != kindVisits {
 			return nil, fmt.Errorf("merge operand under key %q, which is not visit statistics", key)
 		}
-		m := mergers.Get().(*statsMerger)
+		m := mergers.Get().(*visitsMerger)
+		m.bucket = key[0] == kindVisits
 		m.acc = append(m.acc[:0], value...)
 		return m, nil
 	},
@@ -188,26 +547,24 @@ var merger = &pebbledb.Merger{
 
 // mergers are reused: Finish gives pebble the merger as the Closer of its
 // result, and Close puts it back.
-var mergers = sync.Pool{New: func() any { return new(statsMerger) }}
+var mergers = sync.Pool{New: func() any { return new(visitsMerger) }}
 
-// statsMerger adds records as pebble hands them over, into acc. The first
-// operand is kept as it is, not decoded: a key with a single operand is
-// what most keys of a flush or a compaction are (a link visited once since
-// its last compaction), and its record is already canonical and bounded
-// (AddVisits writes operands with statsrec.Merge), so it is passed through
-// unchanged. A corrupt one is reported by the read that decodes it.
-type statsMerger struct {
+// visitsMerger adds records as pebble hands them over, into acc. The
+// first operand is kept as it is, not decoded: a key with a single
+// operand is what most keys of a flush or a compaction are.
+type visitsMerger struct {
+	bucket     bool
 	acc, spare []byte
-	d          statsrec.Delta
 }
 
-func (m *statsMerger) add(v []byte) error {
-	m.d.Reset()
-	if err := m.d.AddRecord(v); err != nil {
-		return err
+func (m *visitsMerger) add(v []byte) error {
+	var out []byte
+	var err error
+	if m.bucket {
+		out, err = mergeBrec(m.spare[:0], m.acc, v)
+	} else {
+		out, err = addTotals(m.spare[:0], m.acc, v)
 	}
-	m.d.Normalize()
-	out, err := statsrec.Merge(m.spare[:0], m.acc, &m.d)
 	if err != nil {
 		return err
 	}
@@ -215,40 +572,64 @@ func (m *statsMerger) add(v []byte) error {
 	return nil
 }
 
-// MergeNewer and MergeOlder add: the sum does not depend on the order.
-func (m *statsMerger) MergeNewer(v []byte) error { return m.add(v) }
-func (m *statsMerger) MergeOlder(v []byte) error { return m.add(v) }
+// addTotals appends the sum of two totals records (a format-1 record
+// counts its totals).
+func addTotals(dst, a, b []byte) ([]byte, error) {
+	ta, ba, err := decodeTotals(a)
+	if err != nil {
+		return dst, err
+	}
+	tb, bb, err := decodeTotals(b)
+	if err != nil {
+		return dst, err
+	}
+	return appendTotals(dst, ta+tb, ba+bb), nil
+}
 
-func (m *statsMerger) Finish(includesBase bool) ([]byte, io.Closer, error) {
+// MergeNewer and MergeOlder add: the sum does not depend on the order.
+func (m *visitsMerger) MergeNewer(v []byte) error { return m.add(v) }
+func (m *visitsMerger) MergeOlder(v []byte) error { return m.add(v) }
+
+func (m *visitsMerger) Finish(includesBase bool) ([]byte, io.Closer, error) {
 	return m.acc, m, nil
 }
 
 // Close returns m to the pool once pebble is done with its result.
-func (m *statsMerger) Close() error {
-	m.d.Reset()
+func (m *visitsMerger) Close() error {
 	mergers.Put(m)
 	return nil
 }
 
 // String is for pebble's debugging output.
-func (m *statsMerger) String() string { return fmt.Sprintf("stats(%d bytes)", len(m.acc)) }
+func (m *visitsMerger) String() string { return fmt.Sprintf("visits(%d bytes)", len(m.acc)) }
 
-// createdAt returns the CreatedAt (Unix seconds, 0: none) of the link
-// under id, found=false if there is none.
-func (s *Store) createdAt(id string) (created int64, found bool, err error) {
+// meta is what AddVisits needs of a link.
+type meta struct {
+	created int64 // Unix seconds, 0: none
+	tags    []string
+}
+
+// linkMeta returns the CreatedAt and tags of the link under id,
+// found=false if there is none.
+func (s *Store) linkMeta(id string) (m meta, found bool, err error) {
 	kb := s.keys.Get().(*[]byte)
 	defer s.keys.Put(kb)
 	v, release, found, err := s.value(kb, []byte(id))
 	if !found || err != nil {
-		return 0, found, err
+		return meta{}, found, err
 	}
 	defer release()
-	l, _, err := decodeMeta(v)
+	l, _, tags, err := decodeValue(v)
 	if err != nil {
-		return 0, true, err
+		return meta{}, true, err
 	}
 	if !l.CreatedAt.IsZero() {
-		created = l.CreatedAt.Unix()
+		m.created = l.CreatedAt.Unix()
 	}
-	return created, true, nil
+	for len(tags) > 0 {
+		n, k := binary.Uvarint(tags)
+		m.tags = append(m.tags, string(tags[k:k+int(n)])) // checked by decodeValue
+		tags = tags[k+int(n):]
+	}
+	return m, true, nil
 }

@@ -14,10 +14,11 @@ import (
 )
 
 var (
-	_ shortener.Store       = (*Store)(nil)
-	_ shortener.URLAppender = (*Store)(nil)
-	_ shortener.VisitStore  = (*Store)(nil)
-	_ shortener.Updater     = (*Store)(nil)
+	_ shortener.Store           = (*Store)(nil)
+	_ shortener.URLAppender     = (*Store)(nil)
+	_ shortener.VisitStore      = (*Store)(nil)
+	_ shortener.Updater         = (*Store)(nil)
+	_ shortener.VisitRangeStore = (*Store)(nil)
 )
 
 type op int
@@ -31,10 +32,11 @@ const (
 	opAddVisits
 	opVisitStats
 	opUpdate
+	opVisitCounts
 	numOps
 )
 
-var opNames = [numOps]string{"create", "get", "delete", "list", "ping", "add_visits", "visit_stats", "update"}
+var opNames = [numOps]string{"create", "get", "delete", "list", "ping", "add_visits", "visit_stats", "update", "visit_counts"}
 
 type result int
 
@@ -200,6 +202,18 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 	err := s.visits.AddVisits(ctx, batch)
 	s.observe(opAddVisits, start, err)
 	return err
+}
+
+// VisitCounts times the inner store's VisitCounts.
+func (s *Store) VisitCounts(ctx context.Context, q shortener.StatsQuery) (shortener.VisitCounts, error) {
+	rs, ok := s.visits.(shortener.VisitRangeStore)
+	if !ok {
+		return shortener.VisitCounts{}, shortener.ErrNoRanges
+	}
+	start := now()
+	c, err := rs.VisitCounts(ctx, q)
+	s.observe(opVisitCounts, start, err)
+	return c, err
 }
 
 // VisitStats times the inner store's VisitStats.

@@ -57,6 +57,36 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// The OS family and the device type, from real User-Agent headers: bots'
+// device is bot whatever they claim to run on.
+func TestClassifyOSAndDevice(t *testing.T) {
+	tests := []struct {
+		ua, name, os, device string
+	}{
+		{"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/118.0.0.0 Safari/537.36", "Chrome", "Windows", "desktop"},
+		{"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Safari/605.1.15", "Safari", "macOS", "desktop"},
+		{"Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0", "Firefox", "Linux", "desktop"},
+		{"Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1", "Safari", "iOS", "mobile"},
+		{"Mozilla/5.0 (iPad; CPU OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1", "Safari", "iOS", "tablet"},
+		{"Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Mobile Safari/537.36", "Chrome", "Android", "mobile"},
+		{"Mozilla/5.0 (Linux; Android 13; SM-X700) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36", "Chrome", "Android", "tablet"},
+		{"Mozilla/5.0 (X11; CrOS x86_64 14541.0.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36", "Chrome", "ChromeOS", "desktop"},
+		{"Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X Build/MMB29P) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Mobile Safari/537.36 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "Google", "Android", "bot"},
+		{"Twitterbot/1.0", "Twitter", "(unknown)", "bot"},
+		{"SomethingNew/1.0", useragent.OtherBrowser, "(unknown)", "desktop"},
+		{"", useragent.NoUserAgent, "(unknown)", "bot"},
+	}
+	c := useragent.New()
+	for _, tt := range tests {
+		for range 2 { // uncached, then cached
+			got := c.Classify([]byte(tt.ua))
+			if got.Name != tt.name || got.OS != tt.os || got.Device != tt.device {
+				t.Errorf("Classify(%q) = %+v, want %s on %s, %s", tt.ua, got, tt.name, tt.os, tt.device)
+			}
+		}
+	}
+}
+
 func FuzzClassify(f *testing.F) {
 	f.Add("Mozilla/5.0 (compatible; Googlebot/2.1)")
 	f.Add("Twitterbot/1.0")

@@ -19,26 +19,28 @@ import (
 // countries) numbered in a dictionary. All of it is reused from batch to
 // batch.
 
-// Per-link, per-batch bounds: a link's referrer hosts, agents and
-// countries beyond these are counted under shortener.OtherKey (the store
-// keeps larger bounds over all batches, shortener.MaxStatReferrers…).
-// Days are not bounded.
-const (
-	MaxReferrersPerBatch = 8
-	maxAgentsPerBatch    = 4
-	maxCountriesPerBatch = 4
-)
+// Nothing is bounded per link or per batch but the links (Config.MaxLinks)
+// and the pairs (maxPairsPerLink per link on average): every value of
+// every dimension is counted under its own key, so a report's "(other)"
+// is only ever the tail beyond its top N over the range asked for.
 
-// Dimensions of a visit, each counted under one key.
+// Dimensions of a visit, each counted under one key per visit: the
+// entry remembers the pair it counted last in each, which is the one
+// a hot link's next visit usually needs.
 const (
-	dimDay = iota
+	dimHour = iota
 	dimReferrer
 	dimAgent
+	dimOS
+	dimDevice
 	dimCountry
-	numDims
+	dimUTM  // utm_source; utm_medium and utm_campaign follow
+	numDims = dimUTM + 3
 )
 
-var dimBound = [numDims]uint8{0, MaxReferrersPerBatch, maxAgentsPerBatch, maxCountriesPerBatch}
+// maxPairsPerLink bounds the pairs of a batch: MaxLinks times this many.
+// Beyond it, visits are dropped (and counted), as beyond MaxLinks.
+const maxPairsPerLink = 64
 
 // entry is one link's visits in the batch.
 type entry struct {
@@ -51,7 +53,6 @@ type entry struct {
 	created int64          // the link's CreatedAt, Unix seconds: the latest seen
 	idLen   uint8
 	limited bool
-	keys    [numDims]uint8 // distinct keys per dimension
 }
 
 // pair counts visits of one link under one key.
@@ -68,6 +69,7 @@ type aggregate struct {
 	entries []entry
 	arena   []byte
 	pairs   []pair
+	pairIx  map[uint64]int32 // entry index << 32 | key → pair
 	dict    dict
 	order   []sortKey // batch building
 	spare   []sortKey // radix sort's other half
@@ -75,34 +77,39 @@ type aggregate struct {
 }
 
 func newAggregate(seed maphash.Seed) *aggregate {
-	return &aggregate{seed: seed, slots: make([]int32, 1024), dict: newDict()}
+	return &aggregate{seed: seed, slots: make([]int32, 1024), dict: newDict(), pairIx: map[uint64]int32{}}
 }
 
 func (g *aggregate) links() int { return len(g.entries) }
 
-// find returns the entry of id, or nil.
-func (g *aggregate) find(h uint64, id []byte) *entry {
+// find returns the index of the entry of id, or -1.
+func (g *aggregate) find(h uint64, id []byte) int32 {
 	mask := uint64(len(g.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		s := g.slots[i]
 		if s == 0 {
-			return nil
+			return -1
 		}
 		if e := &g.entries[s-1]; e.hash == h && string(g.arena[e.idOff:e.idOff+uint32(e.idLen)]) == string(id) {
-			return e
+			return s - 1
 		}
 	}
 }
 
-// insert adds an entry for id, which must not be present.
-func (g *aggregate) insert(h uint64, id []byte) *entry {
+// insert adds an entry for id, which must not be present, and returns its
+// index.
+func (g *aggregate) insert(h uint64, id []byte) int32 {
 	if 2*(len(g.entries)+1) > len(g.slots) {
 		g.grow()
 	}
-	g.entries = append(g.entries, entry{hash: h, idOff: uint32(len(g.arena)), idLen: uint8(len(id)), head: -1, last: [numDims]int32{-1, -1, -1, -1}})
+	e := entry{hash: h, idOff: uint32(len(g.arena)), idLen: uint8(len(id)), head: -1}
+	for d := range e.last {
+		e.last[d] = -1
+	}
+	g.entries = append(g.entries, e)
 	g.arena = append(g.arena, id...)
 	g.place(h, int32(len(g.entries)))
-	return &g.entries[len(g.entries)-1]
+	return int32(len(g.entries) - 1)
 }
 
 func (g *aggregate) place(h uint64, slot int32) {
@@ -123,31 +130,23 @@ func (g *aggregate) grow() {
 
 func (g *aggregate) id(e *entry) []byte { return g.arena[e.idOff : e.idOff+uint32(e.idLen)] }
 
-// count adds n visits of e under key, in dimension dim: a link keeps at
-// most dimBound[dim] keys of a bounded dimension per batch, the rest
-// under other.
-func (g *aggregate) count(e *entry, dim int, key uint32, n uint32) {
+// count adds n visits of entry ei under key, in dimension dim.
+func (g *aggregate) count(ei int32, dim int, key uint32, n uint32) {
+	e := &g.entries[ei]
 	if p := e.last[dim]; p >= 0 && g.pairs[p].key == key {
 		g.pairs[p].n += n
 		return
 	}
-	for p := e.head; p >= 0; p = g.pairs[p].next {
-		if g.pairs[p].key == key {
-			g.pairs[p].n += n
-			e.last[dim] = p
-			return
-		}
-	}
-	if b := dimBound[dim]; b > 0 && !g.dict.isOther(dim, key) {
-		if e.keys[dim] >= b {
-			g.count(e, dim, g.dict.other(dim), n)
-			return
-		}
-		e.keys[dim]++
+	k := uint64(ei)<<32 | uint64(key)
+	if p, ok := g.pairIx[k]; ok {
+		g.pairs[p].n += n
+		e.last[dim] = p
+		return
 	}
 	g.pairs = append(g.pairs, pair{key: key, n: n, next: e.head})
 	e.head = int32(len(g.pairs) - 1)
 	e.last[dim] = e.head
+	g.pairIx[k] = e.head
 }
 
 // reset empties g for the next batch, keeping its memory.
@@ -156,25 +155,57 @@ func (g *aggregate) reset() {
 	g.entries = g.entries[:0]
 	g.arena = g.arena[:0]
 	g.pairs = g.pairs[:0]
+	clear(g.pairIx)
 	g.dict.reset()
 }
 
-// stats returns e's visits as domain statistics.
+// stats returns e's visits as lifetime statistics (VisitStats).
 func (g *aggregate) stats(e *entry) shortener.VisitStats {
 	st := shortener.VisitStats{Total: int64(e.total), Bots: int64(e.bots)}
 	for p := e.head; p >= 0; p = g.pairs[p].next {
 		k := g.dict.keys[g.pairs[p].key]
+		name := k.Name
+		switch {
+		case k.Kind == shortener.KindHour:
+			k.Kind, name = shortener.KindDay, time.Unix(int64(k.Hour)*3600, 0).UTC().Format(shortener.DayFormat)
+		case k.Kind >= shortener.NumVisitKinds:
+			continue
+		}
 		bd := st.Breakdown(k.Kind)
 		if *bd == nil {
 			*bd = shortener.Breakdown{}
 		}
-		(*bd)[k.Name] += int64(g.pairs[p].n)
+		(*bd)[name] += int64(g.pairs[p].n)
 	}
 	return st
 }
 
-// addBatch adds the links of b (a batch the store refused) to g, bounds
-// aside.
+// rangeCounts adds e's visits within q's range to c.
+func (g *aggregate) rangeCounts(e *entry, q *shortener.StatsQuery, c *shortener.VisitCounts) {
+	step := q.Granularity.Step()
+	for p := e.head; p >= 0; p = g.pairs[p].next {
+		k := g.dict.keys[g.pairs[p].key]
+		t := time.Unix(int64(k.Hour)*3600, 0)
+		if t.Before(q.From) || !t.Before(q.To) {
+			continue
+		}
+		n := shortener.PeopleBots{People: int64(g.pairs[p].n)}
+		if k.Bot {
+			n = shortener.PeopleBots{Bots: int64(g.pairs[p].n)}
+		}
+		if k.Kind == shortener.KindHour {
+			c.Series[int(t.Sub(q.From)/step)].Add(n)
+			continue
+		}
+		if d, ok := shortener.KindDimension(k.Kind); ok {
+			v := c.Dims[d][k.Name]
+			v.Add(n)
+			c.Dims[d][k.Name] = v
+		}
+	}
+}
+
+// addBatch adds the links of b (a batch the store refused) to g.
 func (g *aggregate) addBatch(b *shortener.VisitBatch) {
 	keys := make([]uint32, len(b.Keys))
 	for i, k := range b.Keys {
@@ -184,23 +215,42 @@ func (g *aggregate) addBatch(b *shortener.VisitBatch) {
 		l := &b.Links[i]
 		id := []byte(l.ID)
 		h := maphash.Bytes(g.seed, id)
-		e := g.find(h, id)
-		if e == nil {
-			e = g.insert(h, id)
+		ei := g.find(h, id)
+		if ei < 0 {
+			ei = g.insert(h, id)
 		}
+		e := &g.entries[ei]
 		e.total += uint32(l.Total)
 		e.bots += uint32(l.Bots)
 		e.limited = e.limited || l.Limited
 		e.created = max(e.created, l.CreatedAt)
 		for _, c := range l.Counts {
-			g.count(e, kindDim[b.Keys[c.Key].Kind], keys[c.Key], uint32(c.N))
+			g.count(ei, kindDim(b.Keys[c.Key]), keys[c.Key], uint32(c.N))
 		}
 	}
 }
 
-var kindDim = [shortener.NumVisitKinds]int{
-	shortener.KindDay: dimDay, shortener.KindReferrer: dimReferrer,
-	shortener.KindBrowser: dimAgent, shortener.KindBot: dimAgent, shortener.KindCountry: dimCountry,
+// kindDim is the dimension a key's counts are remembered under.
+func kindDim(k shortener.VisitKey) int {
+	switch k.Kind {
+	case shortener.KindReferrer:
+		return dimReferrer
+	case shortener.KindBrowser, shortener.KindBot:
+		return dimAgent
+	case shortener.KindOS:
+		return dimOS
+	case shortener.KindDevice:
+		return dimDevice
+	case shortener.KindCountry:
+		return dimCountry
+	case shortener.KindUTMSource:
+		return dimUTM
+	case shortener.KindUTMMedium:
+		return dimUTM + 1
+	case shortener.KindUTMCampaign:
+		return dimUTM + 2
+	}
+	return dimHour
 }
 
 // sortKey orders entries by id: the id's first 8 bytes, big-endian (ids
@@ -292,201 +342,187 @@ func (g *aggregate) build(b *shortener.VisitBatch) {
 	g.reset()
 }
 
-// dict numbers the keys of one batch.
+// dict numbers the keys of one batch: a key is a kind, a name, an hour
+// and whether bots were counted; names are numbered per kind first.
 type dict struct {
-	keys      []shortener.VisitKey
-	days      map[uint32]uint32
-	hosts     map[string]uint32
-	agentIDs  [MaxAgentID]uint32   // agent ID → key index + 1
-	agents    [2]map[string]uint32 // agents without an ID, browsers and bots
-	countries map[uint16]uint32
-	fixed     [numFixed]uint32 // key index + 1
-	lastHost  []byte           // the host looked up last, and its key
-	lastHostK uint32
-	lastDay   uint32 // the day looked up last + 1, and its key
-	lastDayK  uint32
+	keys     []shortener.VisitKey
+	index    map[uint64]uint32 // packed (kind, bot, hour, name) → key index
+	names    [shortener.NumKinds]map[string]uint32
+	nameStr  []string
+	agentIDs [MaxAgentID][3]uint32 // agent ID → its name, OS and device names + 1
+	hosts    struct {
+		last []byte // the host looked up last, and its name + 1
+		name uint32
+	}
+	countries map[uint16]uint32 // code → name + 1
+	fixed     [numFixed]uint32  // name + 1
 
 	// kept across batches
-	dayNames     map[uint32]string
 	countryNames map[uint16]string
 }
 
-// Keys every batch may need.
+// Names every batch may need.
 const (
-	fixedDirect = iota
+	fixedHour = iota // the hour kind's name, ""
+	fixedDirect
 	fixedInvalid
-	fixedOtherReferrer
-	fixedOtherAgent
-	fixedOtherCountry
+	fixedUnknownOS
+	fixedUTMInvalid // KindUTMSource's; the others' are looked up
 	numFixed
 )
 
-var fixedKeys = [numFixed]shortener.VisitKey{
-	{Kind: shortener.KindReferrer, Name: shortener.DirectReferrer},
-	{Kind: shortener.KindReferrer, Name: InvalidReferrer},
-	{Kind: shortener.KindReferrer, Name: shortener.OtherKey},
-	{Kind: shortener.KindBrowser, Name: shortener.OtherKey}, // as the store folds agents
-	{Kind: shortener.KindCountry, Name: shortener.OtherKey},
+var fixedNames = [numFixed]struct {
+	kind shortener.VisitKind
+	name string
+}{
+	{shortener.KindHour, ""},
+	{shortener.KindReferrer, shortener.DirectReferrer},
+	{shortener.KindReferrer, InvalidReferrer},
+	{shortener.KindOS, shortener.UnknownKey},
+	{shortener.KindUTMSource, InvalidUTM},
 }
 
 func newDict() dict {
-	return dict{days: map[uint32]uint32{}, hosts: map[string]uint32{}, agents: [2]map[string]uint32{{}, {}},
-		countries: map[uint16]uint32{}, dayNames: map[uint32]string{}, countryNames: map[uint16]string{}}
+	d := dict{index: map[uint64]uint32{}, countries: map[uint16]uint32{}, countryNames: map[uint16]string{}}
+	for k := range d.names {
+		d.names[k] = map[string]uint32{}
+	}
+	return d
 }
 
 func (d *dict) reset() {
 	d.keys = d.keys[:0]
-	clear(d.days)
-	clear(d.hosts)
+	clear(d.index)
+	for k := range d.names {
+		clear(d.names[k])
+	}
+	clear(d.nameStr)
+	d.nameStr = d.nameStr[:0]
 	clear(d.agentIDs[:])
-	clear(d.agents[0])
-	clear(d.agents[1])
+	d.hosts.last, d.hosts.name = d.hosts.last[:0], 0
 	clear(d.countries)
 	clear(d.fixed[:])
-	d.lastHost, d.lastDay = d.lastHost[:0], 0
 }
 
-func (d *dict) add(k shortener.VisitKey) uint32 {
-	d.keys = append(d.keys, k)
-	return uint32(len(d.keys) - 1)
+// name returns the number of a name of kind.
+func (d *dict) name(kind shortener.VisitKind, name []byte) uint32 {
+	m := d.names[kind]
+	if n, ok := m[string(name)]; ok {
+		return n
+	}
+	n := uint32(len(d.nameStr))
+	s := string(name)
+	d.nameStr = append(d.nameStr, s)
+	m[s] = n
+	return n
 }
 
-func (d *dict) fixedKey(f int) uint32 {
+func (d *dict) fixedName(f int) uint32 {
 	if d.fixed[f] == 0 {
-		d.fixed[f] = d.add(fixedKeys[f]) + 1
+		d.fixed[f] = d.name(fixedNames[f].kind, []byte(fixedNames[f].name)) + 1
 	}
 	return d.fixed[f] - 1
 }
 
-func (d *dict) other(dim int) uint32 {
-	switch dim {
-	case dimReferrer:
-		return d.fixedKey(fixedOtherReferrer)
-	case dimAgent:
-		return d.fixedKey(fixedOtherAgent)
-	default:
-		return d.fixedKey(fixedOtherCountry)
+// key returns the index of the key (kind, name, hour, bot).
+func (d *dict) key(kind shortener.VisitKind, name uint32, hour uint32, bot bool) uint32 {
+	packed := uint64(kind)<<58 | uint64(hour)<<25 | uint64(name)
+	if bot {
+		packed |= 1 << 57
 	}
-}
-
-func (d *dict) day(day uint32) uint32 {
-	if d.lastDay == day+1 {
-		return d.lastDayK
+	if k, ok := d.index[packed]; ok {
+		return k
 	}
-	k, ok := d.days[day]
-	if !ok {
-		name, ok := d.dayNames[day]
-		if !ok {
-			if len(d.dayNames) > 64 {
-				clear(d.dayNames)
-			}
-			name = time.Unix(int64(day)*86400, 0).UTC().Format(shortener.DayFormat)
-			d.dayNames[day] = name
-		}
-		k = d.add(shortener.VisitKey{Kind: shortener.KindDay, Name: name})
-		d.days[day] = k
-	}
-	d.lastDay, d.lastDayK = day+1, k
+	k := uint32(len(d.keys))
+	d.keys = append(d.keys, shortener.VisitKey{Kind: kind, Name: d.nameStr[name], Hour: int32(hour), Bot: bot})
+	d.index[packed] = k
 	return k
 }
 
-// referrer returns the key of a referrer host (nil: invalid; empty:
+// referrer returns the name of a referrer host (nil: invalid; empty:
 // direct).
 func (d *dict) referrer(host []byte) uint32 {
 	switch {
 	case host == nil:
-		return d.fixedKey(fixedInvalid)
+		return d.fixedName(fixedInvalid)
 	case len(host) == 0:
-		return d.fixedKey(fixedDirect)
-	case len(d.lastHost) > 0 && string(host) == string(d.lastHost):
-		return d.lastHostK
+		return d.fixedName(fixedDirect)
+	case d.hosts.name != 0 && string(host) == string(d.hosts.last):
+		return d.hosts.name - 1
 	}
-	k, ok := d.hosts[string(host)]
-	if !ok {
-		k = d.add(shortener.VisitKey{Kind: shortener.KindReferrer, Name: string(host)})
-		d.hosts[string(host)] = k
-	}
-	d.lastHost, d.lastHostK = append(d.lastHost[:0], host...), k
-	return k
+	n := d.name(shortener.KindReferrer, host)
+	d.hosts.last, d.hosts.name = append(d.hosts.last[:0], host...), n+1
+	return n
 }
 
-func (d *dict) agent(id byte, bot bool, name []byte) uint32 {
-	if id != 0 && d.agentIDs[id] != 0 {
-		return d.agentIDs[id] - 1
+// agent returns the names of an agent, its OS and its device.
+func (d *dict) agent(v *rawVisit) (agent, os, device uint32) {
+	if v.agentID != 0 && d.agentIDs[v.agentID][0] != 0 {
+		n := &d.agentIDs[v.agentID]
+		return n[0] - 1, n[1] - 1, n[2] - 1
 	}
-	b := 0
+	bot := v.flags&flagBot != 0
 	kind := shortener.KindBrowser
 	if bot {
-		b, kind = 1, shortener.KindBot
+		kind = shortener.KindBot
 	}
-	k, ok := d.agents[b][string(name)]
-	if !ok {
-		k = d.add(shortener.VisitKey{Kind: kind, Name: string(name)})
-		d.agents[b][string(name)] = k
+	agent = d.name(kind, v.agent)
+	if len(v.os) == 0 {
+		os = d.fixedName(fixedUnknownOS)
+	} else {
+		os = d.name(shortener.KindOS, v.os)
 	}
-	if id != 0 {
-		d.agentIDs[id] = k + 1
+	dev := v.device
+	if len(dev) == 0 {
+		dev = deviceDesktop
+		if bot {
+			dev = deviceBot
+		}
 	}
-	return k
+	device = d.name(shortener.KindDevice, dev)
+	if v.agentID != 0 {
+		d.agentIDs[v.agentID] = [3]uint32{agent + 1, os + 1, device + 1}
+	}
+	return agent, os, device
 }
 
-// country returns the key of a two-letter country code.
+var (
+	deviceDesktop = []byte(shortener.DeviceDesktop)
+	deviceBot     = []byte(shortener.DeviceBot)
+)
+
+// country returns the name of a two-letter country code.
 func (d *dict) country(code uint16) uint32 {
-	k, ok := d.countries[code]
-	if !ok {
-		name, ok := d.countryNames[code]
-		if !ok {
-			if len(d.countryNames) > 512 {
-				clear(d.countryNames)
-			}
-			name = string([]byte{byte(code >> 8), byte(code)})
-			d.countryNames[code] = name
-		}
-		k = d.add(shortener.VisitKey{Kind: shortener.KindCountry, Name: name})
-		d.countries[code] = k
+	if n := d.countries[code]; n != 0 {
+		return n - 1
 	}
-	return k
+	name, ok := d.countryNames[code]
+	if !ok {
+		if len(d.countryNames) > 512 {
+			clear(d.countryNames)
+		}
+		name = string([]byte{byte(code >> 8), byte(code)})
+		d.countryNames[code] = name
+	}
+	n := d.name(shortener.KindCountry, []byte(name))
+	d.countries[code] = n + 1
+	return n
+}
+
+// utm returns the name of a UTM value of parameter i (utmInvalidValue:
+// invalid).
+func (d *dict) utm(i int, v []byte) uint32 {
+	kind := shortener.KindUTMSource + shortener.VisitKind(i)
+	if len(v) == 0 {
+		if i == 0 {
+			return d.fixedName(fixedUTMInvalid)
+		}
+		return d.name(kind, []byte(InvalidUTM))
+	}
+	return d.name(kind, v)
 }
 
 // lookup returns the key index of k, adding it if needed.
 func (d *dict) lookup(k shortener.VisitKey) uint32 {
-	for f, fk := range fixedKeys {
-		if k == fk {
-			return d.fixedKey(f)
-		}
-	}
-	switch k.Kind {
-	case shortener.KindDay:
-		if t, err := time.Parse(shortener.DayFormat, k.Name); err == nil && t.Unix() >= 0 {
-			return d.day(uint32(t.Unix() / 86400))
-		}
-	case shortener.KindReferrer:
-		return d.referrer([]byte(k.Name))
-	case shortener.KindBrowser:
-		return d.agent(0, false, []byte(k.Name))
-	case shortener.KindBot:
-		return d.agent(0, true, []byte(k.Name))
-	case shortener.KindCountry:
-		if len(k.Name) == 2 {
-			return d.country(uint16(k.Name[0])<<8 | uint16(k.Name[1]))
-		}
-	}
-	for i, have := range d.keys {
-		if have == k {
-			return uint32(i)
-		}
-	}
-	return d.add(k)
-}
-
-// isOther reports whether key is dim's (other) key.
-func (d *dict) isOther(dim int, key uint32) bool {
-	f := fixedOtherCountry
-	switch dim {
-	case dimReferrer:
-		f = fixedOtherReferrer
-	case dimAgent:
-		f = fixedOtherAgent
-	}
-	return d.fixed[f] == key+1
+	return d.key(k.Kind, d.name(k.Kind, []byte(k.Name)), uint32(k.Hour), k.Bot)
 }

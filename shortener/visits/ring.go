@@ -24,18 +24,22 @@ import (
 //	u32  how many visits it counts (1, or more for repeats)
 //	u64  hash of the id (the aggregate's key)
 //	i64  the link's CreatedAt, Unix seconds (0: unknown)
-//	u32  day: days since 1970-01-01, UTC
+//	u32  hour: hours since 1970-01-01, UTC
 //	u8   id length
 //	u8   referrer host length, or hostInvalid
 //	u8   flags (flag*)
-//	u8   agent ID (Agent.ID, 0: none)
-//	u8   agent name length
-//	     id, referrer host, agent name, then the client's country (2
-//	     letters, when a trusted front end said it) or else its IP address
-//	     (4 or 16 bytes, with a GeoIP database only)
+//	u16  agent ID (Agent.ID, 0: none)
+//	u8   agent name length, OS length, device length
+//	u8   utm_source, utm_medium, utm_campaign lengths (0: absent,
+//	     utmInvalid: unusable)
+//	     id, referrer host, agent name, OS, device, the UTM values, then
+//	     the client's country (2 letters, when a trusted front end said
+//	     it) or else its IP address (4 or 16 bytes, with a GeoIP database
+//	     only)
 const (
-	recHeader   = 29
+	recHeader   = 36
 	hostInvalid = 0xff // the Referer header has no usable host
+	utmInvalid  = 0xff // a UTM value too long or not printable
 )
 
 // Flags of a raw record.
@@ -56,15 +60,18 @@ type rawVisit struct {
 	n       uint32 // visits (decoded)
 	hash    uint64
 	created int64
-	day     uint32
+	hour    uint32
 	flags   byte
-	agentID byte
+	agentID uint16
 	id      []byte
 	host    []byte // nil: invalid; empty: direct
 	agent   []byte // decoded
-	ip      net.IP // nil: none; the country code with flagCountry
+	os      []byte
+	device  []byte
+	utm     [3][]byte // nil: absent; utmInvalidValue: unusable
+	ip      net.IP    // nil: none; the country code with flagCountry
 
-	agentName string // encoded
+	agentName, osName, deviceName string // encoded
 }
 
 // appendRecord appends the record of v, one visit, to buf, which must
@@ -75,18 +82,41 @@ func appendRecord(buf []byte, v *rawVisit, hostLen byte) []byte {
 	binary.LittleEndian.PutUint32(b[n:], 1)
 	binary.LittleEndian.PutUint64(b[n+4:], v.hash)
 	binary.LittleEndian.PutUint64(b[n+12:], uint64(v.created))
-	binary.LittleEndian.PutUint32(b[n+20:], v.day)
+	binary.LittleEndian.PutUint32(b[n+20:], v.hour)
 	b[n+24] = byte(len(v.id))
 	b[n+25] = hostLen
 	b[n+26] = v.flags
-	b[n+27] = v.agentID
-	b[n+28] = byte(len(v.agentName))
+	binary.LittleEndian.PutUint16(b[n+27:], v.agentID)
+	b[n+29] = byte(len(v.agentName))
+	b[n+30] = byte(len(v.osName))
+	b[n+31] = byte(len(v.deviceName))
+	for i, u := range v.utm {
+		b[n+32+i] = utmLen(u)
+	}
+	b[n+35] = 0
 	p := n + recHeader
 	p += copy(b[p:], v.id)
 	p += copy(b[p:], v.host)
 	p += copy(b[p:], v.agentName)
+	p += copy(b[p:], v.osName)
+	p += copy(b[p:], v.deviceName)
+	for _, u := range v.utm {
+		if utmLen(u) != utmInvalid {
+			p += copy(b[p:], u)
+		}
+	}
 	copy(b[p:], v.ip)
 	return b
+}
+
+// utmInvalidValue marks an unusable UTM value in rawVisit.utm.
+var utmInvalidValue = []byte{}
+
+func utmLen(u []byte) byte {
+	if u != nil && len(u) == 0 {
+		return utmInvalid
+	}
+	return byte(len(u))
 }
 
 // repeat adds the visit of rec, a record appendRecord just wrote, to
@@ -105,7 +135,11 @@ func repeat(last, rec []byte) bool {
 }
 
 func recordSize(v *rawVisit) int {
-	return recHeader + len(v.id) + len(v.host) + len(v.agentName) + len(v.ip)
+	n := recHeader + len(v.id) + len(v.host) + len(v.agentName) + len(v.osName) + len(v.deviceName) + len(v.ip)
+	for _, u := range v.utm {
+		n += len(u)
+	}
+	return n
 }
 
 // nextRecord decodes the record at the start of b into v and returns the
@@ -115,30 +149,41 @@ func nextRecord(b []byte, v *rawVisit) []byte {
 	v.n = binary.LittleEndian.Uint32(b)
 	v.hash = binary.LittleEndian.Uint64(b[4:])
 	v.created = int64(binary.LittleEndian.Uint64(b[12:]))
-	v.day = binary.LittleEndian.Uint32(b[20:])
-	idLen, hostLen, agentLen := int(b[24]), int(b[25]), int(b[28])
-	v.flags, v.agentID = b[26], b[27]
+	v.hour = binary.LittleEndian.Uint32(b[20:])
+	idLen, hostLen := int(b[24]), int(b[25])
+	v.flags, v.agentID = b[26], binary.LittleEndian.Uint16(b[27:])
 	p := recHeader
-	v.id = b[p : p+idLen]
-	p += idLen
+	take := func(n int) []byte {
+		s := b[p : p+n]
+		p += n
+		return s
+	}
+	v.id = take(idLen)
 	if hostLen == hostInvalid {
 		v.host = nil
 	} else {
-		v.host = b[p : p+hostLen]
-		p += hostLen
+		v.host = take(hostLen)
 	}
-	v.agent = b[p : p+agentLen]
-	p += agentLen
+	v.agent = take(int(b[29]))
+	v.os = take(int(b[30]))
+	v.device = take(int(b[31]))
+	for i := range v.utm {
+		switch l := b[32+i]; l {
+		case 0:
+			v.utm[i] = nil
+		case utmInvalid:
+			v.utm[i] = utmInvalidValue
+		default:
+			v.utm[i] = take(int(l))
+		}
+	}
 	switch {
 	case v.flags&flagIP4 != 0:
-		v.ip = net.IP(b[p : p+4])
-		p += 4
+		v.ip = net.IP(take(4))
 	case v.flags&flagIP16 != 0:
-		v.ip = net.IP(b[p : p+16])
-		p += 16
+		v.ip = net.IP(take(16))
 	case v.flags&flagCountry != 0:
-		v.ip = net.IP(b[p : p+2])
-		p += 2
+		v.ip = net.IP(take(2))
 	default:
 		v.ip = nil
 	}

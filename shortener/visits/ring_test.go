@@ -54,7 +54,7 @@ func TestRepeatsShareARecord(t *testing.T) {
 	now := time.Date(2026, 3, 14, 12, 0, 0, 0, time.UTC)
 	visit := func(id, ref string, n int) {
 		for range n {
-			a.Record([]byte(id), []byte(ref), nil, netip.Addr{}, "", now, shortener.Link{})
+			a.Record([]byte(id), []byte(ref), nil, nil, netip.Addr{}, "", now, shortener.Link{})
 		}
 	}
 	a.aggMu.Lock() // no drain: every visit stays in the buffer
@@ -77,7 +77,7 @@ func TestRepeatsShareARecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	hot, cold := s.got["hot"], s.got["cold"]
-	if hot.Total != 15001 || hot.Referrers["news.example"] != 15000 || hot.Referrers["other.example"] != 1 || hot.Days["2026-03-14"] != 15001 {
+	if hot.Total != 15001 || hot.Referrers["news.example"] != 15000 || hot.Referrers["other.example"] != 1 || hot.Days[now.Format(shortener.DayFormat)] != 15001 {
 		t.Errorf("hot: %+v", hot)
 	}
 	if cold.Total != 2 || cold.Referrers[shortener.DirectReferrer] != 2 {
@@ -100,10 +100,10 @@ func TestRepeatSaturates(t *testing.T) {
 	if repeat(last, rec) || binary.LittleEndian.Uint32(last) != math.MaxUint32 {
 		t.Errorf("a full record took one more visit")
 	}
-	other := rawVisit{hash: 1, id: []byte("hot"), host: []byte{}, day: 1}
+	other := rawVisit{hash: 1, id: []byte("hot"), host: []byte{}, hour: 1}
 	rec = appendRecord(b[:n], &other, 0)[n:]
 	binary.LittleEndian.PutUint32(last, 1)
 	if repeat(last, rec) {
-		t.Errorf("a visit on another day was counted as a repeat")
+		t.Errorf("a visit in another hour was counted as a repeat")
 	}
 }

@@ -40,19 +40,25 @@ import (
 	"github.com/linkgate/linkgate/shortener"
 )
 
-var _ shortener.VisitCounter = (*Aggregator)(nil)
+var (
+	_ shortener.VisitCounter      = (*Aggregator)(nil)
+	_ shortener.VisitRangeCounter = (*Aggregator)(nil)
+)
 
 // Agent is what a User-Agent header says about a visitor.
 type Agent struct {
-	Name string // browser or bot family, e.g. "Chrome", "Slackbot"
-	Bot  bool   // a crawler, a link-preview fetcher or an HTTP library
-	// ID, if not 0, numbers this class for the classifier's lifetime
-	// (below MaxAgentID), so the aggregate finds its key without a map.
+	Name   string // browser or bot family, e.g. "Chrome", "Slackbot"
+	Bot    bool   // a crawler, a link-preview fetcher or an HTTP library
+	OS     string // operating system family, e.g. "Android"; "" or shortener.UnknownKey: unknown
+	Device string // shortener.DeviceDesktop, DeviceMobile, DeviceTablet or DeviceBot ("": desktop, or bot for bots)
+	// ID, if not 0, numbers this class (name, OS and device) for the
+	// classifier's lifetime (below MaxAgentID), so the aggregate finds
+	// its keys without a map.
 	ID uint16
 }
 
 // MaxAgentID bounds Agent.ID.
-const MaxAgentID = 256
+const MaxAgentID = 4096
 
 // Classifier tells browsers from bots. Classify must be safe for
 // concurrent use, must not retain ua, and should not allocate: it runs on
@@ -199,15 +205,16 @@ func New(cfg Config) (*Aggregator, error) {
 func (a *Aggregator) UsesAddr() bool { return a.cfg.Geo != nil }
 
 // Record counts one visit of the link id: its Referer and User-Agent
-// header values, the client's address (used only with a GeoIP database),
-// its country when a trusted front end said it (CloudFront-Viewer-Country;
-// "" otherwise, and then the GeoIP database decides), the time, and the
-// link as the redirect found it (ID and URL unused): whether it has a
-// visit limit, and its CreatedAt, which tells it from an earlier link
-// under the same id (shortener.LinkVisits.CreatedAt). It retains none of
-// its arguments and never blocks on the store; when the buffers are full
-// the visit is dropped and counted.
-func (a *Aggregator) Record(id, referrer, userAgent []byte, ip netip.Addr, country string, now time.Time, link shortener.Link) {
+// header values, the query string of the request (for its utm_source,
+// utm_medium and utm_campaign), the client's address (used only with a
+// GeoIP database), its country when a trusted front end said it
+// (CloudFront-Viewer-Country; "" otherwise, and then the GeoIP database
+// decides), the time, and the link as the redirect found it (ID and URL
+// unused): whether it has a visit limit, and its CreatedAt, which tells it
+// from an earlier link under the same id (shortener.LinkVisits.CreatedAt).
+// It retains none of its arguments and never blocks on the store; when
+// the buffers are full the visit is dropped and counted.
+func (a *Aggregator) Record(id, referrer, userAgent, query []byte, ip netip.Addr, country string, now time.Time, link shortener.Link) {
 	if len(id) == 0 || len(id) > maxIDLength || a.closed.Load() {
 		return
 	}
@@ -225,18 +232,19 @@ func (a *Aggregator) Record(id, referrer, userAgent []byte, ip netip.Addr, count
 	if a.cfg.Classifier != nil {
 		agent = a.cfg.Classifier.Classify(userAgent)
 	}
-	v.agentName = agent.Name
-	if len(v.agentName) > 255 {
-		v.agentName = v.agentName[:255]
-	}
+	v.agentName, v.osName, v.deviceName = clip(agent.Name), clip(agent.OS), clip(agent.Device)
 	if agent.ID > 0 && agent.ID < MaxAgentID {
-		v.agentID = byte(agent.ID)
+		v.agentID = agent.ID
 	}
 	if agent.Bot {
 		v.flags |= flagBot
 	}
 	if limited {
 		v.flags |= flagLimited
+	}
+	var utmBufs [3][MaxUTMLength]byte
+	if len(query) > 0 {
+		v.utm = UTMValues(query, &utmBufs)
 	}
 	var ipBuf [16]byte
 	switch ip = ip.Unmap(); {
@@ -251,7 +259,7 @@ func (a *Aggregator) Record(id, referrer, userAgent []byte, ip netip.Addr, count
 		v.ip, v.flags = ipBuf[:], v.flags|flagIP16
 	}
 	if s := now.Unix(); s > 0 {
-		v.day = uint32(s / 86400)
+		v.hour = uint32(s / 3600)
 	}
 	v.hash = maphash.Bytes(a.seed, id)
 	size := recordSize(&v)
@@ -290,6 +298,14 @@ func (a *Aggregator) Record(id, referrer, userAgent []byte, ip netip.Addr, count
 	}
 }
 
+// clip bounds a name to what a raw record's length byte holds.
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200]
+	}
+	return s
+}
+
 func (a *Aggregator) kick(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
@@ -320,8 +336,8 @@ func (a *Aggregator) Stats(ctx context.Context, id string) (shortener.VisitStats
 	}
 	a.aggMu.Lock()
 	a.drainLocked()
-	if e := a.agg.find(maphash.String(a.seed, id), []byte(id)); e != nil {
-		st.Add(a.agg.stats(e))
+	if e := a.agg.find(maphash.String(a.seed, id), []byte(id)); e >= 0 {
+		st.Add(a.agg.stats(&a.agg.entries[e]))
 	}
 	if f := a.failed; f != nil {
 		for i := range f.Links {
@@ -333,6 +349,64 @@ func (a *Aggregator) Stats(ctx context.Context, id string) (shortener.VisitStats
 	a.aggMu.Unlock()
 	st.Bound()
 	return st, nil
+}
+
+// VisitCounts implements shortener.VisitRangeCounter: the store's counts
+// (which must implement shortener.VisitRangeStore) plus, for one link's
+// query, its visits not yet flushed, each visit counted once. All-links
+// queries count what is stored: at most a flush interval behind.
+func (a *Aggregator) VisitCounts(ctx context.Context, q shortener.StatsQuery) (shortener.VisitCounts, error) {
+	rs, ok := a.cfg.Store.(shortener.VisitRangeStore)
+	if !ok {
+		return shortener.VisitCounts{}, shortener.ErrNoRanges
+	}
+	if q.ID == "" {
+		return rs.VisitCounts(ctx, q)
+	}
+	a.flushMu.RLock()
+	defer a.flushMu.RUnlock()
+	c, err := rs.VisitCounts(ctx, q)
+	if err != nil {
+		return c, err
+	}
+	a.aggMu.Lock()
+	defer a.aggMu.Unlock()
+	a.drainLocked()
+	if e := a.agg.find(maphash.String(a.seed, q.ID), []byte(q.ID)); e >= 0 {
+		a.agg.rangeCounts(&a.agg.entries[e], &q, &c)
+	}
+	if f := a.failed; f != nil {
+		for i := range f.Links {
+			if f.Links[i].ID == q.ID {
+				batchRangeCounts(f, i, &q, &c)
+			}
+		}
+	}
+	return c, nil
+}
+
+// batchRangeCounts adds the visits of link i of b (hourly form) within
+// q's range to c.
+func batchRangeCounts(b *shortener.VisitBatch, i int, q *shortener.StatsQuery, c *shortener.VisitCounts) {
+	step := q.Granularity.Step()
+	for _, kc := range b.Links[i].Counts {
+		k := b.Keys[kc.Key]
+		t := time.Unix(int64(k.Hour)*3600, 0)
+		if t.Before(q.From) || !t.Before(q.To) {
+			continue
+		}
+		n := shortener.PeopleBots{People: kc.N}
+		if k.Bot {
+			n = shortener.PeopleBots{Bots: kc.N}
+		}
+		if k.Kind == shortener.KindHour {
+			c.Series[int(t.Sub(q.From)/step)].Add(n)
+		} else if d, ok := shortener.KindDimension(k.Kind); ok {
+			v := c.Dims[d][k.Name]
+			v.Add(n)
+			c.Dims[d][k.Name] = v
+		}
+	}
 }
 
 // Metrics are the aggregator's counters since it started.
@@ -415,18 +489,19 @@ func (a *Aggregator) drainLocked() {
 // add aggregates one visit. The caller holds aggMu.
 func (a *Aggregator) add(v *rawVisit) {
 	g := a.agg
-	e := g.find(v.hash, v.id)
+	ei := g.find(v.hash, v.id)
 	n := v.n
-	if e == nil {
-		if g.links() >= a.cfg.MaxLinks {
-			a.dropped.Add(uint64(n))
-			if v.flags&flagLimited != 0 {
-				a.forget(string(v.id), int64(n))
-			}
-			return
+	if ei < 0 && g.links() >= a.cfg.MaxLinks || len(g.pairs)+numDims > maxPairsPerLink*a.cfg.MaxLinks {
+		a.dropped.Add(uint64(n))
+		if v.flags&flagLimited != 0 {
+			a.forget(string(v.id), int64(n))
 		}
-		e = g.insert(v.hash, v.id)
+		return
 	}
+	if ei < 0 {
+		ei = g.insert(v.hash, v.id)
+	}
+	e := &g.entries[ei]
 	a.recorded.Add(uint64(n))
 	e.total += n
 	bot := v.flags&flagBot != 0
@@ -437,15 +512,29 @@ func (a *Aggregator) add(v *rawVisit) {
 		e.limited = true
 	}
 	e.created = max(e.created, v.created)
-	g.count(e, dimDay, g.dict.day(v.day), n)
-	g.count(e, dimReferrer, g.dict.referrer(v.host), n)
-	g.count(e, dimAgent, g.dict.agent(v.agentID, bot, v.agent), n)
+	d := &g.dict
+	h := v.hour
+	g.count(ei, dimHour, d.key(shortener.KindHour, d.fixedName(fixedHour), h, bot), n)
+	g.count(ei, dimReferrer, d.key(shortener.KindReferrer, d.referrer(v.host), h, bot), n)
+	agent, os, device := d.agent(v)
+	kind := shortener.KindBrowser
+	if bot {
+		kind = shortener.KindBot
+	}
+	g.count(ei, dimAgent, d.key(kind, agent, h, bot), n)
+	g.count(ei, dimOS, d.key(shortener.KindOS, os, h, bot), n)
+	g.count(ei, dimDevice, d.key(shortener.KindDevice, device, h, bot), n)
 	switch {
 	case v.flags&flagCountry != 0:
-		g.count(e, dimCountry, g.dict.country(uint16(v.ip[0])<<8|uint16(v.ip[1])), n)
+		g.count(ei, dimCountry, d.key(shortener.KindCountry, d.country(uint16(v.ip[0])<<8|uint16(v.ip[1])), h, bot), n)
 	case v.ip != nil && a.cfg.Geo != nil:
 		if c := a.geo.country(a.cfg.Geo, a.seed, v.ip); len(c) == 2 {
-			g.count(e, dimCountry, g.dict.country(uint16(c[0])<<8|uint16(c[1])), n)
+			g.count(ei, dimCountry, d.key(shortener.KindCountry, d.country(uint16(c[0])<<8|uint16(c[1])), h, bot), n)
+		}
+	}
+	for i, u := range v.utm {
+		if u != nil {
+			g.count(ei, dimUTM+i, d.key(shortener.KindUTMSource+shortener.VisitKind(i), d.utm(i, u), h, bot), n)
 		}
 	}
 }

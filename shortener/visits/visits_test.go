@@ -19,10 +19,16 @@ import (
 	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/pebble"
+	"github.com/linkgate/linkgate/shortener/useragent"
 	"github.com/linkgate/linkgate/shortener/visits"
 )
 
-var day = time.Date(2026, 3, 14, 12, 0, 0, 0, time.UTC)
+// day is noon of a day 30 days ago: within the statistics' retention,
+// which the store applies by the real clock.
+var day = time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -30).Add(12 * time.Hour)
+
+// dayName is the name of day plus n days.
+func dayName(n int) string { return day.AddDate(0, 0, n).Format(shortener.DayFormat) }
 
 // store is a real pebble store whose AddVisits can be made to fail or block.
 type store struct {
@@ -112,7 +118,7 @@ func newAggregator(t *testing.T, s shortener.VisitStore, cfg visits.Config) *vis
 
 func record(a *visits.Aggregator, id, ref, ua string, n int) {
 	for range n {
-		a.Record([]byte(id), []byte(ref), []byte(ua), netip.Addr{}, "", day, shortener.Link{})
+		a.Record([]byte(id), []byte(ref), []byte(ua), nil, netip.Addr{}, "", day, shortener.Link{})
 	}
 }
 
@@ -123,7 +129,7 @@ var limitedLink = shortener.Link{MaxVisits: 1000, CreatedAt: time.Unix(1_700_000
 // redirect handler does.
 func recordLimited(a *visits.Aggregator, id, ref, ua string, n int) {
 	for range n {
-		a.Record([]byte(id), []byte(ref), []byte(ua), netip.Addr{}, "", day, limitedLink)
+		a.Record([]byte(id), []byte(ref), []byte(ua), nil, netip.Addr{}, "", day, limitedLink)
 	}
 }
 
@@ -152,7 +158,7 @@ func TestBatching(t *testing.T) {
 		t.Errorf("one flush of two links made %d store writes, want 1", got)
 	}
 	got := stored(t, s, "aaa")
-	if got.Total != 5 || got.Bots != 2 || got.Days["2026-03-14"] != 5 ||
+	if got.Total != 5 || got.Bots != 2 || got.Days[dayName(0)] != 5 ||
 		got.Referrers["news.example"] != 3 || got.Referrers[shortener.DirectReferrer] != 2 ||
 		got.Browsers["Firefox"] != 3 || got.BotAgents["botSlack"] != 2 {
 		t.Errorf("aaa: %+v", got)
@@ -312,15 +318,15 @@ func TestBatchCarriesCreatedAt(t *testing.T) {
 	a := newAggregator(t, s, visits.Config{})
 	old := shortener.Link{CreatedAt: time.Unix(1_700_000_000, 0)}
 	renewed := shortener.Link{CreatedAt: time.Unix(1_700_000_500, 0)}
-	a.Record([]byte("again"), nil, []byte("Chrome"), netip.Addr{}, "", day, old)
+	a.Record([]byte("again"), nil, []byte("Chrome"), nil, netip.Addr{}, "", day, old)
 	if err := a.Flush(context.Background()); err == nil {
 		t.Fatal("flush did not fail")
 	}
 	if got, _ := s.createdAt.Load("again"); got != int64(1_700_000_000) {
 		t.Errorf("CreatedAt of the first batch = %v, want 1700000000", got)
 	}
-	a.Record([]byte("again"), nil, []byte("Chrome"), netip.Addr{}, "", day, renewed)
-	a.Record([]byte("again"), nil, []byte("Chrome"), netip.Addr{}, "", day, old)
+	a.Record([]byte("again"), nil, []byte("Chrome"), nil, netip.Addr{}, "", day, renewed)
+	a.Record([]byte("again"), nil, []byte("Chrome"), nil, netip.Addr{}, "", day, old)
 	if err := a.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +354,7 @@ func TestServiceLimitUsesLiveCount(t *testing.T) {
 		if err != nil {
 			t.Fatalf("visit %d: %v", i+1, err)
 		}
-		a.Record([]byte(l.ID), nil, []byte("Chrome"), netip.Addr{}, "", day, rl)
+		a.Record([]byte(l.ID), nil, []byte("Chrome"), nil, netip.Addr{}, "", day, rl)
 		if i == 1 {
 			a.Flush(ctx) // part stored, part pending
 		}
@@ -378,7 +384,7 @@ func TestConcurrentRecordAndFlush(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range per {
-				a.Record([]byte(ids[(g+i)%len(ids)]), []byte("https://r.example/"), []byte("Chrome"), netip.MustParseAddr("127.0.0.1"), "", day, shortener.Link{})
+				a.Record([]byte(ids[(g+i)%len(ids)]), []byte("https://r.example/"), []byte("Chrome"), nil, netip.MustParseAddr("127.0.0.1"), "", day, shortener.Link{})
 			}
 		})
 	}
@@ -407,19 +413,19 @@ func TestCountries(t *testing.T) {
 	if !a.UsesAddr() || newAggregator(t, s, visits.Config{}).UsesAddr() {
 		t.Error("UsesAddr: want true with a GeoIP database only (the redirect skips finding the address otherwise)")
 	}
-	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.1"), "", day, shortener.Link{})
-	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.9"), "", day, shortener.Link{})
+	a.Record([]byte("geo"), nil, []byte("Chrome"), nil, netip.MustParseAddr("192.0.2.1"), "", day, shortener.Link{})
+	a.Record([]byte("geo"), nil, []byte("Chrome"), nil, netip.MustParseAddr("192.0.2.9"), "", day, shortener.Link{})
 	// A country a trusted front end gave wins over the database, with or
 	// without one; anything but two capital letters is ignored.
-	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("192.0.2.1"), "FR", day, shortener.Link{})
-	a.Record([]byte("geo"), nil, []byte("Chrome"), netip.MustParseAddr("::ffff:192.0.2.1"), "fr", day, shortener.Link{})
+	a.Record([]byte("geo"), nil, []byte("Chrome"), nil, netip.MustParseAddr("192.0.2.1"), "FR", day, shortener.Link{})
+	a.Record([]byte("geo"), nil, []byte("Chrome"), nil, netip.MustParseAddr("::ffff:192.0.2.1"), "fr", day, shortener.Link{})
 	a.Flush(context.Background())
 	if got := stored(t, s, "geo"); got.Countries["DE"] != 2 || got.Countries["FR"] != 1 || len(got.Countries) != 2 {
 		t.Errorf("countries %v", got.Countries)
 	}
 	s2 := newStore(t, "nogeo")
 	b := newAggregator(t, s2, visits.Config{})
-	b.Record([]byte("nogeo"), nil, []byte("Chrome"), netip.Addr{}, "JP", day, shortener.Link{})
+	b.Record([]byte("nogeo"), nil, []byte("Chrome"), nil, netip.Addr{}, "JP", day, shortener.Link{})
 	b.Flush(context.Background())
 	if got := stored(t, s2, "nogeo"); got.Countries["JP"] != 1 || len(got.Countries) != 1 {
 		t.Errorf("countries without a database %v", got.Countries)
@@ -430,44 +436,46 @@ func BenchmarkRecord(b *testing.B) {
 	s := &store{}
 	a, _ := visits.New(visits.Config{Store: s, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), FlushInterval: time.Hour})
 	id, ref, ua := []byte("abcDEF0123"), []byte("https://news.example.com/item?id=1"), []byte("Chrome")
-	a.Record(id, ref, ua, netip.Addr{}, "", day, shortener.Link{})
+	a.Record(id, ref, ua, nil, netip.Addr{}, "", day, shortener.Link{})
 	b.ReportAllocs()
 	for b.Loop() {
-		a.Record(id, ref, ua, netip.Addr{}, "", day, shortener.Link{})
+		a.Record(id, ref, ua, nil, netip.Addr{}, "", day, shortener.Link{})
 	}
 }
 
-// A batch keeps a few referrers, agents and countries per link inline;
-// the rest is counted under (other), and visits on more days than fit
-// inline are kept too.
-func TestPerBatchBounds(t *testing.T) {
+// Nothing is cut per batch (issue 27): six different link-preview bots in
+// one second are six named bots, no person; twenty referrers and six
+// countries are all kept by name, over three days.
+func TestNoPerBatchBounds(t *testing.T) {
+	const firefox = "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0"
 	s := newStore(t, "busy")
 	g := geo{}
 	for i := range 6 {
 		g[fmt.Sprintf("192.0.2.%d", i)] = fmt.Sprintf("C%d", i)
 	}
-	a := newAggregator(t, s, visits.Config{Geo: g})
+	a := newAggregator(t, s, visits.Config{Geo: g, Classifier: useragent.New()})
+	previews := []string{"Slackbot-LinkExpanding 1.0", "Twitterbot/1.0", "facebookexternalhit/1.1", "Discordbot/2.0", "TelegramBot (like TwitterBot)", "WhatsApp/2.23.20.0"}
+	for i, ua := range previews {
+		a.Record([]byte("busy"), nil, []byte(ua), nil, netip.Addr{}, "", day.Add(time.Duration(i)*time.Millisecond), shortener.Link{})
+	}
 	for i := range 20 {
 		ip := netip.MustParseAddr(fmt.Sprintf("192.0.2.%d", i%6))
 		when := day.Add(time.Duration(i%3) * 24 * time.Hour)
-		a.Record([]byte("busy"), []byte(fmt.Sprintf("https://r%d.example/", i)), []byte(fmt.Sprintf("agent%d", i%6)), ip, "", when, shortener.Link{})
+		a.Record([]byte("busy"), []byte(fmt.Sprintf("https://r%d.example/", i)), []byte(firefox), nil, ip, "", when, shortener.Link{})
 	}
 	a.Flush(context.Background())
 	st := stored(t, s, "busy")
-	if st.Total != 20 || len(st.Days) != 3 || st.Days["2026-03-14"] != 7 || st.Days["2026-03-16"] != 6 {
-		t.Errorf("days %v (total %d)", st.Days, st.Total)
+	if st.Total != 26 || st.Bots != 6 || len(st.Days) != 3 || st.Days[dayName(0)] != 13 || st.Days[dayName(2)] != 6 {
+		t.Errorf("total %d, bots %d, days %v", st.Total, st.Bots, st.Days)
 	}
-	if len(st.Referrers) != visits.MaxReferrersPerBatch+1 || st.Referrers[shortener.OtherKey] != 20-visits.MaxReferrersPerBatch {
+	if len(st.BotAgents) != 6 || st.BotAgents[shortener.OtherKey] != 0 || len(st.Browsers) != 1 || st.Browsers["Firefox"] != 20 {
+		t.Errorf("bots %v, browsers %v", st.BotAgents, st.Browsers)
+	}
+	if len(st.Referrers) != 21 || st.Referrers[shortener.DirectReferrer] != 6 || st.Referrers["r19.example"] != 1 {
 		t.Errorf("referrers %v", st.Referrers)
 	}
-	sum := func(b shortener.Breakdown) (n int64) {
-		for _, c := range b {
-			n += c
-		}
-		return n
-	}
-	if sum(st.Browsers) != 20 || st.Browsers[shortener.OtherKey] == 0 || sum(st.Countries) != 20 || st.Countries[shortener.OtherKey] == 0 {
-		t.Errorf("browsers %v, countries %v", st.Browsers, st.Countries)
+	if len(st.Countries) != 6 || st.Countries["C0"] != 4 {
+		t.Errorf("countries %v", st.Countries)
 	}
 }
 
@@ -481,12 +489,12 @@ func BenchmarkRecordSpread(b *testing.B) {
 	}
 	ref, ua := []byte("https://news.example.com/x"), []byte("Chrome")
 	for _, id := range ids {
-		a.Record(id, ref, ua, netip.Addr{}, "", day, shortener.Link{})
+		a.Record(id, ref, ua, nil, netip.Addr{}, "", day, shortener.Link{})
 	}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		a.Record(ids[i%len(ids)], ref, ua, netip.Addr{}, "", day, shortener.Link{})
+		a.Record(ids[i%len(ids)], ref, ua, nil, netip.Addr{}, "", day, shortener.Link{})
 		i++
 	}
 }
@@ -505,7 +513,7 @@ func BenchmarkFlush(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		for j := range 5 * len(ids) {
-			a.Record([]byte(ids[j%len(ids)]), ref, ua, netip.Addr{}, "", day, shortener.Link{})
+			a.Record([]byte(ids[j%len(ids)]), ref, ua, nil, netip.Addr{}, "", day, shortener.Link{})
 		}
 		b.StartTimer()
 		a.Flush(context.Background())
@@ -530,7 +538,7 @@ func TestFlushWhileFirstVisits(t *testing.T) {
 		}
 	})
 	for i := range 4000 {
-		a.Record([]byte(fmt.Sprintf("f%d", i%4)), nil, []byte("Chrome"), netip.Addr{}, "", day, shortener.Link{})
+		a.Record([]byte(fmt.Sprintf("f%d", i%4)), nil, []byte("Chrome"), nil, netip.Addr{}, "", day, shortener.Link{})
 	}
 	close(stop)
 	wg.Wait()

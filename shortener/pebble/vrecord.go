@@ -1,0 +1,276 @@
+package pebble
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"slices"
+
+	"github.com/linkgate/linkgate/shortener"
+)
+
+// Visit statistics, store format 2 (docs/visits.md, "Storage"). Counts are
+// kept per time bucket, keyed by time first:
+//
+//	'v' res bucket subject        a bucket record (below)
+//	    res      'h' (hours, kept HourRetention) or 'd' (days, kept DayRetention)
+//	    bucket   u32 big-endian: hours or days since 1970-01-01 UTC
+//	    subject  'l' link key | 'a' (all links) | 'd' domain | 't' tag
+//	's' link key                  the link's lifetime totals (below)
+//
+// so a flush writes into the current hour's and day's keys only, which
+// sit together at the end of their ranges: compactions rewrite those, not
+// every link's record as the lifetime records of format 1 made them do
+// (one merge per link per flush into keys spread over the whole range).
+// Dropping what is older than the retention is one range deletion.
+//
+// A bucket record:
+//
+//	byte    version (1)
+//	uvarint people, uvarint bots     (the series)
+//	then entries sorted by kind, bot, name:
+//	byte kind (shortener.VisitKind), byte bot (0, 1), uvarint name length,
+//	name, uvarint count
+//
+// Two records add in one pass over both (the merge operator).
+//
+// Lifetime totals ('s'), format 2:
+//
+//	byte version (2) · uvarint total · uvarint bots
+//
+// Format 1 kept a statsrec record there (shortener/internal/statsrec),
+// version 1; migrate turns it into the above.
+const (
+	kindVisits      = 'v'
+	resHour         = 'h'
+	resDay          = 'd'
+	subjectLink     = 'l'
+	subjectAll      = 'a'
+	subjectDomain   = 'd'
+	subjectTag      = 't'
+	brecVersion     = 1
+	totalsVersion   = 2
+	visitsKeyPrefix = 1 + 1 + 4
+)
+
+var errCorruptVisits = errors.New("corrupt visit statistics record")
+
+// bucketKey appends the key of a bucket record.
+func bucketKey[T string | []byte](dst []byte, res byte, bucket uint32, subject byte, name T) []byte {
+	dst = append(dst, kindVisits, res)
+	dst = binary.BigEndian.AppendUint32(dst, bucket)
+	dst = append(dst, subject)
+	return append(dst, name...)
+}
+
+// ventry is one entry of a bucket record.
+type ventry struct {
+	kind shortener.VisitKind
+	bot  bool
+	name []byte
+	n    int64
+}
+
+func ventryCmp(a, b *ventry) int {
+	if c := cmp.Compare(a.kind, b.kind); c != 0 {
+		return c
+	}
+	if a.bot != b.bot {
+		if a.bot {
+			return 1
+		}
+		return -1
+	}
+	return bytes.Compare(a.name, b.name)
+}
+
+// sortEntries sorts es and adds up those of the same key.
+func sortEntries(es []ventry) []ventry {
+	slices.SortFunc(es, func(a, b ventry) int { return ventryCmp(&a, &b) })
+	out := es[:0]
+	for _, e := range es {
+		if n := len(out); n > 0 && ventryCmp(&out[n-1], &e) == 0 {
+			out[n-1].n += e.n
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// appendBrec appends a bucket record; es must be sorted (sortEntries).
+func appendBrec(dst []byte, people, bots int64, es []ventry) []byte {
+	dst = append(dst, brecVersion)
+	dst = binary.AppendUvarint(dst, uint64(people))
+	dst = binary.AppendUvarint(dst, uint64(bots))
+	for i := range es {
+		dst = appendEntry(dst, &es[i])
+	}
+	return dst
+}
+
+func appendEntry(dst []byte, e *ventry) []byte {
+	b := byte(0)
+	if e.bot {
+		b = 1
+	}
+	dst = append(dst, byte(e.kind), b)
+	dst = binary.AppendUvarint(dst, uint64(len(e.name)))
+	dst = append(dst, e.name...)
+	return binary.AppendUvarint(dst, uint64(e.n))
+}
+
+// brecHeader returns a record's series counts and its entries.
+func brecHeader(v []byte) (people, bots int64, entries []byte, err error) {
+	if len(v) < 1 || v[0] != brecVersion {
+		return 0, 0, nil, errCorruptVisits
+	}
+	p, k := binary.Uvarint(v[1:])
+	if k <= 0 {
+		return 0, 0, nil, errCorruptVisits
+	}
+	b, m := binary.Uvarint(v[1+k:])
+	if m <= 0 {
+		return 0, 0, nil, errCorruptVisits
+	}
+	return int64(p), int64(b), v[1+k+m:], nil
+}
+
+// nextEntry reads the entry at the start of b into e (its name aliases
+// b) and returns the rest.
+func nextEntry(b []byte, e *ventry) ([]byte, error) {
+	if len(b) < 3 || b[1] > 1 || b[0] >= byte(shortener.NumKinds) {
+		return nil, errCorruptVisits
+	}
+	e.kind, e.bot = shortener.VisitKind(b[0]), b[1] == 1
+	l, k := binary.Uvarint(b[2:])
+	if k <= 0 || l > uint64(len(b)-2-k) {
+		return nil, errCorruptVisits
+	}
+	p := 2 + k
+	e.name = b[p : p+int(l)]
+	p += int(l)
+	n, k := binary.Uvarint(b[p:])
+	if k <= 0 {
+		return nil, errCorruptVisits
+	}
+	e.n = int64(n)
+	return b[p+k:], nil
+}
+
+// mergeBrec appends the sum of records a and b to dst.
+func mergeBrec(dst, a, b []byte) ([]byte, error) {
+	pa, ba, ea, err := brecHeader(a)
+	if err != nil {
+		return dst, err
+	}
+	pb, bb, eb, err := brecHeader(b)
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, brecVersion)
+	dst = binary.AppendUvarint(dst, uint64(pa+pb))
+	dst = binary.AppendUvarint(dst, uint64(ba+bb))
+	var x, y ventry
+	var okx, oky bool
+	advance := func(rest []byte, e *ventry) ([]byte, bool, error) {
+		if len(rest) == 0 {
+			return nil, false, nil
+		}
+		r, err := nextEntry(rest, e)
+		return r, err == nil, err
+	}
+	if ea, okx, err = advance(ea, &x); err != nil {
+		return dst, err
+	}
+	if eb, oky, err = advance(eb, &y); err != nil {
+		return dst, err
+	}
+	for okx || oky {
+		var c int
+		switch {
+		case !oky:
+			c = -1
+		case !okx:
+			c = 1
+		default:
+			c = ventryCmp(&x, &y)
+		}
+		switch {
+		case c < 0:
+			dst = appendEntry(dst, &x)
+			ea, okx, err = advance(ea, &x)
+		case c > 0:
+			dst = appendEntry(dst, &y)
+			eb, oky, err = advance(eb, &y)
+		default:
+			x.n += y.n
+			dst = appendEntry(dst, &x)
+			if ea, okx, err = advance(ea, &x); err == nil {
+				eb, oky, err = advance(eb, &y)
+			}
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
+}
+
+// addBrec adds record v, a bucket's, to series point i of c and to its
+// dimensions.
+func addBrec(c *shortener.VisitCounts, i int, v []byte) error {
+	people, bots, rest, err := brecHeader(v)
+	if err != nil {
+		return err
+	}
+	c.Series[i].Add(shortener.PeopleBots{People: people, Bots: bots})
+	var e ventry
+	for len(rest) > 0 {
+		if rest, err = nextEntry(rest, &e); err != nil {
+			return err
+		}
+		d, ok := shortener.KindDimension(e.kind)
+		if !ok {
+			continue
+		}
+		m := c.Dims[d]
+		pb := m[string(e.name)]
+		if e.bot {
+			pb.Bots += e.n
+		} else {
+			pb.People += e.n
+		}
+		m[string(e.name)] = pb
+	}
+	return nil
+}
+
+// appendTotals appends a lifetime totals record.
+func appendTotals(dst []byte, total, bots int64) []byte {
+	dst = append(dst, totalsVersion)
+	dst = binary.AppendUvarint(dst, uint64(total))
+	return binary.AppendUvarint(dst, uint64(bots))
+}
+
+// decodeTotals reads a lifetime totals record, of format 2 or (before
+// migration) 1.
+func decodeTotals(v []byte) (total, bots int64, err error) {
+	if len(v) > 0 && v[0] == 1 {
+		st, err := decodeStatsV1(v)
+		return st.Total, st.Bots, err
+	}
+	if len(v) < 3 || v[0] != totalsVersion {
+		return 0, 0, errCorruptVisits
+	}
+	t, k := binary.Uvarint(v[1:])
+	if k <= 0 {
+		return 0, 0, errCorruptVisits
+	}
+	b, m := binary.Uvarint(v[1+k:])
+	if m <= 0 || 1+k+m != len(v) {
+		return 0, 0, errCorruptVisits
+	}
+	return int64(t), int64(b), nil
+}
