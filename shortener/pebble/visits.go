@@ -158,7 +158,15 @@ type scopeAcc struct {
 // link adds the merges of link l of batch to b, and its counts to the
 // scopes of the chunk.
 func (w *visitWriter) link(b *pebbledb.Batch, batch *shortener.VisitBatch, l *shortener.LinkVisits, tags []string) error {
-	w.rec = appendTotals(w.rec[:0], l.Total, l.Bots)
+	t := totals{total: l.Total, bots: l.Bots}
+	for _, c := range l.Counts {
+		day := uint32(batch.Keys[c.Key].Hour)/24 + 1
+		if t.first == 0 || day < t.first {
+			t.first = day
+		}
+		t.last = max(t.last, day)
+	}
+	w.rec = appendTotals(w.rec[:0], t)
 	w.key = appendKey(w.key[:0], kindStats, l.ID)
 	if err := b.Merge(w.key, w.rec, nil); err != nil {
 		return err
@@ -463,6 +471,7 @@ func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats
 // store or a snapshot of it): its totals and its day records up to now.
 func lifetimeStats(r pebbledb.Reader, id string, now time.Time) (shortener.VisitStats, error) {
 	var st shortener.VisitStats
+	var t totals
 	key := appendKey(nil, kindStats, id)
 	switch v, closer, err := r.Get(key); {
 	case errors.Is(err, pebbledb.ErrNotFound):
@@ -470,17 +479,22 @@ func lifetimeStats(r pebbledb.Reader, id string, now time.Time) (shortener.Visit
 	case err != nil:
 		return st, err
 	default:
-		st.Total, st.Bots, err = decodeTotals(v)
+		t, err = decodeTotals(v)
 		closer.Close()
 		if err != nil {
 			return st, err
 		}
+		st.Total, st.Bots = t.total, t.bots
 	}
 	today := uint32(now.Unix() / 86400)
+	from, to := today-min(today, keepDays), today
+	if t.first != 0 { // the days it has records for, when known
+		from, to = max(from, t.first-1), min(to, t.last-1)
+	}
 	q := shortener.StatsQuery{ID: id, Granularity: shortener.GranularityDay}
 	c := shortener.NewVisitCounts(&q)
 	c.Series = make([]shortener.PeopleBots, 1)
-	for day := today - min(today, keepDays); day <= today; day++ {
+	for day := from; day <= to; day++ {
 		key = linkBucketKey(key[:0], resDay, day, id)
 		v, closer, err := r.Get(key)
 		if errors.Is(err, pebbledb.ErrNotFound) {
@@ -522,8 +536,8 @@ func storedVisits[T string | []byte](s *Store, kb *[]byte, id T) (int64, error) 
 		return 0, err
 	}
 	defer closer.Close()
-	total, _, err := decodeTotals(v)
-	return total, err
+	t, err := decodeTotals(v)
+	return t.total, err
 }
 
 func decodeStatsV1(v []byte) (shortener.VisitStats, error) { return statsrec.Decode(v) }
@@ -575,15 +589,21 @@ func (m *visitsMerger) add(v []byte) error {
 // addTotals appends the sum of two totals records (a format-1 record
 // counts its totals).
 func addTotals(dst, a, b []byte) ([]byte, error) {
-	ta, ba, err := decodeTotals(a)
+	ta, err := decodeTotals(a)
 	if err != nil {
 		return dst, err
 	}
-	tb, bb, err := decodeTotals(b)
+	tb, err := decodeTotals(b)
 	if err != nil {
 		return dst, err
 	}
-	return appendTotals(dst, ta+tb, ba+bb), nil
+	if a[0] == 1 || b[0] == 1 {
+		// A format-1 record does not say which days it has: neither
+		// does the sum.
+		ta.first, tb.first = 0, 0
+	}
+	ta.add(tb)
+	return appendTotals(dst, ta), nil
 }
 
 // MergeNewer and MergeOlder add: the sum does not depend on the order.

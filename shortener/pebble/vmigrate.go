@@ -79,10 +79,18 @@ func (s *Store) migrateVisits() error {
 // records and its scopes' (merged), as AddVisits adds a batch of the
 // lifetime form (VisitBatch.HourlyFrom).
 func (w *visitWriter) lifetime(b *pebbledb.Batch, key string, tags []string, st shortener.VisitStats, now time.Time) error {
-	if err := b.Set(appendKey(nil, kindStats, key), appendTotals(nil, st.Total, st.Bots), nil); err != nil {
+	hb := shortener.NewVisitBatch(shortener.VisitDelta{ID: key, Stats: st}).HourlyFrom(now)
+	t := totals{total: st.Total, bots: st.Bots}
+	for _, k := range hb.Keys {
+		day := uint32(k.Hour)/24 + 1
+		if t.first == 0 || day < t.first {
+			t.first = day
+		}
+		t.last = max(t.last, day)
+	}
+	if err := b.Set(appendKey(nil, kindStats, key), appendTotals(nil, t), nil); err != nil {
 		return err
 	}
-	hb := shortener.NewVisitBatch(shortener.VisitDelta{ID: key, Stats: st}).HourlyFrom(now)
 	w.names = w.names[:0]
 	for _, k := range hb.Keys {
 		w.names = append(w.names, []byte(k.Name))

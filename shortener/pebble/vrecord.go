@@ -247,30 +247,55 @@ func addBrec(c *shortener.VisitCounts, i int, v []byte) error {
 	return nil
 }
 
+// totals is a link's lifetime totals record: its visits, and the first
+// and last day it has day records for (days since 1970 + 1; 0: none or,
+// from a format-1 record, unknown), so a lifetime read (VisitStats)
+// reads the days between only.
+type totals struct {
+	total, bots int64
+	first, last uint32
+}
+
+// add adds o to t.
+func (t *totals) add(o totals) {
+	t.total += o.total
+	t.bots += o.bots
+	if o.first != 0 && (t.first == 0 || o.first < t.first) {
+		t.first = o.first
+	}
+	t.last = max(t.last, o.last)
+}
+
 // appendTotals appends a lifetime totals record.
-func appendTotals(dst []byte, total, bots int64) []byte {
+func appendTotals(dst []byte, t totals) []byte {
 	dst = append(dst, totalsVersion)
-	dst = binary.AppendUvarint(dst, uint64(total))
-	return binary.AppendUvarint(dst, uint64(bots))
+	dst = binary.AppendUvarint(dst, uint64(t.total))
+	dst = binary.AppendUvarint(dst, uint64(t.bots))
+	dst = binary.AppendUvarint(dst, uint64(t.first))
+	return binary.AppendUvarint(dst, uint64(t.last))
 }
 
 // decodeTotals reads a lifetime totals record, of format 2 or (before
 // migration) 1.
-func decodeTotals(v []byte) (total, bots int64, err error) {
+func decodeTotals(v []byte) (totals, error) {
 	if len(v) > 0 && v[0] == 1 {
 		st, err := decodeStatsV1(v)
-		return st.Total, st.Bots, err
+		return totals{total: st.Total, bots: st.Bots}, err
 	}
-	if len(v) < 3 || v[0] != totalsVersion {
-		return 0, 0, errCorruptVisits
+	if len(v) < 5 || v[0] != totalsVersion {
+		return totals{}, errCorruptVisits
 	}
-	t, k := binary.Uvarint(v[1:])
-	if k <= 0 {
-		return 0, 0, errCorruptVisits
+	var f [4]uint64
+	p := 1
+	for i := range f {
+		x, k := binary.Uvarint(v[p:])
+		if k <= 0 {
+			return totals{}, errCorruptVisits
+		}
+		f[i], p = x, p+k
 	}
-	b, m := binary.Uvarint(v[1+k:])
-	if m <= 0 || 1+k+m != len(v) {
-		return 0, 0, errCorruptVisits
+	if p != len(v) || f[2] > f[3] || f[3] > 1<<32-1 {
+		return totals{}, errCorruptVisits
 	}
-	return int64(t), int64(b), nil
+	return totals{int64(f[0]), int64(f[1]), uint32(f[2]), uint32(f[3])}, nil
 }
