@@ -42,7 +42,9 @@ func RunPowerLoss(t *testing.T, p func() PowerLoss, rounds int) {
 // from what was synced. Then every create acknowledged before the cut is
 // there with its exact URL, no link whose delete was acknowledged is back,
 // and each link's visit total is at least what was acknowledged flushed
-// and at most what was sent.
+// and at most what was sent: its total and, on a store that keeps
+// statistics by range, its day's count, every link's count across links
+// and their sum.
 func CheckPowerLoss(p PowerLoss, seed uint64) error {
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	s, err := p.Open()
@@ -151,6 +153,7 @@ func CheckPowerLoss(p PowerLoss, seed uint64) error {
 		})
 	}
 	vrng := rand.New(rand.NewPCG(seed, 99))
+	day := time.Now().UTC().Truncate(24 * time.Hour) // within any retention
 	wg.Go(func() {
 		for !stopped() {
 			time.Sleep(10 * time.Millisecond)
@@ -158,7 +161,7 @@ func CheckPowerLoss(p PowerLoss, seed uint64) error {
 			for _, id := range counted {
 				if n := vrng.Int64N(4); n > 0 {
 					deltas = append(deltas, shortener.VisitDelta{ID: id, Stats: shortener.VisitStats{Total: n,
-						Days: shortener.Breakdown{"2026-03-14": n}, Browsers: shortener.Breakdown{"Firefox": n}}})
+						Days: shortener.Breakdown{day.Format(shortener.DayFormat): n}, Browsers: shortener.Breakdown{"Firefox": n}}})
 				}
 			}
 			mu.Lock()
@@ -221,6 +224,32 @@ func CheckPowerLoss(p PowerLoss, seed uint64) error {
 		}
 		if st.Total < atLeast[id] || st.Total > sent[id] {
 			return fmt.Errorf("link %s has %d visits after the power loss; %d were acknowledged, %d sent", id, st.Total, atLeast[id], sent[id])
+		}
+	}
+	if rs, ok := s.(shortener.VisitRangeStore); ok {
+		q := shortener.StatsQuery{From: day, To: day.Add(24 * time.Hour), Granularity: shortener.GranularityDay, Top: 1}
+		all, err := rs.VisitCounts(ctx, q)
+		if err != nil {
+			return fmt.Errorf("visit counts after the power loss: %w", err)
+		}
+		var sumAcked, sumSent int64
+		for _, id := range counted {
+			sumAcked += atLeast[id]
+			sumSent += sent[id]
+			q.ID = id
+			one, err := rs.VisitCounts(ctx, q)
+			if err != nil {
+				return fmt.Errorf("visit counts of %s after the power loss: %w", id, err)
+			}
+			pb, across := one.Series[0], all.Links[id]
+			for what, n := range map[string]int64{"its day": pb.People + pb.Bots, "across links": across.People + across.Bots} {
+				if n < atLeast[id] || n > sent[id] {
+					return fmt.Errorf("link %s has %d visits (%s) after the power loss; %d were acknowledged, %d sent", id, n, what, atLeast[id], sent[id])
+				}
+			}
+		}
+		if n := all.Series[0].People + all.Series[0].Bots; n < sumAcked || n > sumSent {
+			return fmt.Errorf("all links have %d visits after the power loss; %d were acknowledged, %d sent", n, sumAcked, sumSent)
 		}
 	}
 	return nil
