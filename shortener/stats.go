@@ -334,6 +334,7 @@ func (s *Service) VisitReport(ctx context.Context, q StatsQuery) (StatsReport, e
 		return StatsReport{}, err
 	}
 	var c VisitCounts
+	var lifetime *PeopleBots // a store without ranges: its lifetime totals
 	vc, live := s.visits.(VisitRangeCounter)
 	rs, stored := s.store.(VisitRangeStore)
 	switch {
@@ -355,11 +356,15 @@ func (s *Service) VisitReport(ctx context.Context, q StatsQuery) (StatsReport, e
 		var n string
 		c, q, n = countsFromStats(&st, q)
 		note = joinNotes(note, n)
+		lifetime = &PeopleBots{People: st.Total - st.Bots, Bots: st.Bots}
 	case err != nil:
 		return StatsReport{}, storeError("visit stats", err)
 	}
 	r := Report(q, &c)
 	r.Note = note
+	if lifetime != nil {
+		r.People, r.Bots, r.Total = lifetime.People, lifetime.Bots, lifetime.Of(q.Bots)
+	}
 	if q.ID != "" {
 		_, r.Query.ID = SplitKey(q.ID)
 	}
@@ -471,7 +476,7 @@ func countsFromStats(st *VisitStats, q StatsQuery) (VisitCounts, StatsQuery, str
 		}
 		note = "this store keeps daily counts only; answered by day"
 	}
-	note = joinNotes(note, "this store keeps daily totals and lifetime breakdowns only: the series counts every visit as a person's, and bots and the top lists cover the link's whole life")
+	note = joinNotes(note, "this store keeps lifetime statistics and daily totals only: total, people, bots and the top lists cover the link's whole life, and the series counts a day's visits as people's")
 	c := NewVisitCounts(&q)
 	for day, n := range st.Days {
 		t, err := time.Parse(DayFormat, day)
