@@ -244,6 +244,10 @@ func (a *api) handleAdmin() http.Handler {
 		if res == "ssls" && a.opts.V3 {
 			res = "ssl" // 3.0's name
 		}
+		if res == "configs" && id == "validate" && r.Method == http.MethodPost {
+			a.validateConfigs(w, r)
+			return
+		}
 		if res == "schema" {
 			a.schema(w, r, segs[1:])
 			return
@@ -1011,6 +1015,106 @@ func (a *api) validate(w http.ResponseWriter, r *http.Request, resource string) 
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// configKinds are the resources of a standalone configuration that
+// POST /apisix/admin/configs/validate checks, by their key in it.
+var configKinds = map[string]gateway.Kind{
+	"routes": gateway.KindRoute, "services": gateway.KindService, "upstreams": gateway.KindUpstream,
+	"consumers": gateway.KindConsumer, "ssls": gateway.KindSSL, "global_rules": gateway.KindGlobalRule,
+	"plugin_configs": gateway.KindPluginConfig,
+}
+
+// validateConfigs serves APISIX 3.x's POST /apisix/admin/configs/validate:
+// a whole standalone configuration (JSON: {"routes": [...], ...,
+// "routes_conf_version": N}) checked as the admin API checks each
+// resource, references aside, every error collected; nothing is stored.
+// 200 {} when valid, else 400 with one {resource_type, resource_id,
+// index, error} per problem.
+func (a *api) validateConfigs(w http.ResponseWriter, r *http.Request) {
+	req := &request{}
+	if !a.readBody(w, r, req) {
+		return
+	}
+	if !req.hasBody {
+		writeErr(w, http.StatusBadRequest, "invalid request body: empty request body")
+		return
+	}
+	doc, ok := req.conf.(map[string]any)
+	if !ok {
+		writeErr(w, http.StatusBadRequest, "invalid request body: not a JSON object")
+		return
+	}
+	type problem struct {
+		Type  string `json:"resource_type"`
+		ID    any    `json:"resource_id,omitempty"`
+		Index *int   `json:"index,omitempty"`
+		Error string `json:"error"`
+	}
+	var problems []problem
+	for _, key := range slices.Sorted(maps.Keys(configKinds)) {
+		if v, ok := doc[key+"_conf_version"]; ok {
+			if _, isNum := v.(json.Number); !isNum {
+				problems = append(problems, problem{Type: key, Error: fmt.Sprintf("%s_conf_version must be a number, got %s", key, jsonType(v))})
+			}
+		}
+		items, _ := doc[key].([]any)
+		seen := map[string]bool{}
+		for i, it := range items {
+			item, _ := it.(map[string]any)
+			idx := i
+			id, word := item["id"], "id"
+			if key == "consumers" && id == nil {
+				id, word = item["username"], "username"
+			}
+			if item == nil {
+				problems = append(problems, problem{Type: key, Index: &idx, Error: "invalid configuration: not an object"})
+				continue
+			}
+			if err := gateway.Check(configKinds[key], deepCopy(item).(map[string]any), a.reg, nil); err != nil {
+				msg := err.Error()
+				var ve *gateway.ValidationError
+				if errors.As(err, &ve) {
+					msg = ve.Msg
+				}
+				problems = append(problems, problem{Type: key, ID: orEmpty(id), Index: &idx, Error: msg})
+			}
+			if s, ok := gateway.IDString(id); ok {
+				if seen[s] {
+					problems = append(problems, problem{Type: key, ID: id, Index: &idx, Error: fmt.Sprintf("found duplicate %s %s in %s", word, s, key)})
+				}
+				seen[s] = true
+			}
+		}
+	}
+	if len(problems) > 0 {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error_msg": "Configuration validation failed", "errors": problems})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{})
+}
+
+func orEmpty(v any) any {
+	if v == nil {
+		return ""
+	}
+	return v
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case map[string]any:
+		return "table"
+	case []any:
+		return "table"
+	case nil:
+		return "nil"
+	}
+	return "number"
 }
 
 // plugins serves GET /apisix/admin/plugins/{name}: the plugin's schema
