@@ -45,10 +45,12 @@ step "go test -race ./..."
 go test -race -count=1 -timeout 20m ./...
 
 # The generator's no-allocation tests skip under -race (the race detector
-# allocates); run them once more without it. (Timing figures are
+# allocates), and so does the import's memory bound (it is slow there);
+# run them once more without it. (Timing figures are
 # benchmarks, not tests: go test -bench in docs/bench.md.)
-step "go test (allocation tests, no -race)"
+step "go test (allocation and memory tests, no -race)"
 go test -count=1 -timeout 5m -run 'DoesNotAllocate' ./bench/...
+go test -count=1 -timeout 5m -run 'TestImportMemoryBounded' ./shortener/httpapi/
 
 # The release and image tests build and compress every artefact twice,
 # which the race detector slows tenfold; they skip under it.

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkgate/linkgate/internal/testdep"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/httpapi"
 	"github.com/linkgate/linkgate/shortener/pebble"
@@ -237,8 +238,8 @@ func TestBackupAPI(t *testing.T) {
 // are imported and counted.
 func TestImportTimeouts(t *testing.T) {
 	ctx := context.Background()
-	h, store := newHandler(t, setup{cfg: httpapi.Config{AdminKey: "k", StreamTimeout: 2 * time.Second}, transfer: true})
-	addr := serve(t, h, httpapi.ServerConfig{ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
+	h, store := newHandler(t, setup{cfg: httpapi.Config{AdminKey: "k", StreamTimeout: 3 * time.Second}, transfer: true})
+	addr := serve(t, h, httpapi.ServerConfig{ReadTimeout: time.Second, WriteTimeout: time.Second})
 	s := &testServer{URL: "http://" + addr, Store: store}
 	c := client(t, s, "k")
 
@@ -250,12 +251,12 @@ func TestImportTimeouts(t *testing.T) {
 		sum, err = c.Import(ctx, pr, nil)
 		done <- err
 	}()
-	for i := range 8 { // 8 × 150 ms: four times the read timeout
+	for i := range 6 { // 6 × 400 ms: more than twice the read timeout
 		fmt.Fprintf(pw, `{"id":"slow%d","url":"https://slow.example/%d"}`+"\n", i, i)
-		time.Sleep(150 * time.Millisecond) // a slow client's deliberate pace
+		time.Sleep(400 * time.Millisecond) // a slow client's deliberate pace
 	}
 	pw.Close()
-	if err := <-done; err != nil || sum.Imported != 8 {
+	if err := <-done; err != nil || sum.Imported != 6 {
 		t.Fatalf("slow import: %+v %v", sum, err)
 	}
 
@@ -315,7 +316,14 @@ func (c *countingRecords) ExportRecords(context.Context, func(shortener.LinkReco
 // body: the heap's peak while 200,000 lines (25 MB) are imported is no
 // more than 8 MiB above its peak for 20,000. (A body read whole holds
 // it all; so did decoding every record before storing them.)
+//
+// The race detector makes it slow (a minute), and its shadow memory is
+// not the import's: it skips under -race, and the test command runs it
+// again without (scripts/test-isolated.sh).
 func TestImportMemoryBounded(t *testing.T) {
+	if testdep.Race {
+		t.Skip("slow under the race detector; run without -race")
+	}
 	// Collect garbage early (the heap's goal 10 % above what is live), so
 	// that the peak is what the import holds, not when the collector ran.
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
