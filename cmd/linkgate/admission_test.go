@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,8 +17,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/linkgate/linkgate/shortener/pebble"
 )
 
 // Issue 26 §1: the CPU the host does not give is not overload. A lone
@@ -197,4 +204,102 @@ func cpuQuota(t *testing.T, pid int, quota, period int) {
 		return
 	}
 	t.Skipf("no cgroup with a CPU quota can be made here: %s", strings.Join(tried, "; "))
+}
+
+// Issue 26 §2: SIGTERM while 32 keep-alive clients create links, each
+// sending its next request as soon as it has an answer, or, for half of
+// them, up to 4 ms after it. Every request
+// sent is answered (the last one of each connection with Connection:
+// close), no connection is closed on a client waiting for an answer, and
+// every create answered 201 is in the store once the process has exited.
+func TestServeDrainLosesNoAnswer(t *testing.T) {
+	bin, err := buildLinkgate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "links")
+	c := startChild(t, []string{bin}, db)
+	t.Cleanup(func() { c.cmd.Process.Kill(); c.cmd.Wait() })
+	addr := strings.TrimPrefix(c.URL, "http://")
+	const clients = 32
+	var (
+		mu      sync.Mutex
+		created = map[string]string{}
+		closes  int
+		wg      sync.WaitGroup
+		warm    sync.WaitGroup
+	)
+	warm.Add(clients)
+	for w := range clients {
+		wg.Go(func() {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				warm.Done()
+				return
+			}
+			defer conn.Close()
+			br := bufio.NewReader(conn)
+			for i := 0; ; i++ {
+				if i == 5 {
+					warm.Done()
+				}
+				if w%2 == 1 { // half the clients think a little between requests
+					time.Sleep(time.Duration(i%5) * time.Millisecond)
+				}
+				body := fmt.Sprintf(`{"OriginalURL":"https://drain.example/%d/%d"}`, w, i)
+				if _, err := fmt.Fprintf(conn, "POST /shortenURL HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+					t.Errorf("client %d: request %d: %v", w, i, err)
+					return
+				}
+				conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Errorf("client %d: closed without an answer to request %d: %v", w, i, err)
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case 201:
+					var got struct{ ShortURL string }
+					json.Unmarshal(b, &got)
+					mu.Lock()
+					created[got.ShortURL[strings.LastIndex(got.ShortURL, "/")+1:]] = fmt.Sprintf("https://drain.example/%d/%d", w, i)
+					mu.Unlock()
+				case 503: // shed: answered all the same
+				default:
+					t.Errorf("client %d: request %d: %d %s", w, i, resp.StatusCode, b)
+				}
+				if resp.Close {
+					mu.Lock()
+					closes++
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	warm.Wait()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, c.logs)
+	}
+	if closes != clients {
+		t.Errorf("%d of %d connections ended with Connection: close", closes, clients)
+	}
+	st, err := pebble.Open(db, pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for id, target := range created {
+		if l, err := st.Get(context.Background(), id); err != nil || l.URL != target {
+			t.Errorf("created %s (201) for %s: in the store %+v, %v", id, target, l, err)
+		}
+	}
+	t.Logf("%d creates acknowledged", len(created))
 }

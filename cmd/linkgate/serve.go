@@ -60,8 +60,9 @@ GET /getFullURL/{id}, redirects at GET /{id}, the REST API under
 /api/v1/links/{id}/qr, the web page at /, and /healthz, /readyz, /metrics.
 Links are stored durably (a 201 means the link is on disk). Visits are
 counted in memory and written in batches (--visits-flush-interval).
-SIGINT/SIGTERM drain requests in flight, flush the visits, then close the
-store.
+SIGINT/SIGTERM stop accepting, answer every request read (with
+Connection: close), close idle keep-alive connections once quiet for
+0.5s, flush the visits, then close the store.
 
 Stores: pebble:DIR (the embedded store, a pebble database in DIR, created
 with its directory), or dynamodb:TABLE (default table goUrlShortener; create it with 'linkgate
@@ -118,7 +119,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.server.WriteTimeout, "write-timeout", 10*time.Second, "time to write one response")
 	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept")
 	fs.IntVar(&c.server.MaxHeaderBytes, "max-header-bytes", 8<<10, "largest request line plus headers, in `bytes` (more: 431)")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain requests in flight on SIGINT/SIGTERM")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain connections and requests on SIGINT/SIGTERM")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "`address` serving Go's profiles and traces at /debug/pprof/ (e.g. 127.0.0.1:6060; keep it private); empty: none")
 }
 

@@ -83,6 +83,9 @@ type Watchdog struct {
 	mu      sync.Mutex
 	conns   map[*Conn]struct{}
 	running bool // a goroutine ticks while conns is not empty
+	// quiet, once Drain was called: how long a connection may wait for
+	// its next request (ns); 0 before.
+	quiet atomic.Int64
 }
 
 // New returns a watchdog that looks at its connections every tick.
@@ -190,8 +193,43 @@ func (w *Watchdog) Wrap(c net.Conn, limits *Limits) *Conn {
 	w.add(dc)
 	if limits != nil {
 		dc.rd.Store(w.after(limits.Read))
+		dc.boundary.Store(true)
+		dc.drainWait()
 	}
 	return dc
+}
+
+// Drain makes every connection with limits that waits for a request
+// (idle between two, or new and silent) wait for it at most quiet from
+// now, and every one that begins to wait from now on at most quiet: a
+// draining server closes its idle keep-alive connections at a request
+// boundary, and only once they have been quiet that long, so that a
+// client sending its next request as soon as it has its answer is
+// answered (with Connection: close) rather than closed on. A connection
+// whose wait so ends is closed as by its read timeout.
+func (w *Watchdog) Drain(quiet time.Duration) {
+	w.quiet.Store(int64(max(quiet, 1)))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for c := range w.conns {
+		if c.limits != nil && c.boundary.Load() {
+			c.drainWait()
+		}
+	}
+}
+
+// drainWait shortens the read deadline of a connection waiting for a
+// request to the Watchdog's quiet time from now, once it drains.
+func (c *Conn) drainWait() {
+	q := c.w.quiet.Load()
+	if q == 0 {
+		return
+	}
+	v := c.w.after(time.Duration(q))
+	if d := c.rd.Load(); d != 0 && d <= v {
+		return
+	}
+	c.set(read, &c.rd, v)
 }
 
 // Listener wraps every connection ln accepts with limits.
@@ -243,6 +281,8 @@ type Conn struct {
 	// returned, while no other Read has followed it; 0 otherwise.
 	// Handling hands it to the request it begins.
 	began int64
+	// boundary: waiting for the first byte of a request (Drain reads it).
+	boundary atomic.Bool
 }
 
 // SetCallTimeouts bounds each Read and each Write from its start, instead
@@ -323,7 +363,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if l := c.limits; l != nil && c.requests != c.idleFrom {
 		// The last request is answered: the next one has Idle to begin.
 		c.idleFrom, c.idle = c.requests, true
+		c.boundary.Store(true)
 		c.rd.Store(c.w.after(l.Idle))
+		c.drainWait()
 	}
 	if d := c.perRead.Load(); d > 0 {
 		c.rd.Store(c.w.after(time.Duration(d)))
@@ -333,6 +375,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.busy.And(^uint32(read))
 	c.began = 0 // this Read does not end an idle wait, or it was not the only one
+	if n > 0 && c.limits != nil && c.boundary.Load() {
+		c.boundary.Store(false)
+	}
 	if c.idle && n > 0 && c.perRead.Load() == 0 {
 		// A request begins: it has Read to arrive whole.
 		c.idle = false
@@ -456,9 +501,17 @@ func (c *Conn) timeout(d time.Duration) int64 {
 	return c.w.after(d)
 }
 
-// Close stops watching the connection and closes it.
+// Close stops watching the connection and closes it. A connection one of
+// whose deadlines expired is closed by the CloseTimedOut method of the
+// connection it wraps, if it has one (internal/linger: a timed-out
+// client gets no long lingering close).
 func (c *Conn) Close() error {
 	c.w.remove(c)
+	if e := c.expired.Load(); e != 0 {
+		if tc, ok := c.Conn.(interface{ CloseTimedOut(write bool) error }); ok {
+			return tc.CloseTimedOut(e&write != 0)
+		}
+	}
 	return c.Conn.Close()
 }
 

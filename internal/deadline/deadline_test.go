@@ -416,3 +416,50 @@ func TestHandlingArrived(t *testing.T) {
 		t.Errorf("another connection: %v, want the zero Time", got)
 	}
 }
+
+// Drain: a connection waiting for its next request gets at most the quiet
+// time from the Drain (or from when its wait begins, after it), and one
+// in the middle of a request keeps its limits.
+func TestDrain(t *testing.T) {
+	limits := &Limits{Read: time.Second, Write: time.Second, Idle: time.Minute}
+	const quiet = 100 * time.Millisecond
+	buf := make([]byte, 1)
+
+	// Idle between two requests when the drain begins.
+	clk, w, c, far := setup(t, limits)
+	go far.Write([]byte("G"))
+	c.Read(buf)
+	Handling(c) // the request is answered; the next Read waits for another
+	done := blocked(t, c, read, readErr(c))
+	clk.advance(time.Second)
+	w.Drain(quiet)
+	clk.advance(quiet - 1)
+	w.check()
+	expectBlocked(t, c, done, "within the quiet time of the drain")
+	clk.advance(1)
+	w.check()
+	expectTimeout(t, done, "idle past the quiet time of a drain")
+
+	// In the middle of a request when the drain begins: its Read limit
+	// stands; once answered, its wait for the next has the quiet time.
+	clk, w, c, far = setup(t, limits)
+	go far.Write([]byte("G"))
+	c.Read(buf)
+	w.Drain(quiet)
+	done = blocked(t, c, read, readErr(c))
+	clk.advance(quiet)
+	w.check()
+	expectBlocked(t, c, done, "a request begun before the drain, past the quiet time")
+	go far.Write([]byte("E"))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	Handling(c)
+	done = blocked(t, c, read, readErr(c))
+	clk.advance(quiet - 1)
+	w.check()
+	expectBlocked(t, c, done, "within the quiet time of its wait")
+	clk.advance(1)
+	w.check()
+	expectTimeout(t, done, "waiting for a next request past the quiet time, during a drain")
+}

@@ -10,8 +10,10 @@ package linger
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
 	"time"
 )
@@ -20,6 +22,10 @@ import (
 const (
 	Timeout  = 3 * time.Second
 	MaxBytes = 512 << 10
+	// TimedOut bounds the lingering close of a connection closed for a
+	// read timeout (CloseTimedOut): with the timeout's own precision it
+	// keeps every timeout within its limit plus one second.
+	TimedOut = 250 * time.Millisecond
 )
 
 // Listener hands out connections whose Close lingers, and counts them in
@@ -51,9 +57,35 @@ type conn struct {
 
 // Close shuts down the sending side, then reads and discards until the
 // client closes its side, at most MaxBytes or Timeout, and only then
-// closes. It returns at once; the lingering runs in a goroutine of its
-// own.
-func (c *conn) Close() error {
+// closes; with a reset if the client read nothing of what is left to
+// send in that time. It returns at once; the lingering runs in a
+// goroutine of its own.
+func (c *conn) Close() error { return c.close(Timeout) }
+
+// CloseTimedOut closes a connection one of whose timeouts expired (the
+// Close of internal/deadline's Conn calls it). After a write timeout the
+// client does not read what is sent: the connection is reset at once
+// (SO_LINGER 0, as nginx's reset_timedout_connection), which also frees
+// what the kernel still held to send, instead of a FIN queued behind it
+// and a lingering close the client never ends. After a read timeout the
+// answer (a 408) goes out and the rest is read as Close does, for at most
+// TimedOut.
+func (c *conn) CloseTimedOut(write bool) error {
+	if !write {
+		return c.close(TimedOut)
+	}
+	if !c.closing.CompareAndSwap(false, true) {
+		return nil
+	}
+	defer c.live.Add(-1)
+	if tc, ok := c.Conn.(interface{ SetLinger(int) error }); ok {
+		_ = tc.SetLinger(0)
+	}
+	return c.Conn.Close()
+}
+
+// close shuts down the sending side and lingers for at most d.
+func (c *conn) close(d time.Duration) error {
 	if !c.closing.CompareAndSwap(false, true) {
 		return nil // servers may close a connection twice
 	}
@@ -64,8 +96,15 @@ func (c *conn) Close() error {
 	}
 	go func() {
 		defer c.live.Add(-1)
-		_ = c.Conn.SetReadDeadline(time.Now().Add(Timeout))
-		_, _ = io.CopyN(io.Discard, c.Conn, MaxBytes)
+		_ = c.Conn.SetReadDeadline(time.Now().Add(d))
+		if _, err := io.CopyN(io.Discard, c.Conn, MaxBytes); errors.Is(err, os.ErrDeadlineExceeded) && unsent(c.Conn) > 0 {
+			// The client neither closed nor read for d: what it has not
+			// taken it will not, and a FIN behind it would keep the
+			// socket (and its buffers) in the kernel for minutes.
+			if tc, ok := c.Conn.(interface{ SetLinger(int) error }); ok {
+				_ = tc.SetLinger(0)
+			}
+		}
 		_ = c.Conn.Close()
 	}()
 	return nil

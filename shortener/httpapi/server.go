@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/linkgate/linkgate/internal/deadline"
 	"github.com/linkgate/linkgate/internal/linger"
 )
 
@@ -35,9 +37,19 @@ type ServerConfig struct {
 type Server struct {
 	srv *fasthttp.Server
 	cfg ServerConfig
+	dog *deadline.Watchdog // the connections' timeouts (timeouts.go)
 
-	live atomic.Int64 // connections not yet closed for good (internal/linger)
+	live     atomic.Int64 // connections not yet closed for good (internal/linger)
+	draining atomic.Bool  // Shutdown began: every answer closes its connection
+	mu       sync.Mutex
+	lns      []net.Listener // Serve's, closed by Shutdown
 }
+
+// DrainQuiet is how long a draining Server lets a keep-alive connection
+// wait for its next request before it closes it: a client that sends its
+// next request as soon as it has an answer (under load, microseconds to
+// milliseconds) gets that request answered, with Connection: close.
+const DrainQuiet = 500 * time.Millisecond
 
 // NewServer returns a Server for h.
 func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
@@ -55,8 +67,14 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 	}
 	// No ReadTimeout, WriteTimeout, IdleTimeout here: Serve's listener
 	// enforces them (timeouts.go), without fasthttp's deadline per request.
-	return &Server{cfg: cfg, srv: &fasthttp.Server{
-		Handler:                      h.serveConn,
+	s := &Server{cfg: cfg, dog: newWatchdog(cfg)}
+	s.srv = &fasthttp.Server{
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			h.serveConn(ctx)
+			if s.draining.Load() {
+				ctx.SetConnectionClose()
+			}
+		},
 		ErrorHandler:                 HandleServerError,
 		ExpectHandler:                expectContinue,
 		ReadBufferSize:               cfg.MaxHeaderBytes,
@@ -66,28 +84,52 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
 		LazyRequestTime:              true, // the handler times requests itself, and visits from that (wallClock)
-		CloseOnShutdown:              true,
 		Logger:                       fasthttpLogger{logger},
-	}}
+	}
+	return s
 }
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.srv.Serve(timedListener(linger.Listener(ln, &s.live), s.cfg))
+	s.mu.Lock()
+	if s.draining.Load() {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	return s.srv.Serve(timedListener(s.dog, linger.Listener(ln, &s.live), s.cfg))
 }
 
-// Shutdown stops accepting connections, answers the requests it has
-// received (with Connection: close), closes idle keep-alive connections
-// and waits for the requests in flight, until ctx is done; then it closes
-// what is left. Connections close gracefully (internal/linger): a client
-// that sends a request just as its idle connection is closed sees the
-// connection end, never a reset, and may send it again elsewhere.
+// Shutdown drains the server: it stops accepting connections, answers
+// every request it has read or reads from now on with Connection: close
+// (then closes that connection), and closes each keep-alive connection
+// waiting for its next request once it has waited DrainQuiet, so only at
+// a request boundary, and then as its idle timeout would. It returns once
+// every connection is closed, lingering closes included, or when ctx is
+// done (the process then ends what is left). Connections close
+// gracefully (internal/linger): a client whose request crosses the close
+// of its idle connection sees the connection end, never a reset, and may
+// send the request again.
+//
+// fasthttp's own Shutdown closes idle connections at once, and a request
+// already on its way on one is lost without an answer (issue 26: 25 of 32
+// keep-alive clients creating links lost one), so it is not used.
 func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.srv.ShutdownWithContext(ctx)
-	// fasthttp's Shutdown may return before it has closed its last
-	// connections: wait for them, lingering closes included.
-	if werr := linger.Wait(ctx, &s.live); err == nil {
-		err = werr
+	s.mu.Lock()
+	s.draining.Store(true)
+	var err error
+	for _, ln := range s.lns {
+		if cerr := ln.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	s.lns = nil
+	s.mu.Unlock()
+	s.dog.Drain(DrainQuiet)
+	if werr := linger.Wait(ctx, &s.live); werr != nil {
+		return werr
 	}
 	return err
 }

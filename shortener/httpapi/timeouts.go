@@ -21,9 +21,15 @@ import (
 // very error its own deadline would have given: a timeout on a half-read
 // request answers 408; on an idle connection it closes silently.
 
-// timedListener wraps ln's connections with the Server's limits.
-func timedListener(ln net.Listener, cfg ServerConfig) net.Listener {
-	w := deadline.New(deadline.TickFor(cfg.ReadTimeout, cfg.WriteTimeout, cfg.IdleTimeout))
+// newWatchdog returns the watchdog of a Server's connections, whose tick
+// keeps its timeouts (and its DrainQuiet within a tick).
+func newWatchdog(cfg ServerConfig) *deadline.Watchdog {
+	return deadline.New(deadline.TickFor(cfg.ReadTimeout, cfg.WriteTimeout, cfg.IdleTimeout))
+}
+
+// timedListener wraps ln's connections, watched by w, with the Server's
+// limits.
+func timedListener(w *deadline.Watchdog, ln net.Listener, cfg ServerConfig) net.Listener {
 	return w.Listener(ln, deadline.Limits{Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout})
 }
 
