@@ -57,17 +57,29 @@ func TestDocsHelpBlocks(t *testing.T) {
 	}
 }
 
-// topDirs are the repository's top-level folders: a word that starts with
-// one of them and a slash is taken for a path.
+// topDirs are the repository's top-level folders, not those .gitignore
+// names as build output (dist/, bin/: a doc names what a build will
+// write there): a word that starts with one of them and a slash is taken
+// for a path.
 func topDirs(t *testing.T) []string {
 	t.Helper()
 	entries, err := os.ReadDir(repoRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ignore, err := os.ReadFile(filepath.Join(repoRoot, ".gitignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignored := map[string]bool{}
+	for _, line := range strings.Split(string(ignore), "\n") {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "/"); ok {
+			ignored[strings.TrimSuffix(name, "/")] = true
+		}
+	}
 	var dirs []string
 	for _, e := range entries {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && !ignored[e.Name()] {
 			dirs = append(dirs, regexp.QuoteMeta(e.Name()))
 		}
 	}
