@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"context"
 	"encoding/base64"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,9 +113,14 @@ func lower(c byte) byte {
 // start), as ParseFindCursor read it; the links are as stored (Service
 // applies fromStore); Page.Next is a FindCursor. It must answer what
 // Find's scan would: every link that passes f, in the same order.
+// Decorators implement it by passing the call on, answering ErrNoFinder
+// when the store they wrap has no Find: the Service then scans.
 type Finder interface {
 	Find(ctx context.Context, after *Link, limit int, f ListFilter) (Page, error)
 }
+
+// ErrNoFinder is a decorating Finder's answer over a store without one.
+var ErrNoFinder = errors.New("the store finds no links by itself")
 
 // Newer orders links newest first (see newer); stores that implement
 // Finder keep this order.
@@ -177,10 +183,10 @@ func ParseFindCursor(c string, oldest bool) (Link, error) {
 // newer), of at most limit links. The cursor is "" or a Page.Next that
 // Find returned (with any filter: it is a position in the order).
 //
-// It reads the whole store through List for every page, keeping only the
-// best limit+1 links in memory: a page costs a scan of every link
-// (docs/api.md gives the cost on each store), its memory is bounded by
-// limit. Links that are created, edited or deleted during a listing are
+// A store that finds links by an index of its own (Finder: pebble)
+// answers from it. Otherwise Find reads the whole store through List for
+// every page, keeping only the best limit+1 links in memory: a page costs
+// a scan of every link, its memory is bounded by limit. Links that are created, edited or deleted during a listing are
 // listed or not, every other link exactly once.
 func (s *Service) Find(ctx context.Context, cursor string, limit int, f ListFilter) (Page, error) {
 	if limit < 1 || limit > MaxPageSize {
@@ -202,13 +208,16 @@ func (s *Service) Find(ctx context.Context, cursor string, limit int, f ListFilt
 	}
 	if fs, ok := s.store.(Finder); ok {
 		p, err := fs.Find(ctx, after, limit, f)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNoFinder): // scan below
+		case err != nil:
 			return Page{}, storeError("find links", err)
+		default:
+			for i := range p.Links {
+				p.Links[i] = fromStore(p.Links[i])
+			}
+			return p, nil
 		}
-		for i := range p.Links {
-			p.Links[i] = fromStore(p.Links[i])
-		}
-		return p, nil
 	}
 	dir := 1
 	if f.Oldest {

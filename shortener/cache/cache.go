@@ -52,6 +52,7 @@ var (
 	_ shortener.KeyStore    = (*Store)(nil)
 	_ shortener.URLAppender = (*Store)(nil)
 	_ shortener.Updater     = (*Store)(nil)
+	_ shortener.Finder      = (*Store)(nil)
 )
 
 // Options configure a cache.
@@ -331,6 +332,15 @@ var writeSeed = maphash.MakeSeed()
 
 func (c *Store) writeLock(id string) *sync.Mutex {
 	return &c.writes[maphash.String(writeSeed, id)%uint64(len(c.writes))]
+}
+
+// Find is not cached: the store's, if it has one.
+func (c *Store) Find(ctx context.Context, after *shortener.Link, limit int, f shortener.ListFilter) (shortener.Page, error) {
+	fs, ok := c.store.(shortener.Finder)
+	if !ok {
+		return shortener.Page{}, shortener.ErrNoFinder
+	}
+	return fs.Find(ctx, after, limit, f)
 }
 
 // List is not cached.

@@ -56,3 +56,25 @@ func WALSyncs(s *Store) uint64 {
 func WriteStall(s *Store) (begin, end func()) {
 	return func() { s.events.stallBegin(pebbledb.WriteStallBeginInfo{Reason: "memtable count limit reached"}) }, s.events.stallEnd
 }
+
+// DropListIndex deletes the list's index, as a store written before it
+// has none; the next Open builds it.
+func DropListIndex(s *Store) error {
+	return s.db.DeleteRange([]byte{kindListIndex}, []byte{kindListIndex + 1}, pebbledb.Sync)
+}
+
+// ListIndexRecords counts the list's index records, the marker aside.
+func ListIndexRecords(s *Store) (int, error) {
+	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: []byte{kindListIndex}, UpperBound: []byte{kindListIndex + 1}})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if it.Key()[1] != 'm' {
+			n++
+		}
+	}
+	return n, it.Error()
+}

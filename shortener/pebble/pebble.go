@@ -32,6 +32,7 @@
 //	'v' res bucket subject    visit counts of an hour or a day: a link's,
 //	                          or all links', a domain's, a tag's (vrecord.go)
 //	'k' id                    an API key (keys.go)
+//	'x' …                     the list's index (listindex.go)
 //
 // Domains never contain 0x00, ids are shortener.ValidID, so a domain's
 // links are the keys with the prefix 'l' domain 0x00, in id order. The
@@ -336,6 +337,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open pebble store %s: %w", dir, s.corrupt(err))
 	}
 	s.reportRecovery()
+	if err := s.buildListIndex(); err != nil { // listindex.go
+		s.Close()
+		return nil, fmt.Errorf("open pebble store %s: index the links: %w", dir, s.corrupt(err))
+	}
 	if !opts.NoIndex && indexSupported {
 		arenaDir := ""
 		if fs == vfs.Default {
@@ -520,6 +525,9 @@ func (s *Store) Create(ctx context.Context, l shortener.Link) error {
 	if err := b.Set(key, val, nil); err != nil {
 		return unavailable(fmt.Sprintf("create link %q", l.ID), err)
 	}
+	if err := indexLink(b, l.ID, nil, &l); err != nil { // listindex.go
+		return unavailable(fmt.Sprintf("create link %q", l.ID), err)
+	}
 	if err := s.commit(b, s.createSync); err != nil {
 		return unavailable(fmt.Sprintf("create link %q", l.ID), err)
 	}
@@ -611,11 +619,15 @@ func (s *Store) Update(ctx context.Context, id string, u shortener.LinkUpdate) (
 	if err != nil {
 		return shortener.Link{}, fmt.Errorf("update link %q: %w", id, err)
 	}
+	old := l
 	u.Apply(&l)
 	b := s.db.NewBatch()
 	defer b.Close()
 	val := appendLink(nil, &l)
 	if err := b.Set(appendKey(nil, kindLink, id), val, nil); err != nil {
+		return shortener.Link{}, unavailable(fmt.Sprintf("update link %q", id), err)
+	}
+	if err := indexLink(b, id, &old, &l); err != nil { // listindex.go
 		return shortener.Link{}, unavailable(fmt.Sprintf("update link %q", id), err)
 	}
 	if err := s.commit(b, pebbledb.Sync); err != nil {
@@ -641,15 +653,26 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	defer release()
 	s.visitsMu.Lock()
 	defer s.visitsMu.Unlock()
-	switch found, err := s.exists(id); {
+	kb := s.keys.Get().(*[]byte)
+	defer s.keys.Put(kb)
+	v, done, found, err := s.value(kb, []byte(id))
+	switch {
 	case err != nil:
 		return unavailable(fmt.Sprintf("delete link %q", id), err)
 	case !found:
 		return shortener.ErrNotFound
 	}
+	old, err := decodeLink(id, v)
+	done()
+	if err != nil {
+		return fmt.Errorf("delete link %q: %w", id, err)
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	if err := b.Delete(appendKey(nil, kindLink, id), nil); err != nil {
+		return unavailable(fmt.Sprintf("delete link %q", id), err)
+	}
+	if err := unindexLink(b, id, &old); err != nil { // listindex.go
 		return unavailable(fmt.Sprintf("delete link %q", id), err)
 	}
 	if err := b.Delete(appendKey(nil, kindStats, id), nil); err != nil {

@@ -65,6 +65,9 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 		if err := b.Set(key, val, nil); err != nil {
 			return nil, unavailable("import", err)
 		}
+		if err := indexLink(b, l.ID, nil, l); err != nil {
+			return nil, unavailable("import", err)
+		}
 		if st := recs[i].Stats; !st.IsZero() {
 			if err := w.lifetime(b, l.ID, l.Tags, st, now); err != nil {
 				return nil, unavailable("import", err)

@@ -19,6 +19,7 @@ var (
 	_ shortener.VisitStore      = (*Store)(nil)
 	_ shortener.Updater         = (*Store)(nil)
 	_ shortener.VisitRangeStore = (*Store)(nil)
+	_ shortener.Finder          = (*Store)(nil)
 )
 
 type op int
@@ -174,6 +175,18 @@ func (s *Store) Update(ctx context.Context, id string, u shortener.LinkUpdate) (
 	l, err := up.Update(ctx, id, u)
 	s.observe(opUpdate, start, err)
 	return l, err
+}
+
+// Find times the inner store's Find (as a list), if it has one.
+func (s *Store) Find(ctx context.Context, after *shortener.Link, limit int, f shortener.ListFilter) (shortener.Page, error) {
+	fs, ok := s.inner.(shortener.Finder)
+	if !ok {
+		return shortener.Page{}, shortener.ErrNoFinder
+	}
+	start := now()
+	p, err := fs.Find(ctx, after, limit, f)
+	s.observe(opList, start, err)
+	return p, err
 }
 
 func (s *Store) List(ctx context.Context, cursor string, limit int) (shortener.Page, error) {

@@ -1,0 +1,167 @@
+package pebble_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/linkgate/linkgate/shortener"
+	"github.com/linkgate/linkgate/shortener/pebble"
+)
+
+// scanOnly hides the store's Find: the Service then scans every link,
+// which is what the index must agree with.
+type scanOnly struct{ shortener.Store }
+
+// pages lists every link passing f, page by page.
+func pages(t testing.TB, s *shortener.Service, f shortener.ListFilter, limit int) []string {
+	t.Helper()
+	var ids []string
+	cursor := ""
+	for range 10_000 {
+		p, err := s.Find(context.Background(), cursor, limit, f)
+		if err != nil {
+			t.Fatalf("find %+v: %v", f, err)
+		}
+		for _, l := range p.Links {
+			ids = append(ids, l.Key())
+		}
+		if p.Next == "" {
+			return ids
+		}
+		cursor = p.Next
+	}
+	t.Fatal("endless listing")
+	return nil
+}
+
+// The index answers every filter, in both orders and at every page size,
+// exactly as the scan of every link does — also after edits (tags added
+// and removed, a new expiry), deletes, imports, and once more after it is
+// dropped and rebuilt by Open (a store written before the index).
+func TestListIndexAgreesWithScan(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "links")
+	store, err := pebble.Open(dir, pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := base.Add(50 * time.Second)
+	domains := []string{"", "go.example", "sho.example"}
+	tags := []string{"red", "green", "blue"}
+	randomLink := func(i int) shortener.Link {
+		l := shortener.Link{ID: fmt.Sprintf("r%03d", i), URL: fmt.Sprintf("https://s%d.example/", rng.IntN(5)),
+			CreatedAt: base.Add(time.Duration(rng.IntN(100)) * time.Second)}
+		if rng.IntN(10) == 0 {
+			l.CreatedAt = time.Time{} // the seed's items have none
+		}
+		for _, tag := range tags {
+			if rng.IntN(3) == 0 {
+				l.Tags = append(l.Tags, tag)
+			}
+		}
+		if rng.IntN(4) == 0 {
+			l.ExpiresAt = base.Add(time.Duration(rng.IntN(100)) * time.Second)
+		}
+		if d := domains[rng.IntN(3)]; d != "" {
+			l.ID = d + "/" + l.ID
+		}
+		return l
+	}
+	for i := range 400 {
+		if err := store.Create(ctx, randomLink(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var recs []shortener.LinkRecord
+	for i := 400; i < 450; i++ {
+		recs = append(recs, shortener.LinkRecord{Link: randomLink(i)})
+	}
+	if _, err := store.ImportRecords(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 60 { // edits: tags and expiry
+		l := randomLink(i)
+		id := l.ID
+		if _, err := store.Get(ctx, id); err != nil {
+			continue // another domain this time
+		}
+		tg := l.Tags
+		if _, err := store.Update(ctx, id, shortener.LinkUpdate{Tags: &tg, ExpiresAt: &l.ExpiresAt}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 60; i < 100; i++ { // deletes
+		for _, d := range domains {
+			store.Delete(ctx, shortener.LinkKey(d, fmt.Sprintf("r%03d", i)))
+		}
+	}
+	for i := 80; i < 90; i++ { // created again, at another time
+		l := randomLink(i)
+		l.CreatedAt = base.Add(time.Duration(200+i) * time.Second)
+		store.Delete(ctx, l.ID)
+		if err := store.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every link has exactly its records: one in the order, one in its
+	// domain's, one per tag; none of a link deleted or of a tag removed.
+	wantRecords := 0
+	all, err := shortener.NewService(scanOnly{store}, shortener.Options{}).Find(ctx, "", shortener.MaxPageSize, shortener.ListFilter{Query: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range all.Links {
+		wantRecords += 2 + len(l.Tags)
+	}
+	if n, err := pebble.ListIndexRecords(store); err != nil || n != wantRecords {
+		t.Errorf("%d index records (%v), want %d", n, err, wantRecords)
+	}
+
+	str := func(s string) *string { return &s }
+	filters := []shortener.ListFilter{
+		{Query: "r"},
+		{Tag: "red"},
+		{Tag: "green", Domain: str("go.example")},
+		{Domain: str("")},
+		{Domain: str("sho.example"), Query: "s3"},
+		{CreatedAfter: base.Add(20 * time.Second), CreatedBefore: base.Add(70 * time.Second)},
+		{Tag: "blue", CreatedAfter: base.Add(30 * time.Second)},
+		{CreatedBefore: base.Add(10 * time.Second)},
+		{State: shortener.StateExpired, Now: now},
+		{State: shortener.StateActive, Now: now, Tag: "red"},
+		{Query: "nothing matches this"},
+	}
+	check := func(t *testing.T) {
+		indexed := shortener.NewService(store, shortener.Options{})
+		scanned := shortener.NewService(scanOnly{store}, shortener.Options{})
+		for _, f := range filters {
+			for _, oldest := range []bool{false, true} {
+				f.Oldest = oldest
+				want := pages(t, scanned, f, 1000)
+				for _, limit := range []int{1, 7, 100} {
+					if got := pages(t, indexed, f, limit); !slices.Equal(got, want) {
+						t.Errorf("%+v, %d a page: the index listed %d links, the scan %d\n%v\n%v", f, limit, len(got), len(want), got[:min(8, len(got))], want[:min(8, len(want))])
+					}
+				}
+			}
+		}
+	}
+	t.Run("maintained", check)
+
+	if err := pebble.DropListIndex(store); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	if store, err = pebble.Open(dir, pebble.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	t.Run("rebuilt", check)
+}
