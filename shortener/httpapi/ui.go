@@ -92,6 +92,14 @@ type pageData struct {
 	Result      *linkJSON
 	QRSize      int
 	CSRF        string // the session's token, for the no-JavaScript form
+	// Session is who the page is signed in as (nil: nobody), so that the
+	// header is drawn as the script will leave it.
+	Session *pageSession
+}
+
+type pageSession struct {
+	Name                          string
+	Links, Stats, AdminKeys, Make bool // may list links, read statistics, manage keys, create
 }
 
 func (h *Handler) renderPage(ctx *fasthttp.RequestCtx, status int, d pageData) {
@@ -106,6 +114,7 @@ func (h *Handler) renderPage(ctx *fasthttp.RequestCtx, status int, d pageData) {
 	}
 	if ss, _, open := h.sessions.get(ctx.Request.Header.Cookie(sessionCookie), h.now()); open {
 		d.CSRF = ss.csrf
+		d.Session = h.pageSession(ctx, ss)
 	}
 	var buf bytes.Buffer
 	if err := h.ui.page.Execute(&buf, d); err != nil {
@@ -116,8 +125,33 @@ func (h *Handler) renderPage(ctx *fasthttp.RequestCtx, status int, d pageData) {
 	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
 	ctx.Response.Header.Set("Referrer-Policy", "no-referrer")
 	ctx.Response.Header.Set("Cache-Control", "no-store")
+	ctx.Response.Header.Set("Vary", "Accept-Encoding")
 	ctx.SetStatusCode(status)
+	if ctx.Request.Header.HasAcceptEncoding("gzip") {
+		ctx.Response.Header.Set("Content-Encoding", "gzip")
+		ctx.SetBody(fasthttp.AppendGzipBytesLevel(nil, buf.Bytes(), fasthttp.CompressBestSpeed))
+		return
+	}
 	ctx.SetBody(buf.Bytes())
+}
+
+// pageSession describes a signed-in page's session, as GET
+// /api/v1/session would.
+func (h *Handler) pageSession(ctx *fasthttp.RequestCtx, ss *session) *pageSession {
+	c := caller{admin: ss.admin}
+	name := "admin key"
+	if !ss.admin {
+		tctx, cancel := h.timeout()
+		defer cancel()
+		k, err := h.keys.get(tctx, ss.keyID)
+		if err != nil {
+			return nil // the script finds out
+		}
+		c.key, name = &k, k.Name
+	}
+	return &pageSession{Name: name, Links: c.allows(shortener.ScopeRead), Stats: c.allows(shortener.ScopeStats),
+		AdminKeys: c.allows(shortener.ScopeAdmin) && h.keys.store != nil,
+		Make:      h.cfg.CreateAccess != AccessKey || c.allows(shortener.ScopeCreate)}
 }
 
 // handleUI serves the page; ?created=ID shows that link as the result of

@@ -75,7 +75,6 @@
     const dark = t ? t === "dark" : darkMedia.matches;
     $("theme").setAttribute("aria-pressed", String(dark));
   }
-  $("theme").hidden = false;
   $("theme").addEventListener("click", () => {
     const dark = $("theme").getAttribute("aria-pressed") !== "true";
     try { localStorage.setItem("linkgate.theme", dark ? "dark" : "light"); } catch { /* storage off */ }
@@ -93,6 +92,7 @@
     $("who").textContent = signedIn ? "Signed in: " + session.name : "";
     $("nav").hidden = !signedIn;
     for (const a of $("nav").querySelectorAll("a[data-scope]")) a.hidden = !can(a.dataset.scope) || (a.dataset.scope === "admin" && !session.keys);
+    $("nav").querySelector("a[data-view='']").hidden = !(session.create_access === "public" || can("links:create"));
     if (signedIn) $("signin").hidden = true;
     route();
   }
@@ -463,10 +463,10 @@
   });
   async function openStats(id, domain) {
     current = id ? { id, domain: multiDomain ? domain : undefined } : { all: true };
-    show("stats");
     $("stats-h").textContent = current.all ? "Statistics of all links" : "Statistics of " + (current.domain ? current.domain + "/" : "") + id;
     for (const f of document.querySelectorAll("[data-all]")) f.hidden = !current.all;
     await refreshStats();
+    show("stats");
     $("stats").focus();
   }
   // normalize reads the statistics API's answer; an older server's (by_day
@@ -608,14 +608,22 @@
       if (a.dataset.view === view || (view === "stats" && current && current.all && a.dataset.view === "analytics")) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
     }
   }
-  function route() {
+  // route shows the view the address names, once its data is there (so
+  // nothing moves when it arrives). Until the first view is shown, a
+  // signed-in page's sections stay invisible (data-pending, set by the
+  // server), so the form does not flash before the list.
+  async function route() {
     const h = location.hash;
     const m = /^#stats\/([A-Za-z0-9_-]{1,64})(?:@([a-z0-9.:-]{1,128}))?$/.exec(h);
-    if (m && statsReadable()) { openStats(m[1], m[2]); return; }
-    if (h === "#analytics" && can("stats:read")) { openStats(); return; }
-    if (h === "#links" && can("links:read")) { show("links"); loadLinks(); return; }
-    if (h === "#keys" && can("admin") && session.keys) { show("keys"); loadKeys(); return; }
-    show("");
+    try {
+      if (m && statsReadable()) await openStats(m[1], m[2]);
+      else if (h === "#analytics" && can("stats:read")) await openStats();
+      else if (h === "#links" && can("links:read")) { await loadLinks(); show("links"); }
+      else if (h === "#keys" && can("admin") && session.keys) { await loadKeys(); show("keys"); }
+      else show("");
+    } finally {
+      delete main.dataset.pending;
+    }
   }
   window.addEventListener("hashchange", route);
   {
