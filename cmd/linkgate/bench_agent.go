@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -349,8 +350,19 @@ func (a *agentsOptions) remotes(ctx context.Context) ([]agent.Remote, []float64,
 				rs = append(rs, r)
 				ws = append(ws, 1)
 			}
-		default:
-			return nil, nil, cli.Usagef("--agents %s:%s: not built yet", s.kind, s.addr)
+		case "k8s":
+			// The Job's headless Service resolves to every ready pod.
+			host, port, _ := net.SplitHostPort(s.addr) // checked by parseAgentSpec
+			ips, err := net.DefaultResolver.LookupHost(ctx, host)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--agents k8s:%s: %w", s.addr, err)
+			}
+			slices.Sort(ips)
+			for _, ip := range slices.Compact(ips) {
+				addr := net.JoinHostPort(ip, port)
+				rs = append(rs, agent.NewClient(host+"/"+addr, scheme+"://"+addr, a.token, hc))
+				ws = append(ws, 1)
+			}
 		}
 	}
 	return rs, ws, nil
