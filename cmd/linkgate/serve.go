@@ -515,7 +515,7 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 	if err != nil {
 		return err
 	}
-	stopControl := startStoreControl(ctx, logger, raw)
+	stopControl, setControlURL := startStoreControl(ctx, logger, raw)
 	defer stopControl()
 	stopDebug, err := startDebug(logger, c.debugAddr)
 	if err != nil {
@@ -547,6 +547,7 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	setControlURL(localURL(ln.Addr()))
 	srv := httpapi.NewServer(logger, app.handler, c.server)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

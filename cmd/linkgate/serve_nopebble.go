@@ -21,4 +21,6 @@ func openPebble(ctx context.Context, logger *slog.Logger, dir, old string, minFr
 
 func registerStoreMetrics(shortener.Store, prometheus.Registerer) {}
 
-func startStoreControl(context.Context, *slog.Logger, shortener.Store) func() { return func() {} }
+func startStoreControl(context.Context, *slog.Logger, shortener.Store) (func(), func(string)) {
+	return func() {}, func(string) {}
+}

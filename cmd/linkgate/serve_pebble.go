@@ -4,8 +4,10 @@ package main
 
 import (
 	"context"
-	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/pebble"
@@ -20,16 +22,24 @@ func registerStoreMetrics(raw shortener.Store, reg prometheus.Registerer) {
 }
 
 // startStoreControl answers backups of the embedded store on its control
-// socket while serving; the returned function stops it.
-func startStoreControl(ctx context.Context, logger *slog.Logger, raw shortener.Store) func() {
+// socket while serving, and the server's address once it is set (for a
+// command that finds the store held: lockedHint); the returned functions
+// stop it and set the address.
+func startStoreControl(ctx context.Context, logger *slog.Logger, raw shortener.Store) (stop func(), setURL func(string)) {
 	s, ok := raw.(*pebble.Store)
 	if !ok {
-		return func() {}
+		return func() {}, func(string) {}
 	}
-	stop, err := serveControl(ctx, logger, s)
+	var url atomic.Pointer[string]
+	stop, err := serveControl(ctx, logger, s, func() string {
+		if u := url.Load(); u != nil {
+			return *u
+		}
+		return ""
+	})
 	if err != nil {
 		logger.Warn("no control socket: linkgate store backup cannot reach this server", "error", err)
-		return func() {}
+		return func() {}, func(string) {}
 	}
-	return stop
+	return stop, func(u string) { url.Store(&u) }
 }

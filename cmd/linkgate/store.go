@@ -155,9 +155,14 @@ func lockedHint(err error) error {
 	if le.PID > 0 {
 		holder = fmt.Sprintf("process %d", le.PID)
 	}
-	return fmt.Errorf("%w\n%s holds the store %s. If it is linkgate serve, work through its API instead: "+
-		"--server URL (or LINKGATE_SERVER=URL), with an admin key in $%s or a file named by --key-file; or stop it first",
-		err, holder, le.Dir, envAPIKey)
+	server, ifServe := "URL", "If it is linkgate serve, work"
+	if u := askServerURL(le.Dir); u != "" {
+		holder = "linkgate serve (" + holder + ", listening on " + u + ")"
+		server, ifServe = u, "Work"
+	}
+	return fmt.Errorf("%w\n%s holds the store %s. %s through its API instead: "+
+		"--server %s (or LINKGATE_SERVER=%[5]s), with an admin key in $%s or a file named by --key-file; or stop it first",
+		err, holder, le.Dir, ifServe, server, envAPIKey)
 }
 
 // migration counts what a migration did.

@@ -39,7 +39,7 @@ func TestLockedStoreMessage(t *testing.T) {
 				t.Errorf("%v: the message shows %q of the holder's command line:\n%s", args, leak, msg)
 			}
 		}
-		if !strings.Contains(msg, pid) || !strings.Contains(msg, "--server URL") {
+		if !strings.Contains(msg, pid) || !strings.Contains(msg, "--server "+c.URL) {
 			t.Errorf("%v: the message does not name %s and how to get on:\n%s", args, pid, msg)
 		}
 	}

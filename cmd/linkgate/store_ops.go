@@ -30,8 +30,10 @@ import (
 // controlPath is the control socket of the pebble store in dir.
 func controlPath(dir string) string { return filepath.Clean(dir) + ".ctl" }
 
-// serveControl answers backup requests for s until ctx ends.
-func serveControl(ctx context.Context, logger *slog.Logger, s *pebble.Store) (func(), error) {
+// serveControl answers backup requests for s, and GET /server with
+// serverURL() (the server's address, "" before it listens), until ctx
+// ends.
+func serveControl(ctx context.Context, logger *slog.Logger, s *pebble.Store, serverURL func() string) (func(), error) {
 	path := controlPath(s.Dir())
 	os.Remove(path) // a socket a killed server left behind; the store lock says we own it
 	ln, err := net.Listen("unix", path)
@@ -57,6 +59,14 @@ func serveControl(ctx context.Context, logger *slog.Logger, s *pebble.Store) (fu
 		logger.Info("store backed up", "to", dir, "duration", time.Since(start))
 		fmt.Fprintf(w, "backup of %s written to %s in %v\n", s.Dir(), dir, time.Since(start).Round(time.Millisecond))
 	})
+	mux.HandleFunc("GET /server", func(w http.ResponseWriter, r *http.Request) {
+		u := serverURL()
+		if u == "" {
+			http.Error(w, "not listening yet", http.StatusNotFound)
+			return
+		}
+		fmt.Fprintln(w, u)
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return func() { srv.Close(); os.Remove(path) }, nil
@@ -81,6 +91,24 @@ func askBackup(ctx context.Context, dir, to string, out io.Writer) (ok bool, err
 	}
 	out.Write(b)
 	return true, nil
+}
+
+// askServerURL asks the server holding the pebble store in dir for its
+// address, on the control socket; "" when none answers within a second.
+func askServerURL(dir string) string {
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", controlPath(dir))
+	}}}
+	resp, err := c.Get("http://store/server")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	if u := strings.TrimSpace(string(b)); resp.StatusCode == http.StatusOK && strings.HasPrefix(u, "http") && !strings.ContainsAny(u, " \t\n") {
+		return u
+	}
+	return ""
 }
 
 func urlQueryEscape(s string) string {
