@@ -48,17 +48,19 @@
 //
 //   - more than 1 % of the goroutines scheduled in it waited longer than
 //     the target delay (the scheduler's latency), and
-//   - at its end our own queue stands: every P runs a goroutine and
-//     more are runnable (/sched/goroutines/running:goroutines and
-//     /sched/goroutines/runnable:goroutines). A process that the host
-//     starves of CPU, or that a quota throttles, with little work of its
-//     own has idle Ps and an empty queue however late its goroutines
-//     run; one with more work than its CPU, whoever takes the rest,
-//     has a queue, and sheds.
+//   - our own work kept the Ps busy: the process used at least 80 % of
+//     GOMAXPROCS cores of CPU time in the window (getrusage), or, at its
+//     end, every P runs a goroutine and more are runnable
+//     (/sched/goroutines/running:goroutines and runnable:goroutines;
+//     this catches a queue of ours while the host takes CPU too). A
+//     process that the host starves of CPU, or that a quota throttles,
+//     with little work of its own uses little CPU and has idle Ps
+//     however late its goroutines run.
 //
 // (The runtime's idle P time, /cpu/classes/idle:cpu-seconds, would say
-// it over the whole window, but it is only updated at each garbage
-// collection.)
+// it better, but it is only updated at each garbage collection. The queue
+// at one instant alone misses much: with one P, goroutines whose sockets
+// became readable are not runnable until the busy P polls the network.)
 //
 // And it is late only while the work to protect went on (Watch:
 // redirects were served): creates alone are no reason to refuse creates.
@@ -119,7 +121,10 @@ type Monitor struct {
 	at     time.Duration        // clock at the previous Step
 	sample [3]metrics.Sample    // schedLatencies, running, runnable
 	prev   []uint64
-	late   atomic.Int64 // late windows so far
+	// process CPU time and wall time at the previous Step
+	prevCPU  time.Duration
+	prevWall time.Time
+	late     atomic.Int64 // late windows so far
 	// windows late by the latency alone, with no queue of ours
 	hostLate atomic.Int64
 	// watched counts the work to protect (Watch); nil: always.
@@ -201,18 +206,22 @@ func (m *Monitor) Step() {
 		return // not this runtime's metrics: limits stay at their maximum
 	}
 	h := m.sample[0].Value.Float64Histogram()
+	cpu, wall := processCPU(), time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.prev) != len(h.Counts) {
 		m.prev = append(m.prev[:0], h.Counts...)
+		m.prevCPU, m.prevWall = cpu, wall
 		m.at = m.clock()
 		return
 	}
+	procs := runtime.GOMAXPROCS(0)
 	late := lateWindow(h.Buckets, h.Counts, m.prev, m.target)
-	if late && !ownQueue(m.sample[1].Value.Uint64(), m.sample[2].Value.Uint64(), runtime.GOMAXPROCS(0)) {
+	if late && !cpuBusy(cpu-m.prevCPU, wall.Sub(m.prevWall), procs) && !ownQueue(m.sample[1].Value.Uint64(), m.sample[2].Value.Uint64(), procs) {
 		late = false
 		m.hostLate.Add(1)
 	}
+	m.prevCPU, m.prevWall = cpu, wall
 	copy(m.prev, h.Counts)
 	m.endWindow(late)
 }
@@ -238,6 +247,16 @@ func (m *Monitor) endWindow(late bool) {
 		m.prevWatched = n
 	}
 	m.adjust(late, elapsed)
+}
+
+// busyShare is the share of GOMAXPROCS cores of CPU time over a window
+// from which the Ps count as busy with our own work.
+const busyShare = 0.8
+
+// cpuBusy reports whether cpu seconds of the process over wall kept procs
+// Ps busy.
+func cpuBusy(cpu, wall time.Duration, procs int) bool {
+	return wall > 0 && cpu > 0 && float64(cpu) >= busyShare*float64(procs)*float64(wall)
 }
 
 // ownQueue reports whether goroutines queue behind our own work: with

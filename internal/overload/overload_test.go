@@ -152,6 +152,25 @@ func TestRunWithinTarget(t *testing.T) {
 	}
 }
 
+func TestCPUBusy(t *testing.T) {
+	for _, tt := range []struct {
+		cpu, wall time.Duration
+		procs     int
+		want      bool
+	}{
+		{8 * time.Millisecond, 10 * time.Millisecond, 1, true},
+		{7 * time.Millisecond, 10 * time.Millisecond, 1, false},
+		{16 * time.Millisecond, 10 * time.Millisecond, 2, true},
+		{10 * time.Millisecond, 10 * time.Millisecond, 2, false}, // one of two cores
+		{0, 10 * time.Millisecond, 1, false},                     // cannot tell
+		{time.Millisecond, 0, 1, false},
+	} {
+		if got := cpuBusy(tt.cpu, tt.wall, tt.procs); got != tt.want {
+			t.Errorf("cpuBusy(%v of %v, %d Ps) = %v, want %v", tt.cpu, tt.wall, tt.procs, got, tt.want)
+		}
+	}
+}
+
 func TestOwnQueue(t *testing.T) {
 	for _, tt := range []struct {
 		running, runnable uint64
