@@ -28,11 +28,14 @@ const (
 	KindGlobalRule   Kind = "global_rules"
 	KindPluginConfig Kind = "plugin_configs"
 	KindSSL          Kind = "ssl" // APISIX 2.14's path and etcd key
+	// KindConsumerGroup is APISIX 3.x's: plugins shared by the consumers
+	// that name it in group_id.
+	KindConsumerGroup Kind = "consumer_groups"
 )
 
 // Kinds lists every resource kind in dependency order: what a route refers
 // to comes before it.
-var Kinds = []Kind{KindSSL, KindUpstream, KindService, KindPluginConfig, KindConsumer, KindGlobalRule, KindRoute}
+var Kinds = []Kind{KindSSL, KindUpstream, KindService, KindPluginConfig, KindConsumerGroup, KindConsumer, KindGlobalRule, KindRoute}
 
 // Singular is the word APISIX uses in messages ("wrong route id").
 func (k Kind) Singular() string {
@@ -41,6 +44,8 @@ func (k Kind) Singular() string {
 		return "global rule"
 	case KindPluginConfig:
 		return "plugin config"
+	case KindConsumerGroup:
+		return "consumer group"
 	}
 	return strings.TrimSuffix(string(k), "s")
 }
@@ -276,6 +281,14 @@ type Service struct {
 type Consumer struct {
 	Username string  `json:"username"`
 	Plugins  Plugins `json:"plugins"`
+	GroupID  FlexID  `json:"group_id"`
+}
+
+// ConsumerGroup is APISIX 3.x's consumer group: plugins its consumers run
+// (a consumer's own configuration of a plugin replaces the group's).
+type ConsumerGroup struct {
+	ID      string  `json:"-"`
+	Plugins Plugins `json:"plugins"`
 }
 
 // GlobalRule holds plugins that run on every request.

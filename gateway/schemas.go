@@ -217,7 +217,19 @@ var (
 		"hosts":            {Type: "array", MinItems: 1, UniqueItems: true, Items: hostDef},
 	}}
 
+	// consumerGroupSchema is APISIX 3.x's consumer_group.
+	consumerGroupSchema = &Schema{Type: "object", Required: []string{"id", "plugins"}, NoAdditional: true, Properties: map[string]*Schema{
+		"id":          idSchema,
+		"name":        nameDef,
+		"desc":        descDef,
+		"labels":      labelsDef,
+		"create_time": timestampDef,
+		"update_time": timestampDef,
+		"plugins":     pluginsDef,
+	}}
+
 	consumerSchema = &Schema{Type: "object", Required: []string{"username"}, Properties: map[string]*Schema{
+		"group_id":    idSchema,                                                                                         // 3.x
 		"username":    {Type: "string", MinLength: 1, MaxLength: 100, Pattern: regexp.MustCompile(`^[a-zA-Z0-9_\-]+$`)}, // 3.x's: '-' allowed
 		"plugins":     pluginsDef,
 		"labels":      labelsDef,
@@ -286,7 +298,7 @@ var (
 func NamedSchema(name string) (*Schema, bool) {
 	s, ok := map[string]*Schema{
 		"route": routeSchema, "service": serviceSchema, "upstream": upstreamSchema, "consumer": consumerSchema,
-		"global_rule": globalRuleSchema, "plugin_config": pluginConfigSchema, "ssl": sslSchema, "proto": protoSchema,
+		"global_rule": globalRuleSchema, "plugin_config": pluginConfigSchema, "consumer_group": consumerGroupSchema, "ssl": sslSchema, "proto": protoSchema,
 		"stream_route": streamRouteSchema, "plugins": pluginsListSchema, "id_schema": idSchema, "host_def": hostDef,
 		"method_schema": methodSchema, "upstream_hash_vars_schema": hashVarsSchema, "upstream_hash_header_schema": hashHeaderSchema,
 		"upstream_hash_vars_combinations_schema": {Type: "string"}, "label_value_def": labelsDef.Values,
@@ -311,6 +323,8 @@ func SchemaOf(k Kind) *Schema {
 		return pluginConfigSchema
 	case KindSSL:
 		return sslSchema
+	case KindConsumerGroup:
+		return consumerGroupSchema
 	}
 	return nil
 }
@@ -360,8 +374,11 @@ func Check(k Kind, doc map[string]any, reg *Registry, refs RefChecker) error {
 		if err := schemaCheck(consumerSchema, doc); err != nil {
 			return err
 		}
-		return checkConsumerPlugins(doc, reg)
-	case KindGlobalRule, KindPluginConfig:
+		if err := checkConsumerPlugins(doc, reg); err != nil {
+			return err
+		}
+		return checkRefs(doc, refs, "group_id")
+	case KindGlobalRule, KindPluginConfig, KindConsumerGroup:
 		if err := schemaCheck(SchemaOf(k), doc); err != nil {
 			return err
 		}
@@ -426,6 +443,8 @@ func checkRefs(doc map[string]any, refs RefChecker, fields ...string) error {
 			kind, what = KindService, "service"
 		case "plugin_config_id":
 			kind, what = KindPluginConfig, "plugin config"
+		case "group_id":
+			kind, what = KindConsumerGroup, "consumer group"
 		}
 		if err := refs(kind, id); err != nil {
 			if errors.Is(err, ErrRefMissing) {

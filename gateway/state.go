@@ -23,7 +23,9 @@ type Config struct {
 	GlobalRules   map[string]*GlobalRule
 	PluginConfigs map[string]*PluginConfig
 	SSLs          map[string]*SSL
-	Revision      int64
+	// ConsumerGroups are APISIX 3.x's consumer groups.
+	ConsumerGroups map[string]*ConsumerGroup
+	Revision       int64
 	// invalid: "kind/id" → why its stored value was not loaded.
 	invalid map[string]*SkipError
 	// revisions: "kind/id" → the ModifiedIndex of the loaded value.
@@ -72,7 +74,7 @@ func NewConfig() *Config {
 	return &Config{
 		Routes: map[string]*Route{}, Upstreams: map[string]*Upstream{}, Services: map[string]*Service{},
 		Consumers: map[string]*Consumer{}, GlobalRules: map[string]*GlobalRule{}, PluginConfigs: map[string]*PluginConfig{},
-		SSLs: map[string]*SSL{}, invalid: map[string]*SkipError{}, revisions: map[string]int64{},
+		SSLs: map[string]*SSL{}, ConsumerGroups: map[string]*ConsumerGroup{}, invalid: map[string]*SkipError{}, revisions: map[string]int64{},
 	}
 }
 
@@ -82,7 +84,7 @@ func (c *Config) Clone() *Config {
 	return &Config{
 		Routes: maps.Clone(c.Routes), Upstreams: maps.Clone(c.Upstreams), Services: maps.Clone(c.Services),
 		Consumers: maps.Clone(c.Consumers), GlobalRules: maps.Clone(c.GlobalRules), PluginConfigs: maps.Clone(c.PluginConfigs),
-		SSLs: maps.Clone(c.SSLs), Revision: c.Revision, invalid: maps.Clone(c.invalid), revisions: maps.Clone(c.revisions),
+		SSLs: maps.Clone(c.SSLs), ConsumerGroups: maps.Clone(c.ConsumerGroups), Revision: c.Revision, invalid: maps.Clone(c.invalid), revisions: maps.Clone(c.revisions),
 	}
 }
 
@@ -166,6 +168,8 @@ func (c *Config) put(e Entry, reg *Registry) (err error) {
 		return store(c.GlobalRules, e.ID, doc, func(g *GlobalRule) { g.ID = e.ID })
 	case KindPluginConfig:
 		return store(c.PluginConfigs, e.ID, doc, func(p *PluginConfig) { p.ID = e.ID })
+	case KindConsumerGroup:
+		return store(c.ConsumerGroups, e.ID, doc, func(g *ConsumerGroup) { g.ID = e.ID })
 	case KindSSL:
 		return c.putSSL(e.ID, doc, reg)
 	}
@@ -200,6 +204,8 @@ func (c *Config) remove(k Kind, id string) {
 		delete(c.GlobalRules, id)
 	case KindPluginConfig:
 		delete(c.PluginConfigs, id)
+	case KindConsumerGroup:
+		delete(c.ConsumerGroups, id)
 	case KindSSL:
 		delete(c.SSLs, id)
 	}
@@ -321,12 +327,15 @@ func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
 	}
 	sortChain(out.Global)
 	for _, name := range sortedKeys(cfg.Consumers) {
-		ce, creds, err := compileConsumer(reg, name, cfg.Consumers[name])
+		ce, creds, err := compileConsumer(cfg, reg, name, cfg.Consumers[name])
 		if err != nil {
 			skip("consumers/"+name, err)
 			continue
 		}
 		out.shared = append(out.shared, cfg.source(KindConsumer, name))
+		if g := cfg.Consumers[name].GroupID; g != "" {
+			out.shared = append(out.shared, cfg.source(KindConsumerGroup, string(g)))
+		}
 		for pname, cred := range creds {
 			if out.credentials[pname] == nil {
 				out.credentials[pname] = map[string]*ConsumerEntry{}
@@ -384,7 +393,7 @@ func compileGlobalRule(reg *Registry, id string, g *GlobalRule) (ch Chain, err e
 
 // compileConsumer builds a consumer's plugin chain and reads its
 // credentials (auth plugin name → credential).
-func compileConsumer(reg *Registry, name string, cons *Consumer) (ce *ConsumerEntry, creds map[string]string, err error) {
+func compileConsumer(cfg *Config, reg *Registry, name string, cons *Consumer) (ce *ConsumerEntry, creds map[string]string, err error) {
 	defer recoverAs(&err)
 	if cons == nil {
 		return nil, nil, errNoValue
@@ -427,6 +436,29 @@ func compileConsumer(reg *Registry, name string, cons *Consumer) (ce *ConsumerEn
 	ch, err := reg.Build(rest, Scope{KindConsumer, name})
 	if err != nil {
 		return nil, nil, err
+	}
+	if cons.GroupID != "" {
+		// APISIX 3.x: the group's plugins, under the group's scope (its
+		// counters are the group's), unless the consumer configures the
+		// plugin itself. A consumer whose group is missing is not served.
+		g := cfg.ConsumerGroups[string(cons.GroupID)]
+		if g == nil {
+			return nil, nil, missingRef(0, "consumer group %s not found", cons.GroupID)
+		}
+		gch, err := reg.Build(g.Plugins, Scope{KindConsumerGroup, g.ID})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, in := range gch {
+			f, _ := reg.Get(in.Name)
+			if _, auth := f.(Authenticator); auth {
+				continue // a group identifies no one: its consumers' own auth plugins do
+			}
+			if _, own := cons.Plugins[in.Name]; !own {
+				ch = append(ch, in)
+			}
+		}
+		sortChain(ch)
 	}
 	ce.Chain = ch
 	return ce, creds, nil

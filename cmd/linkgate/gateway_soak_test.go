@@ -285,6 +285,7 @@ func runSoak(t *testing.T, nodes []*soakNode, d time.Duration, history func() []
 			{fmt.Sprintf("upstreams/%d", i), inline},
 			{fmt.Sprintf("services/%d", i), `{"upstream":` + inline + `}`},
 			{fmt.Sprintf("plugin_configs/%d", i), `{"plugins":{"request-id":{}}}`},
+			{fmt.Sprintf("consumer_groups/%d", i), `{"plugins":{"request-id":{}}}`},
 			{fmt.Sprintf("routes/%d", i), fmt.Sprintf(`{"uri":"/soak/%d","upstream_id":"%d","plugins":{"response-rewrite":{"headers":{"X-Soak":"seed%d"}}}}`, i, i, i)},
 			{fmt.Sprintf("routes/%d", i+3), fmt.Sprintf(`{"uri":"/soak/%d","service_id":"%d","plugins":{"response-rewrite":{"headers":{"X-Soak":"seed%d"}}}}`, i+3, i, i+3)},
 		} {
@@ -461,7 +462,7 @@ func soakCall(rng *rand.Rand, up string, gen func() string) (method, path, body 
 	var kind string
 	methods := []string{"PUT", "PUT", "POST", "PATCH", "DELETE"}
 	method = methods[rng.IntN(len(methods))]
-	switch rng.IntN(11) {
+	switch rng.IntN(12) {
 	case 0, 1, 2, 3, 4, 5: // routes
 		g := gen()
 		marker := fmt.Sprintf(`"response-rewrite":{"headers":{"X-Soak":%q}}`, g)
@@ -512,13 +513,28 @@ func soakCall(rng *rand.Rand, up string, gen func() string) (method, path, body 
 		case "PATCH":
 			method = "PUT"
 		}
-		return method, "consumers", fmt.Sprintf(`{"username":%q,"plugins":{"key-auth":{"key":"k%s"}}}`, name, gen())
+		group := "" // APISIX 3.x's consumer groups: a group that may have been deleted is refused
+		if rng.IntN(2) == 0 {
+			group = fmt.Sprintf(`,"group_id":"%d"`, 1+rng.IntN(3))
+		}
+		return method, "consumers", fmt.Sprintf(`{"username":%q,"plugins":{"key-auth":{"key":"k%s"}}%s}`, name, gen(), group)
 	case 9:
 		kind, id = "plugin_configs", fmt.Sprint(1+rng.IntN(3))
 		if method == "PATCH" {
 			return method, "plugin_configs/" + id, fmt.Sprintf(`{"desc":"p%s"}`, gen())
 		}
 		body = fmt.Sprintf(`{"plugins":{"request-id":{"header_name":"X-Req-%d"}}}`, rng.IntN(3))
+	case 10: // consumer groups (3.x): PUT, PATCH, DELETE; a group in use is kept
+		id = fmt.Sprint(1 + rng.IntN(3))
+		switch method {
+		case "POST":
+			method = "PUT"
+		case "PATCH":
+			return method, "consumer_groups/" + id, fmt.Sprintf(`{"desc":"g%s"}`, gen())
+		case "DELETE":
+			return method, "consumer_groups/" + id, ""
+		}
+		return method, "consumer_groups/" + id, fmt.Sprintf(`{"plugins":{"request-id":{"header_name":"X-Group-%d"}}}`, rng.IntN(3))
 	default: // global rules
 		id = fmt.Sprint(1 + rng.IntN(2))
 		if method == "POST" || method == "PATCH" {

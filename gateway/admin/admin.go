@@ -203,6 +203,9 @@ var resources = func() map[string]resource {
 		r.missingID, r.wrongID, r.noNeed = idWords(spec.word)
 		m[name] = r
 	}
+	r := resource{kind: gateway.KindConsumerGroup, patch: true, put: true, del: true} // 3.x: no POST
+	r.missingID, r.wrongID, r.noNeed = idWords("consumer group")
+	m["consumer_groups"] = r
 	m["plugin_configs"] = resource{kind: gateway.KindPluginConfig, patch: true, put: true, del: true,
 		missingID: "missing id", wrongID: "wrong id", noNeed: "wrong id, do not need it"}
 	return m
@@ -792,13 +795,15 @@ func (a *api) inUse(ctx context.Context, kind gateway.Kind, id string) (string, 
 		field, users, what = "service_id", []gateway.Kind{gateway.KindRoute}, "can not delete this service directly"
 	case gateway.KindPluginConfig:
 		field, users, what = "plugin_config_id", []gateway.Kind{gateway.KindRoute}, "can not delete this plugin config"
+	case gateway.KindConsumerGroup:
+		field, users, what = "group_id", []gateway.Kind{gateway.KindConsumer}, "can not delete this consumer group"
 	default:
 		return "", nil
 	}
 	if kind == gateway.KindUpstream {
 		// APISIX 3.x also looks in traffic-split's weighted upstreams, of
 		// every resource that has plugins.
-		users = []gateway.Kind{gateway.KindRoute, gateway.KindService, gateway.KindPluginConfig, gateway.KindConsumer, gateway.KindGlobalRule}
+		users = []gateway.Kind{gateway.KindRoute, gateway.KindService, gateway.KindPluginConfig, gateway.KindConsumer, gateway.KindConsumerGroup, gateway.KindGlobalRule}
 	}
 	for _, uk := range users {
 		es, err := a.store.List(ctx, uk)
@@ -812,7 +817,7 @@ func (a *api) inUse(ctx context.Context, kind gateway.Kind, id string) (string, 
 			}
 			doc, _ := v.(map[string]any)
 			if kind == gateway.KindUpstream && splitUses(doc, id) {
-				name := map[gateway.Kind]string{gateway.KindPluginConfig: "plugin_config", gateway.KindGlobalRule: "global_rules"}[uk]
+				name := map[gateway.Kind]string{gateway.KindPluginConfig: "plugin_config", gateway.KindConsumerGroup: "consumer_group", gateway.KindGlobalRule: "global_rules"}[uk]
 				if name == "" {
 					name = uk.Singular()
 				}
@@ -992,7 +997,7 @@ func (a *api) schema(w http.ResponseWriter, r *http.Request, segs []string) {
 var validateSchemas = map[string]string{
 	"routes": "route", "services": "service", "upstreams": "upstream", "consumers": "consumer",
 	"ssls": "ssl", "global_rules": "global_rule", "plugin_configs": "plugin_config",
-	"stream_routes": "stream_route", "protos": "proto",
+	"stream_routes": "stream_route", "protos": "proto", "consumer_groups": "consumer_group",
 }
 
 // validate serves APISIX 3.x's POST /apisix/admin/schema/validate/{resource}:
@@ -1022,7 +1027,7 @@ func (a *api) validate(w http.ResponseWriter, r *http.Request, resource string) 
 var configKinds = map[string]gateway.Kind{
 	"routes": gateway.KindRoute, "services": gateway.KindService, "upstreams": gateway.KindUpstream,
 	"consumers": gateway.KindConsumer, "ssls": gateway.KindSSL, "global_rules": gateway.KindGlobalRule,
-	"plugin_configs": gateway.KindPluginConfig,
+	"plugin_configs": gateway.KindPluginConfig, "consumer_groups": gateway.KindConsumerGroup,
 }
 
 // validateConfigs serves APISIX 3.x's POST /apisix/admin/configs/validate:

@@ -138,7 +138,8 @@ var endFlag = regexp.MustCompile(`#END\s*$`)
 var kinds = map[string]gateway.Kind{
 	"routes": gateway.KindRoute, "services": gateway.KindService, "upstreams": gateway.KindUpstream,
 	"consumers": gateway.KindConsumer, "plugin_configs": gateway.KindPluginConfig,
-	"global_rules": gateway.KindGlobalRule, "ssl": gateway.KindSSL,
+	"consumer_groups": gateway.KindConsumerGroup,
+	"global_rules":    gateway.KindGlobalRule, "ssl": gateway.KindSSL,
 }
 
 // Parse decodes a file's content into entries by "kind/id", unvalidated
