@@ -245,7 +245,7 @@ func TestServeDrainLosesNoAnswer(t *testing.T) {
 					warm.Done()
 				}
 				if w%2 == 1 { // half the clients think a little between requests
-					time.Sleep(time.Duration(i%5) * time.Millisecond)
+					time.Sleep(time.Duration(i%5) * time.Millisecond) // deliberate: a client's think time
 				}
 				body := fmt.Sprintf(`{"OriginalURL":"https://drain.example/%d/%d"}`, w, i)
 				if _, err := fmt.Fprintf(conn, "POST /shortenURL HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/linkgate/linkgate/gateway/conformance"
 	"github.com/linkgate/linkgate/internal/etcdtest"
+	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/internal/testdep"
 )
 
@@ -223,14 +224,13 @@ func (r *testRedis) addr(t *testing.T) string {
 		if r.err = r.cmd.Start(); r.err != nil {
 			return
 		}
-		for range 100 {
+		eventually.Within(10*time.Second, func() bool {
 			c, err := net.Dial("tcp", r.address)
 			if r.err = err; err == nil {
 				c.Close()
-				return
 			}
-			time.Sleep(50 * time.Millisecond) // polling a process we started for its port
-		}
+			return err == nil
+		})
 	})
 	if r.err != nil {
 		t.Fatalf("redis-server: %v", r.err)

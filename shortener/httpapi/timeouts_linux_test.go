@@ -39,7 +39,7 @@ func TestTimeoutsKeptForClientsThatNeverRead(t *testing.T) {
 					if _, err := c.Write([]byte("X")); err != nil {
 						return
 					}
-					time.Sleep(50 * time.Millisecond)
+					time.Sleep(50 * time.Millisecond) // deliberate: a slowloris's pace
 				}
 			}()
 		}},
@@ -76,7 +76,7 @@ func TestTimeoutsKeptForClientsThatNeverRead(t *testing.T) {
 				if time.Since(start) > limit+10*time.Second {
 					t.Fatalf("still open %v after the client began", time.Since(start).Round(time.Millisecond))
 				}
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(10 * time.Millisecond) // polls the socket's TCP state: no event says when the server closed it
 			}
 		})
 	}
