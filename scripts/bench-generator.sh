@@ -11,6 +11,8 @@
 #   http2     https://  h2 by ALPN, linkgate --http2 vs h2load (nginx `http2`),
 #                       H2_CONNS connections × STREAMS streams
 #   pacing    linkgate -R5000: corrected vs uncorrected p50, send lag
+#   agent     linkgate bench vs the same run on one linkgate bench agent
+#             (--agents), the agent on the generators' core
 #
 # Rounds alternate their order; tools/benchcmp prints medians, ranges and
 # per-round ratios. The TLS certificate is made at run time (benchcmp cert).
@@ -30,7 +32,7 @@ GEN_CPU=${GEN_CPU:-0}
 TARGET_CPU=${TARGET_CPU:-1}
 H2_CONNS=${H2_CONNS:-10}
 STREAMS=${STREAMS:-10}
-PARTS=${PARTS:-plain https https-new http2 pacing}
+PARTS=${PARTS:-plain https https-new http2 pacing agent}
 
 command -v nginx >/dev/null || die "nginx not installed (apt-get install nginx-light)"
 command -v wrk >/dev/null || die "wrk not installed (apt-get install wrk)"
@@ -109,7 +111,20 @@ for part in $PARTS; do
 		step "pacing at -R5000 (-t1 -c50 -d$DURATION)"
 		"$benchcmp" run -o "$res" -cpu "$GEN_CPU" -rounds 3 -t 1 -c 50 -d "$DURATION" \
 			-linkgate "$bin" -target "pace $url gen=linkgate R=5000 warmup=1s" ;;
-	*) die "unknown part $part (plain https https-new http2 pacing)" ;;
+	agent)
+		# One agent on the generators' core, the coordinator beside it (it
+		# waits on one HTTP request during the run): the agent's rate
+		# against plain linkgate bench's. The agent's own CPU per request
+		# is the "cpu" figure (pid=).
+		agent_port=$(free_port) agent_token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+		LINKGATE_TOKEN=$agent_token taskset -c "$GEN_CPU" "$bin" bench agent --listen "127.0.0.1:$agent_port" 2>"$dir/agent.log" &
+		agent_pid=$!
+		wait_tcp 127.0.0.1 "$agent_port" 10 || die "the agent did not start: $(cat "$dir/agent.log")"
+		run "linkgate bench, plain and on one agent (--agents)" \
+			-target "linkgate_plain $url gen=linkgate" \
+			-target "linkgate_agent $url gen=linkgate pid=$agent_pid arg=--agents=127.0.0.1:$agent_port arg=--agents-token=$agent_token"
+		kill "$agent_pid"; wait "$agent_pid" 2>/dev/null || true ;;
+	*) die "unknown part $part (plain https https-new http2 pacing agent)" ;;
 	esac
 done
 
@@ -128,6 +143,8 @@ publish_table "$benchcmp" "$res" <<'TABLE'
 {{template "row" (list "wrk_new" "wrk_new" "https new connection per request: wrk" "")}}{{template "row" (list "linkgate_new" "wrk_new" "https new connection per request: linkgate bench" "≥ 0.9× wrk")}}
 {{- end}}{{if has "h2load" -}}
 {{template "row" (list "h2load" "h2load" "http2: h2load" "")}}{{template "row" (list "linkgate_h2" "h2load" "http2: linkgate bench --http2" "≥ 0.8× h2load")}}
+{{- end}}{{if has "linkgate_agent" -}}
+{{template "row" (list "linkgate_plain" "linkgate_plain" "agent: linkgate bench" "")}}| agent: linkgate bench --agents (one agent; CPU µs/request: the agent's) | {{mr "%.0f" (vals "linkgate_agent" "rps")}} | {{mr "%.2f" (vals "linkgate_agent" "cpu")}} | {{mr "%.3f" (per "linkgate_agent" "linkgate_plain" "rps")}} | | ≥ 0.95× linkgate bench |
 {{- end}}
 {{if has "pace" -}}
 pacing at -R5000 (-t1 -c50):

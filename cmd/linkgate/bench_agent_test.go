@@ -192,7 +192,7 @@ func TestDistributedEqualsSingleGenerator(t *testing.T) {
 		singleOut, singleErr = exec.Command(bin, append(common, "--json", single, target)...).CombinedOutput()
 	})
 	out, code, errOut := runCoordinator(t, map[string]string{"LINKGATE_AGENTS_TOKEN": agentToken},
-		append(common, "--agents", agentList(agents), "--json", dist, "-L", target)...)
+		append(common, "--agents", agentList(agents), "--json", dist, "--html", filepath.Join(dir, "dist.html"), "-L", target)...)
 	wg.Wait()
 	if singleErr != nil {
 		t.Fatalf("the single generator: %v\n%s", singleErr, singleOut)
@@ -209,9 +209,16 @@ func TestDistributedEqualsSingleGenerator(t *testing.T) {
 		t.Errorf("recorded %d distributed and %d single latencies, want 900 each; rate %v, %d connections",
 			d.Latency.Count, s.Latency.Count, d.RequestedRate, d.Connections)
 	}
+	html, err := os.ReadFile(filepath.Join(dir, "dist.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, a := range d.Agents {
 		if a.RequestedRate != 100 || a.Connections != 4 {
 			t.Errorf("agent %s: rate %v, %d connections; want 100 and 4", a.Agent, a.RequestedRate, a.Connections)
+		}
+		if !strings.Contains(string(html), "<tr><th>"+a.Agent+"</th>") {
+			t.Errorf("the HTML report has no row for agent %s", a.Agent)
 		}
 	}
 	for _, p := range []string{"50", "90", "99"} {
