@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -272,5 +273,33 @@ func TestGatewayEnvSecrets(t *testing.T) {
 	})
 	if code, body := do(t, "GET", g.url+"/hello", "", "apikey", "$env://LG_TEST_JACK_KEY"); code != 401 {
 		t.Errorf("the reference itself as the key: %d %s", code, body)
+	}
+}
+
+// --admin-listen: on the data listener under v2 (APISIX 2.x), on :9180
+// under v3 (APISIX 3.x), else where it says.
+func TestGatewayAdminListenDefault(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, "data"},
+		{[]string{"--admin-api-version", "v3"}, ":9180"},
+		{[]string{"--admin-api-version", "v3", "--admin-listen", "data"}, "data"},
+		{[]string{"--admin-listen", "127.0.0.1:9999"}, "127.0.0.1:9999"},
+	}
+	for _, tt := range tests {
+		fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+		var c gatewayConfig
+		c.register(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.validate(); err != nil {
+			t.Fatal(err)
+		}
+		if c.adminListen != tt.want {
+			t.Errorf("%v: admin listen %q, want %q", tt.args, c.adminListen, tt.want)
+		}
 	}
 }

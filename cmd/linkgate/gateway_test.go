@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -215,34 +214,6 @@ func TestGatewayEtcdCluster(t *testing.T) {
 	wg.Wait()
 	if failed.Load() != 0 || served.Load() < 20 {
 		t.Errorf("with etcd down: %d failed of %d", failed.Load(), served.Load())
-	}
-}
-
-// --admin-listen: on the data listener under v2 (APISIX 2.x), on :9180
-// under v3 (APISIX 3.x), else where it says.
-func TestGatewayAdminListenDefault(t *testing.T) {
-	tests := []struct {
-		args []string
-		want string
-	}{
-		{nil, "data"},
-		{[]string{"--admin-api-version", "v3"}, ":9180"},
-		{[]string{"--admin-api-version", "v3", "--admin-listen", "data"}, "data"},
-		{[]string{"--admin-listen", "127.0.0.1:9999"}, "127.0.0.1:9999"},
-	}
-	for _, tt := range tests {
-		fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
-		var c gatewayConfig
-		c.register(fs)
-		if err := fs.Parse(tt.args); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.validate(); err != nil {
-			t.Fatal(err)
-		}
-		if c.adminListen != tt.want {
-			t.Errorf("%v: admin listen %q, want %q", tt.args, c.adminListen, tt.want)
-		}
 	}
 }
 
