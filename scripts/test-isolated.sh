@@ -41,21 +41,26 @@ gw_bin=$LINKGATE_ROOT/dist/linkgate_linux_$(go env GOARCH)
 export LINKGATE_TEST_ARTIFACTS=${LINKGATE_TEST_ARTIFACTS:-$LINKGATE_ROOT/.cache/test-artifacts}
 mkdir -p "$LINKGATE_TEST_ARTIFACTS"
 
+# Every go test below runs under tools/leftovers: a process a test leaves
+# behind (an orphaned nginx worker, a daemon's child) fails the step, named.
+leftovers=$LINKGATE_ROOT/.cache/bin/leftovers
+go build -o "$leftovers" ./tools/leftovers
+
 step "go test -race ./..."
-go test -race -count=1 -timeout 20m ./...
+"$leftovers" -- go test -race -count=1 -timeout 20m ./...
 
 # The generator's no-allocation tests skip under -race (the race detector
 # allocates), and so does the import's memory bound (it is slow there);
 # run them once more without it. (Timing figures are
 # benchmarks, not tests: go test -bench in docs/bench.md.)
 step "go test (allocation and memory tests, no -race)"
-go test -count=1 -timeout 5m -run 'DoesNotAllocate' ./bench/...
-go test -count=1 -timeout 5m -run 'TestImportMemoryBounded' ./shortener/httpapi/
+"$leftovers" -- go test -count=1 -timeout 5m -run 'DoesNotAllocate' ./bench/...
+"$leftovers" -- go test -count=1 -timeout 5m -run 'TestImportMemoryBounded' ./shortener/httpapi/
 
 # The release and image tests build and compress every artefact twice,
 # which the race detector slows tenfold; they skip under it.
 step "go test (release artefacts, no -race)"
-go test -count=1 -timeout 10m ./tools/release
+"$leftovers" -- go test -count=1 -timeout 10m ./tools/release
 
 step "fuzz (${FUZZTIME:=2s} per target)"
 for pkg in $(go list ./...); do
@@ -64,7 +69,7 @@ for pkg in $(go list ./...); do
 		echo "fuzz $pkg $f"
 		fuzz_log=$(mktemp)
 		for attempt in 1 2; do
-			go test -run '^$' -fuzz "^$f\$" -fuzztime "$FUZZTIME" "$pkg" >"$fuzz_log" 2>&1 && break
+			"$leftovers" -- go test -run '^$' -fuzz "^$f\$" -fuzztime "$FUZZTIME" "$pkg" >"$fuzz_log" 2>&1 && break
 			cat "$fuzz_log"
 			# A failing input is a real failure. Anything else (the fuzz
 			# engine losing a worker on a loaded machine) gets one retry.
