@@ -68,6 +68,13 @@ if [ ! -x .cache/bin/h2spec ]; then
 	step "go install h2spec"
 	GOBIN="$PWD/.cache/bin" go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
 fi
+# pebble, Let's Encrypt's test ACME server, and its DNS server
+# pebble-challtestsrv (internal/pebbletest starts them for the ACME tests).
+if [ ! -x .cache/bin/pebble ] || [ ! -x .cache/bin/pebble-challtestsrv ]; then
+	step "go install pebble and pebble-challtestsrv"
+	GOBIN="$PWD/.cache/bin" go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3 \
+		github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@v2.10.3
+fi
 if [ ! -x .cache/bin/staticcheck ]; then
 	step "go install staticcheck"
 	GOBIN="$PWD/.cache/bin" go install honnef.co/go/tools/cmd/staticcheck@v0.8.2

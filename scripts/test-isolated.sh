@@ -33,6 +33,8 @@ export LINKGATE_TEST_WEBCHECK=$LINKGATE_ROOT/tools/webcheck
 export LINKGATE_TEST_NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 export LINKGATE_TEST_RIE=$LINKGATE_ROOT/.cache/bin/aws-lambda-rie
 export LINKGATE_TEST_H2SPEC=$LINKGATE_ROOT/.cache/bin/h2spec
+export LINKGATE_TEST_PEBBLE=$LINKGATE_ROOT/.cache/bin/pebble
+export LINKGATE_TEST_CHALLTESTSRV=$LINKGATE_ROOT/.cache/bin/pebble-challtestsrv
 export LINKGATE_TEST_QEMU_ARM64=$(command -v qemu-aarch64-static || command -v qemu-aarch64)
 export LINKGATE_TEST_ARM64_BINARY=$LINKGATE_ROOT/dist/linkgate_linux_arm64
 # The APISIX conformance suite runs the release build, as users start it.
