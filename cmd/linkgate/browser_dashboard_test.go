@@ -64,7 +64,7 @@ func TestBrowserDashboard(t *testing.T) {
 		resp.Body.Close()
 	}
 
-	ctx := browser(t, chromedp.WindowSize(1280, 800))
+	ctx := browser(t)
 	b := &page{t: t, ctx: ctx, axe: axe}
 
 	// Anonymous: a key an earlier version stored is removed; create needs
@@ -207,7 +207,7 @@ func TestBrowserKeyboard(t *testing.T) {
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 201 {
 		t.Fatalf("seed: %v %v", resp, err)
 	}
-	b := &page{t: t, ctx: browser(t, chromedp.WindowSize(1280, 800))}
+	b := &page{t: t, ctx: browser(t)}
 	b.do(chromedp.Navigate(s.URL+"/"), chromedp.WaitVisible(chromedp.ID("signin-open")))
 	// tabTo presses Tab until the focused element matches css (at most 60 times).
 	tabTo := func(css string) {
@@ -292,6 +292,7 @@ func (p *page) state() string {
 // scroll sideways at 390 px.
 func (p *page) check(state string) {
 	p.t.Helper()
+	prev := p.eval(`localStorage.getItem("linkgate.theme") || ""`)
 	for _, vp := range []struct {
 		w, h  int64
 		theme string
@@ -314,7 +315,8 @@ func (p *page) check(state string) {
 			p.t.Errorf("%s (%s, %d px): axe-core violations: %s", state, vp.theme, vp.w, out)
 		}
 	}
-	p.eval(`localStorage.removeItem("linkgate.theme"), delete document.documentElement.dataset.theme, true`)
+	// The scheme the page had, back.
+	p.eval(`((t) => { if (t) { localStorage.setItem("linkgate.theme", t); document.documentElement.dataset.theme = t; } else { localStorage.removeItem("linkgate.theme"); delete document.documentElement.dataset.theme; } return true; })(` + jsString(prev) + `)`)
 }
 
 var shotsMu sync.Mutex

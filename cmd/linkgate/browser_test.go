@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,10 +35,11 @@ func TestBrowser(t *testing.T) {
 
 	s := startServe(t, nil, "--stats-public", "--visits-flush-interval", "100ms", "--allow-loopback-targets")
 
-	ctx := browser(t, chromedp.WindowSize(900, 1400))
+	ctx := browser(t)
 
 	// 1. Open the page and shorten a URL through the form.
 	err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(900, 1400),
 		chromedp.Navigate(s.URL+"/"),
 		chromedp.WaitVisible(chromedp.ID("url")),
 		chromedp.SendKeys(chromedp.ID("url"), targetURL),
@@ -111,14 +113,36 @@ func TestBrowser(t *testing.T) {
 	t.Logf("screenshot: %s", path)
 }
 
-// browser starts headless Chromium (Debian's chromium, LINKGATE_TEST_CHROMIUM)
-// with its own profile, plus extra options, and returns a context for
-// driving one tab, cancelled (the browser stopped) when the test ends and
-// at most 60 s long.
+// browser returns a context for driving one tab of headless Chromium
+// (Debian's chromium, LINKGATE_TEST_CHROMIUM) at 1280×800, at most 60 s
+// long and closed when the test ends. Without extra options the tab is
+// in a browser context of its own (its own cookies and storage) in the
+// one browser the test binary shares (sharedBrowser); options for the
+// browser's command line (extra) start a browser for this test alone.
 func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	chromium := testdep.Binary(t, testdep.Chromium, "chromium")
-	opts := append([]chromedp.ExecAllocatorOption{
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if len(extra) == 0 {
+		parent, err := sharedBrowser(chromium)
+		if err != nil {
+			t.Fatalf("chromium: %v", err)
+		}
+		ctx, cancel = chromedp.NewContext(parent, chromedp.WithNewBrowserContext())
+	} else {
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromiumOptions(chromium, t.TempDir()), extra...)...)
+		t.Cleanup(cancelAlloc)
+		ctx, cancel = chromedp.NewContext(actx)
+	}
+	t.Cleanup(cancel)
+	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(cancelT)
+	return ctx
+}
+
+func chromiumOptions(chromium, profile string) []chromedp.ExecAllocatorOption {
+	return []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromium),
 		chromedp.Flag("headless", true),
 		chromedp.NoSandbox,
@@ -129,13 +153,46 @@ func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Contex
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-extensions", true),
-		chromedp.UserDataDir(t.TempDir()),
-	}, extra...)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(cancel)
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
-	t.Cleanup(cancelT)
-	return ctx
+		chromedp.WindowSize(1280, 800),
+		chromedp.UserDataDir(profile),
+	}
+}
+
+// shared is the browser the test binary's browser tests share: started
+// by the first, stopped by TestMain (and, should the binary die, by the
+// kernel: chromedp starts it with Pdeathsig).
+var shared struct {
+	once    sync.Once
+	ctx     context.Context
+	stop    func()
+	profile string
+	err     error
+}
+
+func sharedBrowser(chromium string) (context.Context, error) {
+	shared.once.Do(func() {
+		shared.profile, shared.err = os.MkdirTemp("", "linkgate-chromium-")
+		if shared.err != nil {
+			return
+		}
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromiumOptions(chromium, shared.profile)...)
+		ctx, cancel := chromedp.NewContext(actx)
+		shared.ctx, shared.stop = ctx, func() { cancel(); cancelAlloc(); os.RemoveAll(shared.profile) }
+		shared.err = chromedp.Do(ctx) // starts the browser
+	})
+	return shared.ctx, shared.err
+}
+
+// TestMain stops the shared browser once the tests are done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stopSharedBrowser()
+	os.Exit(code)
+}
+
+// stopSharedBrowser stops the shared browser, if a test started it.
+func stopSharedBrowser() {
+	if shared.stop != nil {
+		shared.stop()
+	}
 }

@@ -435,7 +435,7 @@
     if ($("s-gran").value) p.set("granularity", $("s-gran").value);
     p.set("bots", $("s-bots").value);
     if (current && current.all) {
-      if ($("s-domain").value.trim()) p.set("domain", $("s-domain").value.trim());
+      if ($("s-domain") && $("s-domain").value) p.set("domain", $("s-domain").value);
       if ($("s-tag").value.trim()) p.set("tag", $("s-tag").value.trim());
     }
     return p;
@@ -456,6 +456,8 @@
       refreshStats();
     });
   }
+  // The granularity and the people/bots choice apply at once.
+  for (const id of ["s-gran", "s-bots"]) $(id).addEventListener("change", refreshStats);
   $("stats-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     if ($("s-from").value && $("s-to").value) range = "custom";
@@ -534,7 +536,7 @@
     svg.setAttribute("role", "img");
     const total = series.reduce((a, d) => a + d.total, 0);
     svg.setAttribute("aria-label", "Visits per " + (gran === "hour" ? "hour" : "day") + ": " + total + " in all, at most " + max + " in one; the table below lists them");
-    const mk = (tag, attrs, text) => { const e = document.createElementNS(ns, tag); for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v); if (text != null) e.textContent = text; return e; };
+    const mk = (tag, attrs, text) => { const e = document.createElementNS(ns, tag); for (const [k, v] of Object.entries(attrs)) if (v != null) e.setAttribute(k, v); if (text != null) e.textContent = text; return e; };
     svg.append(mk("line", { x1: pad, y1: H, x2: W, y2: H }));
     svg.append(mk("text", { x: 0, y: 10, class: "axis" }, String(max)));
     svg.append(mk("text", { x: 0, y: H, class: "axis" }, "0"));
@@ -544,7 +546,9 @@
       const r = mk("rect", { x: pad + i * bw + (bw > 3 ? 1 : 0), y: H - h, width: Math.max(0.5, bw - (bw > 3 ? 2 : 0)), height: h, class: "bar" });
       r.append(mk("title", {}, label(d.t, gran) + ": " + d.total));
       svg.append(r);
-      if (i % every === 0) svg.append(mk("text", { x: pad + i * bw, y: H + 14, class: "axis" }, label(d.t, gran).slice(gran === "hour" ? 0 : 5)));
+      // A label near the right edge ends there rather than run past it.
+      const x = pad + i * bw, end = x > W - 48;
+      if (i % every === 0) svg.append(mk("text", { x: end ? W : x, y: H + 14, class: "axis", "text-anchor": end ? "end" : null }, label(d.t, gran).slice(gran === "hour" ? 0 : 5)));
     });
     $("chart").replaceChildren(svg);
     const hasSplit = series.some((d) => d.people != null);
