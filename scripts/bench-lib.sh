@@ -48,6 +48,47 @@ CONF
 	echo $!
 }
 
+# start_nginx_map DIR PORT IDS starts nginx (1 worker, pinned like
+# start_nginx_302) redirecting every id of the file IDS through a `map` to
+# its own ~60-byte URL (404 for any other path) and writing each visit —
+# time, path, status, referrer, User-Agent, address — to a buffered
+# access_log: the lookup and a record of the visit, what linkgate does
+# with visits on (issue 27's anchor). It prints the master PID.
+start_nginx_map() {
+	local dir=$1 port=$2 ids=$3
+	mkdir -p "$dir/logs"
+	awk '{printf "/%s \"https://www.example.com/articles/2026/%07d/a-typical-path?utm_source=x\";\n", $1, NR}' "$ids" >"$dir/ids.map"
+	cat >"$dir/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+	client_body_temp_path $dir/tmp_body;
+	proxy_temp_path $dir/tmp_proxy;
+	fastcgi_temp_path $dir/tmp_fastcgi;
+	uwsgi_temp_path $dir/tmp_uwsgi;
+	scgi_temp_path $dir/tmp_scgi;
+	keepalive_requests 1000000;
+	map_hash_max_size $(($(wc -l <"$ids") * 2 + 1024));
+	map_hash_bucket_size 256;
+	map \$uri \$target { default ""; include $dir/ids.map; }
+	log_format visit '\$msec \$uri \$status "\$http_referer" "\$http_user_agent" \$remote_addr';
+	access_log $dir/logs/access.log visit buffer=64k flush=1s;
+	server {
+		listen 127.0.0.1:$port;
+		location / {
+			if (\$target = "") { return 404; }
+			return 302 \$target;
+		}
+	}
+}
+CONF
+	taskset -c "$SERVER_CPU" nginx -p "$dir" -c "$dir/nginx.conf" >"$dir/logs/stdout.log" 2>&1 &
+	echo $!
+}
+
 # benchcmp_build WORK builds tools/benchcmp (the statistics: interleaved
 # rounds, CPU per request from /proc, medians, ranges, ratios, tables) into
 # WORK/benchcmp and sets $benchcmp.

@@ -13,6 +13,11 @@
 #    wrk's Lua can cap (a) and (b) alike;
 #    (c) POST /shortenURL with a unique URL per request (create.lua) into
 #    the 1M-link store, and (c0) the same into a fresh, empty store;
+#  - (n)/(v): issue 27's anchor — nginx resolving the same ids through a
+#    `map` with a buffered access_log (start_nginx_map) against linkgate
+#    with visits counted, both driven by scripts/bench/visits.lua (a
+#    browser's User-Agent and Referer, classified and counted); (nh)/(vh)
+#    the same over the HOT (10,000) first ids; ratios by CPU per request;
 #  - the server's resident memory after the redirect rounds;
 #  - BASE=rev (optional; a revision with the pebble store) also serves
 #    that revision's linkgate on its own copy of the store, same pinning,
@@ -25,6 +30,7 @@ cd "$LINKGATE_ROOT"
 export GOTOOLCHAIN=local
 N=${N:-1000000}
 IDS_LIMIT=${IDS_LIMIT:-0}
+HOT=${HOT:-10000}
 BASE=${BASE:-}
 
 bench_workdir # $work, $pids: killed and removed on exit
@@ -44,12 +50,16 @@ echo "server on CPU $SERVER_CPU (GOMAXPROCS=1); wrk -t1 -c$CONNS -d$DURATION on 
 
 nginx_port=$(free_port)
 pids+=("$(start_nginx_302 "$work/nginx" "$nginx_port")")
+map_port=$(free_port)
+map_pid=$(start_nginx_map "$work/nginx-map" "$map_port" "$IDS_FILE")
+pids+=("$map_pid")
 lg_port=$(free_port)
 GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$lg_port" \
 	--store "pebble:$work/links" --log-level warn >"$work/linkgate.log" 2>&1 &
 lg_pid=$!
 pids+=("$lg_pid")
 wait_tcp 127.0.0.1 "$nginx_port" 10 || die "nginx did not start"
+wait_tcp 127.0.0.1 "$map_port" 120 || die "nginx (map) did not start: $(cat "$work/nginx-map/logs/error.log")"
 wait_tcp 127.0.0.1 "$lg_port" 30 || die "linkgate did not start: $(cat "$work/linkgate.log")"
 base_targets=()
 if [ -n "$BASE" ]; then
@@ -81,7 +91,13 @@ measure "$res" \
 	-target "a $lg_url lua=$lua pid=$lg_pid prewarm=3s" \
 	-target "b1 $nginx_url$one_id pid=$nginx_pid" \
 	-target "a1 $lg_url$one_id pid=$lg_pid" \
+	-target "n http://127.0.0.1:$map_port/ lua=scripts/bench/visits.lua pid=$map_pid prewarm=2s" \
+	-target "v $lg_url lua=scripts/bench/visits.lua pid=$lg_pid prewarm=3s" \
 	"${base_targets[@]}"
+step "the same anchor over the $HOT hot ids"
+IDS_LIMIT=$HOT measure "$res" \
+	-target "nh http://127.0.0.1:$map_port/ lua=scripts/bench/visits.lua pid=$map_pid prewarm=2s" \
+	-target "vh $lg_url lua=scripts/bench/visits.lua pid=$lg_pid prewarm=3s"
 
 rss() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$lg_pid/status"; }
 rss_anon=$(rss RssAnon) rss_file=$(rss RssFile) vm_rss=$(rss VmRSS)
@@ -117,6 +133,9 @@ table "$res" <<'TABLE'
 server CPU per request (µs, median of rounds; capacity ratio = nginx/linkgate):
   random ids: nginx {{printf "%.2f" (med "b" "cpu")}}, linkgate {{printf "%.2f" (med "a" "cpu")}} → {{printf "%.3f" (div (med "b" "cpu") (med "a" "cpu"))}}
   one id:     nginx {{printf "%.2f" (med "b1" "cpu")}}, linkgate {{printf "%.2f" (med "a1" "cpu")}} → {{printf "%.3f" (div (med "b1" "cpu") (med "a1" "cpu"))}}
+visits counted vs nginx map + buffered access_log (issue 27; CPU per request, µs, median (rounds); ratio = nginx/linkgate, target ≥ 0.85 over all ids, ≥ 0.95 hot):
+  all ids: nginx {{printf "%.2f" (med "n" "cpu")}} ({{each "%.2f" (vals "n" "cpu")}}), linkgate {{printf "%.2f" (med "v" "cpu")}} ({{each "%.2f" (vals "v" "cpu")}}) → {{printf "%.3f" (div (med "n" "cpu") (med "v" "cpu"))}}
+  hot ids (HOT): nginx {{printf "%.2f" (med "nh" "cpu")}} ({{each "%.2f" (vals "nh" "cpu")}}), linkgate {{printf "%.2f" (med "vh" "cpu")}} ({{each "%.2f" (vals "vh" "cpu")}}) → {{printf "%.3f" (div (med "nh" "cpu") (med "vh" "cpu"))}}
 {{report "POST /shortenURL, 1M-link store (c)" "c"}}
 {{report "POST /shortenURL, fresh store (c0)" "c0"}}
 server CPU per create (µs, median; range): 1M store {{printf "%.2f" (med "c" "cpu")}} ({{sorted "%.2f" (vals "c" "cpu")}}), fresh store {{printf "%.2f" (med "c0" "cpu")}} ({{sorted "%.2f" (vals "c0" "cpu")}}); p99 (ms, median): {{printf "%.1f" (med "c" "p99")}}, {{printf "%.1f" (med "c0" "p99")}}
