@@ -12,7 +12,8 @@ import (
 const dynamodbHelp = `DynamoDB tooling. Subcommands:
 
   create-table   create the links table (on-demand capacity, partition key
-                 shortURL, TTL on expiresAt); an existing table is fine
+                 shortURL, TTL on expiresAt) and its certificate table;
+                 existing tables are fine
   fold-visits    fold the visit log into its state items now (serve and
                  the Lambda mode do it by themselves when due)
 
@@ -49,7 +50,11 @@ func runCreateTable(ctx context.Context, args []string, env cli.Env) error {
 capacity (PAY_PER_REQUEST), partition key shortURL (string), TTL on
 expiresAt. Idempotent: an existing table with that key is fine, and TTL is
 enabled on it if it is not yet. DynamoDB enables TTL only once a table is
-ACTIVE: --wait waits for that; without it, run the command again later.`, env.Stderr)
+ACTIVE: --wait waits for that; without it, run the command again later.
+
+It also creates the table NAME-certs (partition key d, sort key k), where
+instances with automatic HTTPS share their certificates, ACME accounts and
+locks (docs/dynamodb.md).`, env.Stderr)
 	table := fs.String("table", dynamodb.DefaultTable, "table `name`")
 	wait := fs.Bool("wait", false, "wait until the table is ACTIVE, then enable TTL")
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {
@@ -66,7 +71,10 @@ ACTIVE: --wait waits for that; without it, run the command again later.`, env.St
 		return err
 	}
 	defer s.Close()
-	return dynamodb.CreateTable(ctx, s.Client(), *table, *wait, createTableWait, env.Stdout)
+	if err := dynamodb.CreateTable(ctx, s.Client(), *table, *wait, createTableWait, env.Stdout); err != nil {
+		return err
+	}
+	return dynamodb.CreateCertTable(ctx, s.Client(), dynamodb.CertTable(*table), *wait, createTableWait, env.Stdout)
 }
 
 func runFoldVisits(ctx context.Context, args []string, env cli.Env) error {

@@ -37,14 +37,15 @@ func TestDynamoDBCreateTable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("create-table: exit %d, stderr %q", code, errOut)
 	}
-	for _, want := range []string{"table " + table + " created", "TTL enabled on expiresAt"} {
+	for _, want := range []string{"table " + table + " created", "TTL enabled on expiresAt", "table " + table + "-certs created"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output %q lacks %q", out, want)
 		}
 	}
 	// Idempotent; the table name may come from the environment too.
 	out, errOut, code = runCLI(t, map[string]string{"LINKGATE_TABLE": table}, "dynamodb", "create-table")
-	if code != 0 || !strings.Contains(out, "already exists") || !strings.Contains(out, "TTL on expiresAt is ENABLED") {
+	if code != 0 || !strings.Contains(out, "table "+table+" already exists") || !strings.Contains(out, "TTL on expiresAt is ENABLED") ||
+		!strings.Contains(out, "table "+table+"-certs already exists") {
 		t.Errorf("second create-table: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

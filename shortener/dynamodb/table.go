@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -77,44 +78,65 @@ func checkSchema(table string, d *types.TableDescription) error {
 // Local creates tables at once) and otherwise says so: running it again
 // finishes the job. Progress goes to out.
 func CreateTable(ctx context.Context, client *ddb.Client, table string, wait bool, maxWait time.Duration, out io.Writer) error {
-	_, err := client.CreateTable(ctx, &ddb.CreateTableInput{
+	active, err := createTable(ctx, client, &ddb.CreateTableInput{
 		TableName:            &table,
 		BillingMode:          types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(AttrID), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(AttrID), KeyType: types.KeyTypeHash}},
-	})
+	}, checkSchema, wait, maxWait, out)
+	if err != nil {
+		return err
+	}
+	if !active {
+		fmt.Fprintf(out, "table %s is not ACTIVE yet; TTL on %s can be enabled once it is: run this again with --wait\n",
+			table, AttrExpiresAt)
+		return nil
+	}
+	return enableTTL(ctx, client, table, out)
+}
+
+// createTable creates the table in (on-demand capacity) unless it exists,
+// checks its key with check, and, with wait, waits for it to become
+// ACTIVE. It reports whether the table is ACTIVE.
+func createTable(ctx context.Context, client *ddb.Client, in *ddb.CreateTableInput,
+	check func(string, *types.TableDescription) error, wait bool, maxWait time.Duration, out io.Writer) (bool, error) {
+	table := *in.TableName
+	_, err := client.CreateTable(ctx, in)
 	var inUse *types.ResourceInUseException
 	switch {
 	case errors.As(err, &inUse):
 		fmt.Fprintf(out, "table %s already exists\n", table)
 	case err != nil:
-		return fmt.Errorf("create DynamoDB table %q: %w", table, err)
+		return false, fmt.Errorf("create DynamoDB table %q: %w", table, err)
 	default:
-		fmt.Fprintf(out, "table %s created (on-demand capacity, partition key %s)\n", table, AttrID)
+		var keys []string
+		for _, k := range in.KeySchema {
+			keys = append(keys, strings.ToLower(string(k.KeyType))+" key "+aws.ToString(k.AttributeName))
+		}
+		fmt.Fprintf(out, "table %s created (on-demand capacity, %s)\n", table, strings.Join(keys, ", "))
 	}
 
 	desc, err := client.DescribeTable(ctx, &ddb.DescribeTableInput{TableName: &table})
 	if err != nil {
-		return fmt.Errorf("describe DynamoDB table %q: %w", table, err)
+		return false, fmt.Errorf("describe DynamoDB table %q: %w", table, err)
 	}
-	if err := checkSchema(table, desc.Table); err != nil {
-		return err
+	if err := check(table, desc.Table); err != nil {
+		return false, err
 	}
-	if desc.Table.TableStatus != types.TableStatusActive {
-		if !wait {
-			fmt.Fprintf(out, "table %s is %s; TTL on %s can be enabled once it is ACTIVE: run this again with --wait\n",
-				table, desc.Table.TableStatus, AttrExpiresAt)
-			return nil
-		}
-		fmt.Fprintf(out, "waiting for table %s to become ACTIVE…\n", table)
-		w := ddb.NewTableExistsWaiter(client, func(o *ddb.TableExistsWaiterOptions) {
-			o.MinDelay, o.MaxDelay = time.Second, 5*time.Second
-		})
-		if err := w.Wait(ctx, &ddb.DescribeTableInput{TableName: &table}, maxWait); err != nil {
-			return fmt.Errorf("wait for DynamoDB table %q: %w", table, err)
-		}
+	if desc.Table.TableStatus == types.TableStatusActive {
+		return true, nil
 	}
-	return enableTTL(ctx, client, table, out)
+	if !wait {
+		return false, nil
+	}
+	fmt.Fprintf(out, "waiting for table %s to become ACTIVE…\n", table)
+	w := ddb.NewTableExistsWaiter(client, func(o *ddb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = time.Second, 5*time.Second
+	})
+	if err := w.Wait(ctx, &ddb.DescribeTableInput{TableName: &table}, maxWait); err != nil {
+		return false, fmt.Errorf("wait for DynamoDB table %q: %w", table, err)
+	}
+	return true, nil
 }
 
 func enableTTL(ctx context.Context, client *ddb.Client, table string, out io.Writer) error {
