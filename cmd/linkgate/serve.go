@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/linkgate/linkgate/internal/accesslog"
 	"github.com/linkgate/linkgate/internal/cli"
 	"github.com/linkgate/linkgate/internal/overload"
 	"github.com/linkgate/linkgate/shortener"
@@ -52,6 +53,9 @@ type serveConfig struct {
 	storeMinFree    int64 // pebble: MiB kept free on the store's file system
 	debugAddr       string
 	overloadDelay   time.Duration // 0: fixed in-flight budgets
+	accessLog       string        // --access-log: "", stdout, stderr or a file
+	accessLogFormat string
+	stdout, stderr  io.Writer // the process's, for --access-log stdout|stderr
 }
 
 const serveDescription = `Serve the URL shortener: seed-compatible POST /shortenURL and
@@ -89,6 +93,7 @@ func runServe(ctx context.Context, args []string, env cli.Env) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
+	c.stdout, c.stderr = env.Stdout, env.Stderr
 	logger, err := cli.NewLogger(env.Stderr, c.logFormat, c.logLevel)
 	if err != nil {
 		return err
@@ -120,6 +125,8 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.server.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept")
 	fs.IntVar(&c.server.MaxHeaderBytes, "max-header-bytes", 8<<10, "largest request line plus headers, in `bytes` (more: 431)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain connections and requests on SIGINT/SIGTERM")
+	fs.StringVar(&c.accessLog, "access-log", "", "one line per request to stdout, stderr or a `file` (appended; opened again on SIGHUP, for logrotate), written from a buffer by a goroutine of its own: a line that finds the buffer full is dropped and counted in linkgate_access_log_dropped_total, never waited for; empty: none")
+	fs.StringVar(&c.accessLogFormat, "access-log-format", "combined", "access log format: combined (nginx's and Apache's Combined Log Format) or json (docs/serve.md, \"Access log\")")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "`address` serving Go's profiles and traces at /debug/pprof/ (e.g. 127.0.0.1:6060; keep it private); empty: none")
 }
 
@@ -174,6 +181,9 @@ func (c serveConfig) validate() error {
 		return cli.Usagef("--max-header-bytes must be at least 1024")
 	case c.storeMinFree < 1 || c.storeMinFree > 1<<20:
 		return cli.Usagef("--store-min-free must be between 1 and 1048576 MiB")
+	}
+	if _, err := accesslog.ParseFormat(c.accessLogFormat); err != nil {
+		return cli.Usagef("--access-log-format: %v", err)
 	}
 	return nil
 }
@@ -450,6 +460,9 @@ func newShortener(logger *slog.Logger, c serveConfig, raw shortener.Store, kind 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerStoreMetrics(raw, reg)
+	if c.api.AccessLog != nil {
+		registerAccessLogMetrics(reg, c.api.AccessLog.Stats)
+	}
 	store, err := wrapStore(logger, raw, kind, c, reg)
 	if err != nil {
 		raw.Close()
@@ -511,6 +524,15 @@ func (a *shortenerApp) Close(ctx context.Context, logger *slog.Logger) error {
 }
 
 func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
+	access, err := openAccessLog(logger, c)
+	if err != nil {
+		return err
+	}
+	if access != nil {
+		defer closeAccessLog(logger, access) // on errors; after a drain it is closed already
+		defer reopenOnHUP(logger, access)()
+		c.api.AccessLog = access
+	}
 	raw, kind, err := openStore(ctx, logger, c)
 	if err != nil {
 		return err
@@ -576,6 +598,9 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 	}
 	if err := <-served; err != nil {
 		logger.Warn("serve", "error", err)
+	}
+	if access != nil {
+		closeAccessLog(logger, access) // every request answered is in it
 	}
 	logger.Info("stopped")
 	return nil

@@ -264,6 +264,8 @@ func TestServeUsageErrors(t *testing.T) {
 		{"blocklist missing", []string{"--blocklist", filepath.Join(tmp, "missing")}, 1, "blocklist"},
 		{"blocklist junk", []string{"--blocklist", bad}, 1, "not a domain"},
 		{"port taken", []string{"--addr", "127.0.0.1:-1"}, 1, "listen"},
+		{"access log format", []string{"--access-log", "stdout", "--access-log-format", "common"}, 2, "--access-log-format"},
+		{"access log unwritable", []string{"--access-log", tmp}, 1, "access log"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/linkgate/linkgate/internal/accesslog"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/httpapi"
 )
@@ -265,4 +267,14 @@ func BenchmarkShortenURL(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkRedirectAccessLog is BenchmarkRedirect with an access log on
+// (combined, to io.Discard): its record is copied into the log's buffer
+// on the redirect's path, formatted by the log's writer goroutine.
+// Target: 0 allocs/op.
+func BenchmarkRedirectAccessLog(b *testing.B) {
+	log := accesslog.New(io.Discard, accesslog.Options{})
+	defer log.Close()
+	benchmarkRedirect(b, setup{cfg: httpapi.Config{AccessLog: log}}, "")
 }

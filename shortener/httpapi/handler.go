@@ -30,6 +30,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
+	"github.com/linkgate/linkgate/internal/accesslog"
 	"github.com/linkgate/linkgate/internal/overload"
 	"github.com/linkgate/linkgate/shortener"
 )
@@ -166,6 +167,10 @@ type Config struct {
 	// SignInRate limits the sign-ins of each client address. The zero
 	// Rate is DefaultSignInRate.
 	SignInRate Rate
+	// AccessLog, if set, gets one line per request (accesslog.go): the
+	// client's address as TrustedProxies say it, the request line,
+	// status, body size, time taken, Referer and User-Agent.
+	AccessLog *accesslog.Log
 }
 
 // VisitRecorder counts visits (visits.Aggregator). Record must not block
@@ -408,6 +413,9 @@ func (h *Handler) ServeFastHTTP(ctx *fasthttp.RequestCtx) { h.serve(ctx, monoton
 
 // serve serves a request that arrived at monotonic() == start.
 func (h *Handler) serve(ctx *fasthttp.RequestCtx, start time.Duration) {
+	if h.cfg.AccessLog != nil {
+		defer h.logAccess(ctx, start) // after the panic's 500, below
+	}
 	r, id, allow := match(ctx)
 	if c := r.class(); c != classOperational {
 		if len(h.domains) > 0 && h.domainOf(ctx.Host()) < 0 {

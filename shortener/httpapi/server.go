@@ -75,7 +75,10 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 				ctx.SetConnectionClose()
 			}
 		},
-		ErrorHandler:                 HandleServerError,
+		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
+			HandleServerError(ctx, err)
+			h.logUnread(ctx)
+		},
 		ExpectHandler:                expectContinue,
 		ReadBufferSize:               cfg.MaxHeaderBytes,
 		MaxRequestBodySize:           MaxBodyBytes,
