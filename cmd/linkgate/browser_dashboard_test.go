@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/linkgate/linkgate/internal/testdep"
 )
@@ -197,22 +198,36 @@ func TestBrowserDashboard(t *testing.T) {
 	b.poll(`document.getElementById("links").hidden`, "no list for a links:create key")
 }
 
-// TestBrowserKeyboard: the dashboard's main flow with the keyboard
-// alone — sign in, reach a link's Edit button by Tab, edit in the
-// dialog, leave it with Escape, and sign out.
+// TestBrowserKeyboard: the dashboard's flows with the keyboard alone —
+// shorten a link anonymously, sign in, reach a link's buttons by Tab,
+// edit in the dialog (Enter saves; focus back on the Edit button), open
+// the QR code and leave it with Escape, delete after confirming (Escape
+// cancels first), open a link's statistics, create an API key (focus on
+// the token shown once), and sign out. Each change is checked through
+// the API.
 func TestBrowserKeyboard(t *testing.T) {
 	s := startServe(t, nil, "--admin-key", "root")
-	req, _ := http.NewRequest("POST", s.URL+"/api/v1/links", strings.NewReader(`{"url":"https://example.com/kbd","slug":"kbd"}`))
-	req.Header.Set("Authorization", "Bearer root")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 201 {
-		t.Fatalf("seed: %v %v", resp, err)
+	api := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, s.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer root")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, body := api("POST", "/api/v1/links", `{"url":"https://example.com/kbd","slug":"kbd"}`); st != 201 {
+		t.Fatalf("seed: %d %s", st, body)
 	}
 	b := &page{t: t, ctx: browser(t)}
 	b.do(chromedp.Navigate(s.URL+"/"), chromedp.WaitVisible(chromedp.ID("signin-open")))
-	// tabTo presses Tab until the focused element matches css (at most 60 times).
+	// tabTo presses Tab until the focused element matches css (at most 80 times).
 	tabTo := func(css string) {
 		t.Helper()
-		for range 60 {
+		for range 80 {
 			if b.eval(`document.activeElement.matches(`+jsString(css)+`)`) == "true" {
 				return
 			}
@@ -220,18 +235,87 @@ func TestBrowserKeyboard(t *testing.T) {
 		}
 		t.Fatalf("Tab never reached %s (at %s)", css, b.eval(`document.activeElement.outerHTML.slice(0, 120)`))
 	}
+	focused := func(css, what string) {
+		t.Helper()
+		b.poll(`document.activeElement.matches(`+jsString(css)+`)`, what)
+	}
+
+	// Anonymous: type a URL, Enter shortens it; the short link is focused.
+	tabTo("#url")
+	b.do(chromedp.KeyEvent("https://example.com/by-keyboard\r"))
+	b.poll(`!document.getElementById("result").hidden && document.getElementById("result-url").value.startsWith(location.origin + "/")`, "the link shortened")
+	focused("#result-url", "focus on the short link")
+	anon := strings.TrimPrefix(b.eval(`document.getElementById("result-url").value`), s.URL+"/")
+
 	tabTo("#signin-open")
 	b.do(chromedp.KeyEvent("\r"))
-	b.poll(`document.activeElement.id === "admin-key"`, "focus in the key field")
+	focused("#admin-key", "focus in the key field")
 	b.do(chromedp.KeyEvent("root\r"), chromedp.WaitVisible(chromedp.ID("all-links")))
-	b.poll(`document.querySelectorAll("#all-links tbody tr").length === 1`, "the list")
-	tabTo(`#all-links button[aria-label^="Edit"]`)
+	b.poll(`document.querySelectorAll("#all-links tbody tr").length === 2`, "the list")
+
+	// Edit: the dialog takes the focus; End, more text, Enter saves.
+	tabTo(`#all-links button[aria-label$="/kbd"][aria-label^="Edit"]`)
 	b.do(chromedp.KeyEvent("\r"))
-	b.poll(`document.getElementById("edit").open && document.getElementById("edit").contains(document.activeElement)`, "focus in the edit dialog")
+	b.poll(`document.getElementById("edit").open && document.activeElement.id === "e-url"`, "focus in the edit dialog")
 	b.do(chromedp.KeyEvent("\x1b"))
 	b.poll(`!document.getElementById("edit").open`, "Escape closes the dialog")
+	focused(`#all-links button[aria-label$="/kbd"][aria-label^="Edit"]`, "focus back on Edit")
+	b.do(chromedp.KeyEvent("\r"))
+	focused("#e-url", "the edit dialog again")
+	b.do(chromedp.KeyEvent(kb.End), chromedp.KeyEvent("-v2\r"))
+	b.poll(`!document.getElementById("edit").open && document.getElementById("links-status").textContent.endsWith("/kbd.")`, "the edit saved by Enter")
+	if st, body := api("GET", "/api/v1/links/kbd", ""); st != 200 || !strings.Contains(body, `"url":"https://example.com/kbd-v2"`) {
+		t.Errorf("after the keyboard edit: %d %s", st, body)
+	}
+	focused(`#all-links button[aria-label$="/kbd"][aria-label^="Edit"]`, "focus on Edit after the save")
+
+	// QR code: opened with Enter, its downloads reachable, closed with Escape.
+	tabTo(`#all-links button[aria-label$="/kbd"][aria-label^="QR"]`)
+	b.do(chromedp.KeyEvent("\r"))
+	b.poll(`document.getElementById("qr-dialog").open && document.getElementById("qr-dialog").contains(document.activeElement)`, "focus in the QR dialog")
+	tabTo("#qr-png")
+	b.do(chromedp.KeyEvent("\x1b"))
+	b.poll(`!document.getElementById("qr-dialog").open`, "Escape closes the QR dialog")
+	focused(`#all-links button[aria-label$="/kbd"][aria-label^="QR"]`, "focus back on QR code")
+
+	// Delete the anonymous link: Escape cancels, Enter on Delete confirms.
+	del := `#all-links button[aria-label$="/` + anon + `"][aria-label^="Delete"]`
+	tabTo(del)
+	b.do(chromedp.KeyEvent("\r"))
+	focused("#confirm-yes", "focus on the confirmation")
+	b.do(chromedp.KeyEvent("\x1b"))
+	b.poll(`!document.getElementById("confirm").open`, "Escape cancels")
+	if st, _ := api("GET", "/api/v1/links/"+anon, ""); st != 200 {
+		t.Errorf("a cancelled delete deleted: %d", st)
+	}
+	focused(del, "focus back on Delete")
+	b.do(chromedp.KeyEvent("\r"))
+	focused("#confirm-yes", "the confirmation again")
+	b.do(chromedp.KeyEvent("\r"))
+	b.poll(`document.getElementById("links-status").textContent === "Deleted 1 link."`, "deleted by keyboard")
+	if st, _ := api("GET", "/api/v1/links/"+anon, ""); st != 404 {
+		t.Errorf("after the keyboard delete: %d, want 404", st)
+	}
+	focused("#links-h", "focus on the list after the delete")
+
+	// A link's statistics.
+	tabTo(`#all-links button[aria-label$="/kbd"][aria-label^="Stats"]`)
+	b.do(chromedp.KeyEvent("\r"))
+	b.poll(`!document.getElementById("stats").hidden && document.activeElement.id === "stats"`, "focus on the statistics")
+
+	// API keys: a name, Enter creates it; focus on the token.
+	tabTo(`#nav a[data-view="keys"]`)
+	b.do(chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.ID("key-name")))
+	tabTo("#key-name")
+	b.do(chromedp.KeyEvent("typed\r"))
+	b.poll(`!document.getElementById("key-token-box").hidden && document.activeElement.id === "key-token" && document.activeElement.value.startsWith("lgk_")`, "the token focused")
+	if _, body := api("GET", "/api/v1/keys", ""); !strings.Contains(body, `"name":"typed"`) {
+		t.Errorf("keys after the keyboard create: %s", body)
+	}
+
 	tabTo("#signout")
 	b.do(chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.ID("signin-open")))
+	focused("#signin-open", "focus on Sign in")
 }
 
 func jsString(s string) string { b, _ := json.Marshal(s); return string(b) }

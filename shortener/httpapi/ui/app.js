@@ -357,6 +357,7 @@
     }
     await loadLinks();
     $("links-status").textContent = "Deleted " + done + (done === 1 ? " link." : " links.");
+    $("links-h").focus(); // its button is gone: the list's heading keeps the place
   }
   $("bulk-delete").addEventListener("click", () => deleteLinks(selectedLinks()));
   $("bulk-tag-add").addEventListener("click", async () => {
@@ -401,6 +402,9 @@
     $("edit").close();
     await loadLinks();
     $("links-status").textContent = "Saved " + shortText(editing.short_url) + ".";
+    // The list was drawn again: the focus goes back to the link's Edit button.
+    const again = $("all-links").querySelector('button[aria-label="' + CSS.escape("Edit " + shortText(editing.short_url)) + '"]');
+    if (again) again.focus();
   });
 
   // --- statistics -------------------------------------------------------
