@@ -279,9 +279,34 @@ type Service struct {
 
 // Consumer is an API user; authentication plugins map credentials to it.
 type Consumer struct {
-	Username string  `json:"username"`
-	Plugins  Plugins `json:"plugins"`
-	GroupID  FlexID  `json:"group_id"`
+	Username string            `json:"username"`
+	Plugins  Plugins           `json:"plugins"`
+	GroupID  FlexID            `json:"group_id"`
+	Labels   map[string]string `json:"labels"`
+}
+
+// Credential is APISIX 3.x's credential: another way (one auth plugin's
+// configuration) to identify a consumer, stored in the consumers
+// directory under CredentialKey.
+type Credential struct {
+	Plugins Plugins `json:"plugins"`
+}
+
+// CredentialKey is the id, among KindConsumer entries, of the consumer's
+// credential: "jack/credentials/a" (APISIX's etcd key
+// /apisix/consumers/jack/credentials/a, and its standalone id).
+func CredentialKey(consumer, credential string) string {
+	return consumer + "/credentials/" + credential
+}
+
+// ParseCredentialKey splits a KindConsumer entry id that names a
+// credential; ok is false for a consumer's own id.
+func ParseCredentialKey(id string) (consumer, credential string, ok bool) {
+	consumer, credential, ok = strings.Cut(id, "/credentials/")
+	if !ok || consumer == "" || credential == "" || strings.Contains(consumer, "/") || strings.Contains(credential, "/") {
+		return "", "", false
+	}
+	return consumer, credential, true
 }
 
 // ConsumerGroup is APISIX 3.x's consumer group: plugins its consumers run

@@ -58,6 +58,7 @@ type Schema struct {
 	If, Then, Else *Schema
 
 	MinProperties int
+	MaxProperties int // 0 means no maximum
 	// Dependencies: when the named property is present, the object must
 	// also match its schema.
 	Dependencies map[string]*Schema
@@ -231,7 +232,7 @@ func asArray(v any) ([]any, bool) {
 
 func (s *Schema) hasObjectKeywords() bool {
 	return s.Properties != nil || s.Required != nil || s.NoAdditional || s.Values != nil ||
-		s.PatternProperties != nil || s.MinProperties > 0 || s.Dependencies != nil
+		s.PatternProperties != nil || s.MinProperties > 0 || s.MaxProperties > 0 || s.Dependencies != nil
 }
 
 // check validates without leaving defaults behind in v (for probing).
@@ -306,6 +307,9 @@ func (s *Schema) checkObject(m map[string]any) error {
 	}
 	if s.MinProperties > 0 && len(m) < s.MinProperties {
 		return fmt.Errorf("expect object to have at least %d properties", s.MinProperties)
+	}
+	if s.MaxProperties > 0 && len(m) > s.MaxProperties {
+		return fmt.Errorf("expect object to have at most %d properties", s.MaxProperties)
 	}
 	return nil
 }
@@ -586,6 +590,9 @@ func (s *Schema) jsonSchema() map[string]any {
 	}
 	if s.MinProperties > 0 {
 		m["minProperties"] = s.MinProperties
+	}
+	if s.MaxProperties > 0 {
+		m["maxProperties"] = s.MaxProperties
 	}
 	if len(s.Dependencies) > 0 {
 		m["dependencies"] = s.Dependencies

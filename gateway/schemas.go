@@ -238,6 +238,19 @@ var (
 		"desc":        descDef,
 	}}
 
+	// credentialSchema is APISIX 3.x's credential: one auth plugin's
+	// configuration for a consumer, stored under the consumer's key.
+	credentialSchema = &Schema{Type: "object", NoAdditional: true, Properties: map[string]*Schema{
+		"id": {OneOf: []*Schema{idSchema,
+			{Type: "string", MinLength: 15, MaxLength: 128, Pattern: regexp.MustCompile(`^[a-zA-Z0-9-_]+/credentials/[a-zA-Z0-9-_.]+$`)}}},
+		"name":        nameDef,
+		"desc":        descDef,
+		"labels":      labelsDef,
+		"create_time": timestampDef,
+		"update_time": timestampDef,
+		"plugins":     {Type: "object", MaxProperties: 1},
+	}}
+
 	globalRuleSchema = &Schema{Type: "object", Required: []string{"plugins"}, Properties: map[string]*Schema{
 		"id":          idSchema,
 		"plugins":     pluginsDef,
@@ -299,7 +312,7 @@ func NamedSchema(name string) (*Schema, bool) {
 	s, ok := map[string]*Schema{
 		"route": routeSchema, "service": serviceSchema, "upstream": upstreamSchema, "consumer": consumerSchema,
 		"global_rule": globalRuleSchema, "plugin_config": pluginConfigSchema, "consumer_group": consumerGroupSchema, "ssl": sslSchema, "proto": protoSchema,
-		"stream_route": streamRouteSchema, "plugins": pluginsListSchema, "id_schema": idSchema, "host_def": hostDef,
+		"credential": credentialSchema, "stream_route": streamRouteSchema, "plugins": pluginsListSchema, "id_schema": idSchema, "host_def": hostDef,
 		"method_schema": methodSchema, "upstream_hash_vars_schema": hashVarsSchema, "upstream_hash_header_schema": hashHeaderSchema,
 		"upstream_hash_vars_combinations_schema": {Type: "string"}, "label_value_def": labelsDef.Values,
 	}[name]
@@ -389,6 +402,26 @@ func Check(k Kind, doc map[string]any, reg *Registry, refs RefChecker) error {
 	return invalidf("unknown resource kind %q", k)
 }
 
+// CheckCredential validates a consumer's credential as APISIX 3.x's
+// apisix/admin/credentials.lua does: its schema, then its one plugin by
+// the plugin's consumer schema, which must be an auth plugin's.
+func CheckCredential(doc map[string]any, reg *Registry) error {
+	if err := schemaCheck(credentialSchema, doc); err != nil {
+		return err
+	}
+	if err := checkConsumerPlugins(doc, reg); err != nil {
+		return err
+	}
+	p, _ := doc["plugins"].(map[string]any)
+	for name := range p {
+		f, _ := reg.Get(name)
+		if _, auth := f.(Authenticator); !auth {
+			return invalidf("only supports auth type plugins in consumer credential")
+		}
+	}
+	return nil
+}
+
 func schemaCheck(s *Schema, doc map[string]any) error {
 	if err := s.Validate(doc); err != nil {
 		return invalidf("invalid configuration: %v", err)
@@ -404,7 +437,7 @@ func checkPlugins(doc map[string]any, reg *Registry) error {
 }
 
 // checkConsumerPlugins is apisix/admin/consumers.lua's plugin check: auth
-// plugins by their consumer schema, and at least one of them.
+// plugins by their consumer schema.
 func checkConsumerPlugins(doc map[string]any, reg *Registry) error {
 	p, ok := doc["plugins"].(map[string]any)
 	if !ok {
@@ -416,6 +449,17 @@ func checkConsumerPlugins(doc map[string]any, reg *Registry) error {
 			return &ValidationError{Msg: "invalid plugins configuration: " + ve.Msg, Reason: ve.Reason}
 		}
 		return err
+	}
+	return nil
+}
+
+// RequireAuthPlugin is APISIX 2.14's rule that a consumer with plugins
+// has an auth plugin among them (3.x dropped it: credentials identify a
+// consumer too).
+func RequireAuthPlugin(doc map[string]any, reg *Registry) error {
+	p, ok := doc["plugins"].(map[string]any)
+	if !ok {
+		return nil
 	}
 	for name := range p {
 		if f, ok := reg.Get(name); ok {

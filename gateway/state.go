@@ -25,7 +25,10 @@ type Config struct {
 	SSLs          map[string]*SSL
 	// ConsumerGroups are APISIX 3.x's consumer groups.
 	ConsumerGroups map[string]*ConsumerGroup
-	Revision       int64
+	// Credentials are APISIX 3.x's consumer credentials, by their
+	// KindConsumer entry id (CredentialKey).
+	Credentials map[string]*Credential
+	Revision    int64
 	// invalid: "kind/id" → why its stored value was not loaded.
 	invalid map[string]*SkipError
 	// revisions: "kind/id" → the ModifiedIndex of the loaded value.
@@ -74,7 +77,7 @@ func NewConfig() *Config {
 	return &Config{
 		Routes: map[string]*Route{}, Upstreams: map[string]*Upstream{}, Services: map[string]*Service{},
 		Consumers: map[string]*Consumer{}, GlobalRules: map[string]*GlobalRule{}, PluginConfigs: map[string]*PluginConfig{},
-		SSLs: map[string]*SSL{}, ConsumerGroups: map[string]*ConsumerGroup{}, invalid: map[string]*SkipError{}, revisions: map[string]int64{},
+		SSLs: map[string]*SSL{}, ConsumerGroups: map[string]*ConsumerGroup{}, Credentials: map[string]*Credential{}, invalid: map[string]*SkipError{}, revisions: map[string]int64{},
 	}
 }
 
@@ -84,7 +87,7 @@ func (c *Config) Clone() *Config {
 	return &Config{
 		Routes: maps.Clone(c.Routes), Upstreams: maps.Clone(c.Upstreams), Services: maps.Clone(c.Services),
 		Consumers: maps.Clone(c.Consumers), GlobalRules: maps.Clone(c.GlobalRules), PluginConfigs: maps.Clone(c.PluginConfigs),
-		SSLs: maps.Clone(c.SSLs), ConsumerGroups: maps.Clone(c.ConsumerGroups), Revision: c.Revision, invalid: maps.Clone(c.invalid), revisions: maps.Clone(c.revisions),
+		SSLs: maps.Clone(c.SSLs), ConsumerGroups: maps.Clone(c.ConsumerGroups), Credentials: maps.Clone(c.Credentials), Revision: c.Revision, invalid: maps.Clone(c.invalid), revisions: maps.Clone(c.revisions),
 	}
 }
 
@@ -151,6 +154,9 @@ func DecodeEntry(k Kind, value []byte, reg *Registry) (map[string]any, error) {
 
 func (c *Config) put(e Entry, reg *Registry) (err error) {
 	defer recoverAs(&err)
+	if _, _, ok := ParseCredentialKey(e.ID); ok && e.Kind == KindConsumer {
+		return c.putCredential(e, reg)
+	}
 	doc, err := DecodeEntry(e.Kind, e.Value, reg)
 	if err != nil {
 		return err
@@ -174,6 +180,21 @@ func (c *Config) put(e Entry, reg *Registry) (err error) {
 		return c.putSSL(e.ID, doc, reg)
 	}
 	return fmt.Errorf("unknown resource kind %q", e.Kind)
+}
+
+func (c *Config) putCredential(e Entry, reg *Registry) error {
+	v, err := DecodeJSON(e.Value)
+	if err != nil {
+		return fmt.Errorf("invalid JSON: %w", err)
+	}
+	doc, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Errorf("value is not a JSON object")
+	}
+	if err := CheckCredential(doc, reg); err != nil {
+		return err
+	}
+	return store(c.Credentials, e.ID, doc, func(*Credential) {})
 }
 
 // store decodes doc into a T, sets its id and keeps it in m.
@@ -200,6 +221,7 @@ func (c *Config) remove(k Kind, id string) {
 		delete(c.Services, id)
 	case KindConsumer:
 		delete(c.Consumers, id)
+		delete(c.Credentials, id)
 	case KindGlobalRule:
 		delete(c.GlobalRules, id)
 	case KindPluginConfig:
@@ -267,6 +289,12 @@ type RouteEntry struct {
 // ConsumerEntry is a consumer ready to serve.
 type ConsumerEntry struct {
 	Username string
+	// CredentialID names the APISIX 3.x credential that identified the
+	// consumer; "" when its own plugin configuration did.
+	CredentialID string
+	// CustomID is the consumer's custom_id label (APISIX 3.x sends it
+	// upstream as X-Consumer-Custom-ID).
+	CustomID string
 	// Chain holds the consumer's plugins other than authentication; they
 	// override the route's plugins of the same name.
 	Chain Chain
@@ -326,6 +354,7 @@ func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
 		out.Global = append(out.Global, ch...)
 	}
 	sortChain(out.Global)
+	byConsumer := map[string]*ConsumerEntry{}
 	for _, name := range sortedKeys(cfg.Consumers) {
 		ce, creds, err := compileConsumer(cfg, reg, name, cfg.Consumers[name])
 		if err != nil {
@@ -336,6 +365,29 @@ func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
 		if g := cfg.Consumers[name].GroupID; g != "" {
 			out.shared = append(out.shared, cfg.source(KindConsumerGroup, string(g)))
 		}
+		for pname, cred := range creds {
+			if out.credentials[pname] == nil {
+				out.credentials[pname] = map[string]*ConsumerEntry{}
+			}
+			out.credentials[pname][cred] = ce
+		}
+		byConsumer[name] = ce
+	}
+	// APISIX 3.x's credentials: each identifies its consumer (the same
+	// plugins run) through its own auth plugin configuration.
+	for _, key := range sortedKeys(cfg.Credentials) {
+		name, credID, _ := ParseCredentialKey(key)
+		owner := byConsumer[name]
+		if owner == nil {
+			skip("consumers/"+key, missingRef(0, "consumer %s not found", name))
+			continue
+		}
+		ce, creds, err := compileCredential(reg, owner, credID, cfg.Credentials[key])
+		if err != nil {
+			skip("consumers/"+key, err)
+			continue
+		}
+		out.shared = append(out.shared, cfg.source(KindConsumer, key))
 		for pname, cred := range creds {
 			if out.credentials[pname] == nil {
 				out.credentials[pname] = map[string]*ConsumerEntry{}
@@ -398,7 +450,7 @@ func compileConsumer(cfg *Config, reg *Registry, name string, cons *Consumer) (c
 	if cons == nil {
 		return nil, nil, errNoValue
 	}
-	ce = &ConsumerEntry{Username: cons.Username}
+	ce = &ConsumerEntry{Username: cons.Username, CustomID: cons.Labels["custom_id"]}
 	creds = map[string]string{}
 	rest := Plugins{}
 	for _, pname := range sortedKeys(cons.Plugins) {
@@ -407,28 +459,10 @@ func compileConsumer(cfg *Config, reg *Registry, name string, cons *Consumer) (c
 		if !ok {
 			return nil, nil, &buildError{reason: SkipUnknownPlugin, err: fmt.Errorf("unknown plugin [%s]", pname)}
 		}
-		if a, ok := f.(Authenticator); ok {
-			if reg.secrets != nil {
-				var err error
-				if conf, err = resolveSecrets(conf, reg.secrets); err != nil {
-					return nil, nil, &buildError{reason: SkipPluginError, err: fmt.Errorf("plugin %s: %w", pname, err)}
-				}
+		if _, ok := f.(Authenticator); ok {
+			if err := ce.addAuth(reg, f, pname, conf, creds); err != nil {
+				return nil, nil, err
 			}
-			cred, err := a.Credential(conf)
-			if err != nil {
-				return nil, nil, &buildError{reason: SkipPluginError, err: fmt.Errorf("plugin %s: %w", pname, err)}
-			}
-			if p, ok := f.(AuthPreparer); ok {
-				data, err := p.PrepareConsumer(conf)
-				if err != nil {
-					return nil, nil, &buildError{reason: SkipPluginError, err: fmt.Errorf("plugin %s: %w", pname, err)}
-				}
-				if ce.auth == nil {
-					ce.auth = map[string]any{}
-				}
-				ce.auth[pname] = data
-			}
-			creds[pname] = cred
 			continue
 		}
 		rest[pname] = conf
@@ -461,6 +495,60 @@ func compileConsumer(cfg *Config, reg *Registry, name string, cons *Consumer) (c
 		sortChain(ch)
 	}
 	ce.Chain = ch
+	return ce, creds, nil
+}
+
+// addAuth reads an auth plugin's configuration of the consumer: the
+// credential it is identified by (into creds) and what the plugin
+// prepares of it (AuthData).
+func (ce *ConsumerEntry) addAuth(reg *Registry, f Factory, pname string, conf json.RawMessage, creds map[string]string) error {
+	a := f.(Authenticator)
+	if reg.secrets != nil {
+		var err error
+		if conf, err = resolveSecrets(conf, reg.secrets); err != nil {
+			return &buildError{reason: SkipPluginError, err: fmt.Errorf("plugin %s: %w", pname, err)}
+		}
+	}
+	cred, err := a.Credential(conf)
+	if err != nil {
+		return &buildError{reason: SkipPluginError, err: fmt.Errorf("plugin %s: %w", pname, err)}
+	}
+	if p, ok := f.(AuthPreparer); ok {
+		data, err := p.PrepareConsumer(conf)
+		if err != nil {
+			return &buildError{reason: SkipPluginError, err: fmt.Errorf("plugin %s: %w", pname, err)}
+		}
+		if ce.auth == nil {
+			ce.auth = map[string]any{}
+		}
+		ce.auth[pname] = data
+	}
+	creds[pname] = cred
+	return nil
+}
+
+// compileCredential is owner identified by a credential: its chain, with
+// the credential's auth plugin configuration in place of the consumer's
+// (APISIX's construct_consumer_data clones the consumer).
+func compileCredential(reg *Registry, owner *ConsumerEntry, id string, cr *Credential) (ce *ConsumerEntry, creds map[string]string, err error) {
+	defer recoverAs(&err)
+	if cr == nil {
+		return nil, nil, errNoValue
+	}
+	ce = &ConsumerEntry{Username: owner.Username, CredentialID: id, CustomID: owner.CustomID, Chain: owner.Chain}
+	creds = map[string]string{}
+	for _, pname := range sortedKeys(cr.Plugins) {
+		f, ok := reg.Get(pname)
+		if !ok {
+			return nil, nil, &buildError{reason: SkipUnknownPlugin, err: fmt.Errorf("unknown plugin [%s]", pname)}
+		}
+		if _, ok := f.(Authenticator); !ok {
+			return nil, nil, invalidf("only supports auth type plugins in consumer credential")
+		}
+		if err := ce.addAuth(reg, f, pname, cr.Plugins[pname], creds); err != nil {
+			return nil, nil, err
+		}
+	}
 	return ce, creds, nil
 }
 

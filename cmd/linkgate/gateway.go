@@ -283,7 +283,7 @@ func newGateway(logger *slog.Logger, c gatewayConfig, store gateway.Store, prefi
 		onData = nil // served on its own listener
 	}
 	gw := proxy.New(proxy.Options{Logger: logger, Admin: onData, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize, Router: c.routerMode,
-		ShowUpstreamStatus: c.showUpstreamStatus, Certs: certs.NewManager(nil), WebSocketMaxDuration: c.wsMaxDuration})
+		ShowUpstreamStatus: c.showUpstreamStatus, ConsumerHeaders: c.adminVersion == "v3", Certs: certs.NewManager(nil), WebSocketMaxDuration: c.wsMaxDuration})
 	// Config pipeline: store updates → validate → compile → atomic swap.
 	reloader := gateway.NewReloader(reg, logger, func(c *gateway.Compiled) {
 		gw.Load(c)

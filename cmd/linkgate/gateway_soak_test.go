@@ -507,6 +507,13 @@ func soakCall(rng *rand.Rand, up string, gen func() string) (method, path, body 
 		}
 	case 8: // consumers: PUT carries the username; POST answers 405
 		name := "c" + fmt.Sprint(1+rng.IntN(3))
+		if rng.IntN(3) == 0 { // APISIX 3.x's credentials: PUT and DELETE; a missing consumer is refused
+			path = fmt.Sprintf("consumers/%s/credentials/%d", name, 1+rng.IntN(2))
+			if method == "DELETE" {
+				return method, path, ""
+			}
+			return "PUT", path, fmt.Sprintf(`{"plugins":{"key-auth":{"key":"kc%s"}}}`, gen())
+		}
 		switch method {
 		case "DELETE":
 			return method, "consumers/" + name, ""

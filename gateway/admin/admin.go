@@ -263,6 +263,10 @@ func (a *api) handleAdmin() http.Handler {
 			writeErr(w, http.StatusBadRequest, "stream mode is disabled, can not add stream routes")
 			return
 		}
+		if credID, ok := credentialPath(sub); ok && res == "consumers" {
+			a.credentials(w, r, id, credID)
+			return
+		}
 		spec, ok := resources[res]
 		if !ok || !spec.allows(r.Method) {
 			writeErr(w, http.StatusNotFound, "not found")
@@ -399,14 +403,22 @@ func (a *api) list(w http.ResponseWriter, r *http.Request, kind gateway.Kind) {
 	}
 	nodes := make([]node, 0, len(es))
 	for _, e := range es {
+		if _, _, cred := gateway.ParseCredentialKey(e.ID); cred && kind == gateway.KindConsumer {
+			continue // APISIX 3.x's filter_consumers_list
+		}
 		nodes = append(nodes, a.node(e, true))
 	}
+	a.writeList(w, r, a.opts.Prefix+"/"+string(kind), nodes)
+}
+
+// writeList answers a directory's entries: 3.x's paged list, or 2.14's dir node.
+func (a *api) writeList(w http.ResponseWriter, r *http.Request, dir string, nodes []node) {
 	if a.opts.V3 {
 		a.listV3(w, r, nodes)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"action": "get", "count": len(nodes),
-		"node": map[string]any{"key": a.opts.Prefix + "/" + string(kind), "dir": true, "nodes": nodes}})
+		"node": map[string]any{"key": dir, "dir": true, "nodes": nodes}})
 }
 
 // listV3 pages and filters as APISIX 3.x: page, page_size (10–500),
@@ -504,13 +516,19 @@ func (a *api) put(w http.ResponseWriter, r *http.Request, req *request) {
 			a.validationErr(w, err)
 			return
 		}
+		if !a.opts.V3 {
+			if err := gateway.RequireAuthPlugin(doc, a.reg); err != nil {
+				a.validationErr(w, err)
+				return
+			}
+		}
 		name, _ := doc["username"].(string)
 		if req.id != "" && req.id != name {
 			writeErr(w, http.StatusBadRequest, "wrong username")
 			return
 		}
 		if a.opts.V3 {
-			if msg, err := a.duplicateKey(r.Context(), doc, name); err != nil {
+			if msg, err := a.duplicateKey(r.Context(), doc, name, ""); err != nil {
 				a.storeErr(w, r, err)
 				return
 			} else if msg != "" {
@@ -533,7 +551,13 @@ func (a *api) put(w http.ResponseWriter, r *http.Request, req *request) {
 			return
 		}
 	}
-	prev, err := a.store.Get(r.Context(), req.res.kind, id)
+	a.set(w, r, req.res.kind, id, doc)
+}
+
+// set is a PUT's write: doc stamped with its times (create_time kept from
+// the value it replaces), stored unconditionally.
+func (a *api) set(w http.ResponseWriter, r *http.Request, kind gateway.Kind, id string, doc map[string]any) {
+	prev, err := a.store.Get(r.Context(), kind, id)
 	if err != nil && !errors.Is(err, gateway.ErrNotFound) {
 		a.storeErr(w, r, err)
 		return
@@ -543,7 +567,7 @@ func (a *api) put(w http.ResponseWriter, r *http.Request, req *request) {
 		prevPtr = &prev
 	}
 	a.stampTimes(doc, prevPtr, false, nil)
-	a.write(w, r, req.res.kind, id, doc, "set", 0)
+	a.write(w, r, kind, id, doc, "set", 0)
 }
 
 func (a *api) post(w http.ResponseWriter, r *http.Request, req *request) {
@@ -646,9 +670,11 @@ func forbiddenTimes(doc map[string]any) string {
 // 3.x's plugin_unique_key_attrs, for the plugins linkgate has).
 var uniqueKeys = map[string]string{"key-auth": "key", "basic-auth": "username", "jwt-auth": "key"}
 
-// duplicateKey is APISIX 3.x's check_duplicate_key: another consumer
-// already holding one of doc's auth keys is refused, with its name.
-func (a *api) duplicateKey(ctx context.Context, doc map[string]any, username string) (string, error) {
+// duplicateKey is APISIX 3.x's check_duplicate_key: another consumer or
+// credential already holding one of doc's auth keys is refused, with its
+// name. A consumer's write (credID "") does not conflict with the
+// consumer itself nor its credentials; a credential's only with itself.
+func (a *api) duplicateKey(ctx context.Context, doc map[string]any, username, credID string) (string, error) {
 	plugins, _ := doc["plugins"].(map[string]any)
 	if len(plugins) == 0 {
 		return "", nil
@@ -661,11 +687,15 @@ func (a *api) duplicateKey(ctx context.Context, doc map[string]any, username str
 		attr, ok := uniqueKeys[plugin]
 		conf, _ := plugins[plugin].(map[string]any)
 		want, _ := conf[attr].(string)
-		if !ok || want == "" {
+		if !ok || want == "" || gateway.IsSecretRef(want) {
 			continue
 		}
 		for _, e := range es {
-			if e.ID == username {
+			owner, cred, isCred := gateway.ParseCredentialKey(e.ID)
+			if !isCred {
+				owner = e.ID
+			}
+			if owner == username && (credID == "" || cred == credID) {
 				continue
 			}
 			var other struct {
@@ -675,7 +705,11 @@ func (a *api) duplicateKey(ctx context.Context, doc map[string]any, username str
 				continue
 			}
 			if got, _ := other.Plugins[plugin][attr].(string); got == want {
-				return fmt.Sprintf("duplicate %s of plugin %s found with consumer: %s", attr, plugin, e.ID), nil
+				by := "consumer: " + owner
+				if isCred {
+					by = "credential: " + cred + " of consumer: " + owner
+				}
+				return fmt.Sprintf("duplicate %s of plugin %s found with %s", attr, plugin, by), nil
 			}
 		}
 	}
@@ -770,16 +804,44 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request, req *request) {
 		writeErr(w, http.StatusBadRequest, msg)
 		return
 	}
+	if kind == gateway.KindConsumer {
+		if err := a.deleteCredentials(ctx, id); err != nil {
+			a.storeErr(w, r, err)
+			return
+		}
+	}
 	if err := a.store.Delete(ctx, kind, id); err != nil {
 		a.storeErr(w, r, err)
 		return
 	}
+	a.deleted(w, kind, id)
+}
+
+// deleted answers a successful DELETE of kind/id.
+func (a *api) deleted(w http.ResponseWriter, kind gateway.Kind, id string) {
 	a.log.Info("admin write", "action", "delete", "key", a.key(kind, id))
 	if a.opts.V3 {
 		writeJSON(w, http.StatusOK, map[string]any{"deleted": "1", "key": a.key(kind, id)})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"action": "delete", "deleted": "1", "key": a.key(kind, id), "node": map[string]any{}})
+}
+
+// deleteCredentials removes a consumer's credentials (APISIX 3.x's rmdir
+// of its credentials directory before the consumer is deleted).
+func (a *api) deleteCredentials(ctx context.Context, username string) error {
+	es, err := a.store.List(ctx, gateway.KindConsumer)
+	if err != nil {
+		return err
+	}
+	for _, e := range es {
+		if owner, _, ok := gateway.ParseCredentialKey(e.ID); ok && owner == username {
+			if err := a.store.Delete(ctx, gateway.KindConsumer, e.ID); err != nil && !errors.Is(err, gateway.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // inUse returns APISIX's refusal message when a route or service still
@@ -1076,7 +1138,13 @@ func (a *api) validateConfigs(w http.ResponseWriter, r *http.Request) {
 				problems = append(problems, problem{Type: key, Index: &idx, Error: "invalid configuration: not an object"})
 				continue
 			}
-			if err := gateway.Check(configKinds[key], deepCopy(item).(map[string]any), a.reg, nil); err != nil {
+			check := func(doc map[string]any) error { return gateway.Check(configKinds[key], doc, a.reg, nil) }
+			if s, _ := id.(string); key == "consumers" {
+				if _, _, cred := gateway.ParseCredentialKey(s); cred {
+					check = func(doc map[string]any) error { return gateway.CheckCredential(doc, a.reg) }
+				}
+			}
+			if err := check(deepCopy(item).(map[string]any)); err != nil {
 				msg := err.Error()
 				var ve *gateway.ValidationError
 				if errors.As(err, &ve) {

@@ -191,6 +191,18 @@ func TestAdminV2(t *testing.T) {
 		{name: "59_schema_route", method: "GET", path: "/apisix/admin/schema/global_rule"},
 		{name: "60_plugin_schema", method: "GET", path: "/apisix/admin/plugins/key-auth"},
 		{name: "61_reload", method: "PUT", path: "/apisix/admin/plugins/reload"},
+		// APISIX 3.x's credentials, with 2.14's envelopes.
+		{name: "62_credential_put", method: "PUT", path: "/apisix/admin/consumers/jack/credentials/a", body: `{"plugins":{"key-auth":{"key":"cred-a"}}}`},
+		{name: "63_credential_list", method: "GET", path: "/apisix/admin/consumers/jack/credentials"},
+		{name: "64_consumers_list_leaves_credentials_out", method: "GET", path: "/apisix/admin/consumers"},
+		{name: "65_credential_no_consumer", method: "PUT", path: "/apisix/admin/consumers/nobody/credentials/a", body: `{"plugins":{"key-auth":{"key":"cred-x"}}}`},
+		{name: "66_credential_duplicate_of_consumer", method: "PUT", path: "/apisix/admin/consumers/jack/credentials/b", body: `{"plugins":{"key-auth":{"key":"auth-one"}}}`},
+		{name: "67_credential_not_auth", method: "PUT", path: "/apisix/admin/consumers/jack/credentials/b", body: `{"plugins":{"prometheus":{}}}`},
+		{name: "68_consumer_delete", method: "DELETE", path: "/apisix/admin/consumers/jack"},
+		{name: "69_credential_gone", method: "GET", path: "/apisix/admin/consumers/jack/credentials/a"},
+		{name: "70_configs_validate_credentials", method: "POST", path: "/apisix/admin/configs/validate",
+			body: `{"consumers":[{"username":"jack"},{"id":"jack/credentials/a","plugins":{"key-auth":{"key":"k"}}},{"id":"jack/credentials/b","plugins":{"prometheus":{}}}]}`},
+		{name: "71_consumer_needs_auth_plugin", method: "PUT", path: "/apisix/admin/consumers", body: `{"username":"jim","plugins":{"prometheus":{}}}`},
 	})
 }
 

@@ -254,12 +254,15 @@ func (s *Store) entry(key, value []byte, created, modified int64) (gateway.Entry
 		return gateway.Entry{}, false
 	}
 	kindStr, id, ok := strings.Cut(rest, "/")
-	if !ok || id == "" || strings.Contains(id, "/") {
+	if !ok || id == "" {
 		return gateway.Entry{}, false
 	}
 	kind, ok := gateway.ParseKind(kindStr)
 	if !ok || string(value) == "init_dir" {
 		return gateway.Entry{}, false
+	}
+	if _, _, cred := gateway.ParseCredentialKey(id); strings.Contains(id, "/") && !(cred && kind == gateway.KindConsumer) {
+		return gateway.Entry{}, false // a consumer's credentials are its only nested keys
 	}
 	return gateway.Entry{Kind: kind, ID: id, Value: value, CreatedIndex: created, ModifiedIndex: modified}, true
 }

@@ -462,6 +462,13 @@ func (rc *reqCtx) Consumer() *gateway.ConsumerEntry { return rc.consumer }
 
 func (rc *reqCtx) SetConsumer(c *gateway.ConsumerEntry) {
 	rc.consumer = c
+	if c != nil && rc.snap.consumerHeaders {
+		// APISIX 3.x's attach_consumer: who the upstream is talking to,
+		// never what the client claimed ("" removes the client's header).
+		rc.SetUpstreamHeader("X-Consumer-Username", c.Username)
+		rc.SetUpstreamHeader("X-Credential-Identifier", c.CredentialID)
+		rc.SetUpstreamHeader("X-Consumer-Custom-ID", c.CustomID)
+	}
 	// The consumer's own log plugins need the request timed from here on.
 	if c != nil && !rc.timed && hasLogger(c.Chain) {
 		rc.timed, rc.start = true, time.Now()

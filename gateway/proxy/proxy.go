@@ -41,6 +41,11 @@ type Options struct {
 	// ShowUpstreamStatus sends X-APISIX-Upstream-Status on every proxied
 	// response, not only after a 5xx (show_upstream_status_in_response_header).
 	ShowUpstreamStatus bool
+	// ConsumerHeaders sends the identified consumer upstream as APISIX
+	// 3.x does (X-Consumer-Username, X-Credential-Identifier,
+	// X-Consumer-Custom-ID, replacing what the client sent); 2.14 sends
+	// none.
+	ConsumerHeaders bool
 	// MaxBodySize limits request bodies (bytes; 0: no limit, as APISIX's
 	// client_max_body_size 0). Bodies stream, so it bounds what upstreams
 	// receive, not memory.
@@ -104,6 +109,8 @@ type snapshot struct {
 	global   phases
 	// pluginUps are the upstreams plugins may choose (traffic-split).
 	pluginUps map[*gateway.UpstreamRef]*upstreamRT
+	// consumerHeaders is Options.ConsumerHeaders.
+	consumerHeaders bool
 }
 
 type routeRT struct {
@@ -169,7 +176,7 @@ func (g *Gateway) Load(c *gateway.Compiled) {
 
 func (g *Gateway) build(c *gateway.Compiled) *snapshot {
 	s := &snapshot{compiled: c, router: router.BuildMode(c.Routes, g.opts.Router), routes: make(map[*gateway.RouteEntry]*routeRT, len(c.Routes)),
-		global: splitChain(c.Global)}
+		global: splitChain(c.Global), consumerHeaders: g.opts.ConsumerHeaders}
 	ups := map[string]*upstreamRT{}
 	for _, e := range c.Routes {
 		rt := &routeRT{e: e, phases: splitChain(e.Chain)}

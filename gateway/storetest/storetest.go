@@ -93,6 +93,23 @@ func Run(t *testing.T, newStore func(t *testing.T) gateway.Store) {
 		if len(u.Deleted) != 1 || u.Deleted[0].ID != "1" || u.Deleted[0].Kind != gateway.KindRoute {
 			t.Fatalf("delete update: %+v", u)
 		}
+		// A consumer's credential (APISIX 3.x) is kept under the consumer's key.
+		cred := gateway.CredentialKey("jack", "a")
+		if _, _, err := s.Put(ctx, gateway.KindConsumer, cred, []byte(`{"plugins":{}}`), 0); err != nil {
+			t.Fatal(err)
+		}
+		if u = next(t, updates); len(u.Entries) != 1 || u.Entries[0].Kind != gateway.KindConsumer || u.Entries[0].ID != cred {
+			t.Fatalf("credential update: %+v", u)
+		}
+		if list, err := s.List(ctx, gateway.KindConsumer); err != nil || len(list) != 1 || list[0].ID != cred {
+			t.Fatalf("List consumers: %+v %v", list, err)
+		}
+		if err := s.Delete(ctx, gateway.KindConsumer, cred); err != nil {
+			t.Fatal(err)
+		}
+		if u = next(t, updates); len(u.Deleted) != 1 || u.Deleted[0].ID != cred {
+			t.Fatalf("credential delete update: %+v", u)
+		}
 	})
 }
 

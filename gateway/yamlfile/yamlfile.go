@@ -8,7 +8,7 @@
 // each item a resource as the admin API takes it, and a last line #END
 // (written last, so a half-written file is never loaded). An item's id is
 // its id field, or "<kind>#<position>" (1-based) as APISIX names it; a
-// consumer's is its username.
+// consumer's is its username (a credential's, its id: jack/credentials/a).
 //
 // The file is read again when its content changes; a change is a Reset
 // update of the whole configuration, which the gateway validates entry by
@@ -183,7 +183,10 @@ func Parse(b []byte) (map[string]gateway.Entry, error) {
 			}
 			fields, _ := decoded.(map[string]any)
 			id := key + "#" + strconv.Itoa(i+1)
-			if kind == gateway.KindConsumer {
+			credID, _ := fields["id"].(string)
+			if _, _, cred := gateway.ParseCredentialKey(credID); cred && kind == gateway.KindConsumer {
+				id = credID // APISIX 3.x's credential: {id: jack/credentials/a, plugins: …}
+			} else if kind == gateway.KindConsumer {
 				if u, ok := fields["username"].(string); ok && u != "" {
 					id = u
 				}

@@ -24,6 +24,8 @@ func TestParse(t *testing.T) {
 			want: map[string]string{"routes/routes#1": `{"upstream":{"nodes":{"127.0.0.1:1980":1},"type":"roundrobin"},"uri":"/hello"}`}},
 		{name: "ids: integer, string, consumer username", in: "routes:\n  - id: 1\n    uri: /a\n  - id: x\n    uri: /b\nconsumers:\n  - username: jack\n#END",
 			want: map[string]string{"routes/1": `{"id":1,"uri":"/a"}`, "routes/x": `{"id":"x","uri":"/b"}`, "consumers/jack": `{"username":"jack"}`}},
+		{name: "a consumer's credential (APISIX 3.x)", in: "consumers:\n  - username: jack\n  - id: jack/credentials/a\n    plugins: {key-auth: {key: k}}\n#END",
+			want: map[string]string{"consumers/jack": `{"username":"jack"}`, "consumers/jack/credentials/a": `{"id":"jack/credentials/a","plugins":{"key-auth":{"key":"k"}}}`}},
 		{name: "every kind", in: "upstreams:\n  - id: 1\n    nodes: {\"a:1\": 1}\nservices:\n  - id: 1\nplugin_configs:\n  - id: 1\n    plugins: {}\nglobal_rules:\n  - id: 1\n    plugins: {}\nssl: []\nroutes:\n#END\n",
 			want: map[string]string{"upstreams/1": `{"id":1,"nodes":{"a:1":1}}`, "services/1": `{"id":1}`, "plugin_configs/1": `{"id":1,"plugins":{}}`, "global_rules/1": `{"id":1,"plugins":{}}`}},
 		{name: "non-string keys", in: "upstreams:\n  - nodes: {80: 1}\n#END", want: map[string]string{"upstreams/upstreams#1": `{"nodes":{"80":1}}`}},
