@@ -63,6 +63,7 @@ type conn struct {
 	out       outBuf // frames not yet written
 	spare     []byte
 	flushing  bool
+	flushWait bool // flushAll waits for the writer flushing now
 	closed    bool // no more writes: the connection failed or is closing
 	goingAway bool // GOAWAY sent: no new streams
 	date      []byte
@@ -730,6 +731,7 @@ func (sc *conn) shutdown() {
 	idle := len(sc.streams) == 0
 	sc.mu.Unlock()
 	if idle {
+		sc.flushAll()
 		sc.c.Close() // the reading goroutine ends
 	}
 }
@@ -738,7 +740,7 @@ func (sc *conn) shutdown() {
 // stop, waiting handlers wake, and it returns when every stream is
 // released.
 func (sc *conn) close() {
-	sc.flush()
+	sc.flushAll()
 	sc.mu.Lock()
 	sc.closed = true
 	for _, st := range sc.streams {
@@ -791,7 +793,31 @@ func (sc *conn) flush() {
 		sc.out.b = sc.out.b[:0]
 	}
 	sc.flushing = false
+	if sc.flushWait {
+		sc.flushWait = false
+		sc.cond.Broadcast()
+	}
 	sc.mu.Unlock()
+}
+
+// flushAll writes every pending frame, and waits for a writer busy
+// flushing to finish, where flush leaves the frames to it: what closes the
+// connection next must not cut off an answer another goroutine is still
+// writing (a shutdown's last stream lost its response so).
+func (sc *conn) flushAll() {
+	for {
+		sc.flush()
+		sc.mu.Lock()
+		done := sc.closed || !sc.flushing && len(sc.out.b) == 0
+		if !done {
+			sc.flushWait = true
+			sc.cond.Wait()
+		}
+		sc.mu.Unlock()
+		if done {
+			return
+		}
+	}
 }
 
 // release forgets st once its handler is done.
@@ -817,7 +843,7 @@ func (sc *conn) release(st *Stream) {
 		if closed {
 			close(sc.drained)
 		} else if away {
-			sc.flush()
+			sc.flushAll()
 			sc.c.Close() // GOAWAY sent and the last stream done
 		}
 	}
