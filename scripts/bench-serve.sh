@@ -18,6 +18,10 @@
 #    with visits counted, both driven by scripts/bench/visits.lua (a
 #    browser's User-Agent and Referer, classified and counted); (nh)/(vh)
 #    the same over the HOT (10,000) first ids; ratios by CPU per request;
+#  - (l)/(l1): issue 26's access log — a second linkgate, the same but
+#    for --access-log FILE (combined), on its own copy of the store, same
+#    pinning, driven as (v) and (a1), rounds interleaved with them; ratio
+#    of CPU per request on/off (target ≤ 1.05);
 #  - the server's resident memory after the redirect rounds;
 #  - BASE=rev (optional; a revision with the pebble store) also serves
 #    that revision's linkgate on its own copy of the store, same pinning,
@@ -37,6 +41,7 @@ bench_workdir # $work, $pids: killed and removed on exit
 
 preloaded_links "$work" "$N"
 cp -r "$links_dir" "$work/links"
+cp -r "$links_dir" "$work/links-al"
 if [ -n "$BASE" ]; then
 	base_build "$work" "$BASE"
 	cp -r "$links_dir" "$work/links-base"
@@ -61,6 +66,12 @@ pids+=("$lg_pid")
 wait_tcp 127.0.0.1 "$nginx_port" 10 || die "nginx did not start"
 wait_tcp 127.0.0.1 "$map_port" 120 || die "nginx (map) did not start: $(cat "$work/nginx-map/logs/error.log")"
 wait_tcp 127.0.0.1 "$lg_port" 30 || die "linkgate did not start: $(cat "$work/linkgate.log")"
+al_port=$(free_port)
+GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/linkgate" serve --addr "127.0.0.1:$al_port" \
+	--store "pebble:$work/links-al" --log-level warn --access-log "$work/access.log" >"$work/linkgate-al.log" 2>&1 &
+al_pid=$!
+pids+=("$al_pid")
+wait_tcp 127.0.0.1 "$al_port" 30 || die "linkgate (access log) did not start: $(cat "$work/linkgate-al.log")"
 base_targets=()
 if [ -n "$BASE" ]; then
 	base_port=$(free_port)
@@ -93,12 +104,16 @@ measure "$res" \
 	-target "a1 $lg_url$one_id pid=$lg_pid" \
 	-target "n http://127.0.0.1:$map_port/ lua=scripts/bench/visits.lua pid=$map_pid prewarm=2s" \
 	-target "v $lg_url lua=scripts/bench/visits.lua pid=$lg_pid prewarm=3s" \
+	-target "l http://127.0.0.1:$al_port/ lua=scripts/bench/visits.lua pid=$al_pid prewarm=3s" \
+	-target "l1 http://127.0.0.1:$al_port/$one_id pid=$al_pid" \
 	"${base_targets[@]}"
 step "the same anchor over the $HOT hot ids"
 IDS_LIMIT=$HOT measure "$res" \
 	-target "nh http://127.0.0.1:$map_port/ lua=scripts/bench/visits.lua pid=$map_pid prewarm=2s" \
 	-target "vh $lg_url lua=scripts/bench/visits.lua pid=$lg_pid prewarm=3s"
 
+access_lines=$(wc -l <"$work/access.log")
+kill "$al_pid"
 rss() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$lg_pid/status"; }
 rss_anon=$(rss RssAnon) rss_file=$(rss RssFile) vm_rss=$(rss VmRSS)
 if [ -n "$BASE" ]; then
@@ -136,10 +151,14 @@ server CPU per request (µs, median of rounds; capacity ratio = nginx/linkgate):
 visits counted vs nginx map + buffered access_log (issue 27; CPU per request, µs, median (rounds); ratio = nginx/linkgate, target ≥ 0.85 over all ids, ≥ 0.95 hot):
   all ids: nginx {{printf "%.2f" (med "n" "cpu")}} ({{each "%.2f" (vals "n" "cpu")}}), linkgate {{printf "%.2f" (med "v" "cpu")}} ({{each "%.2f" (vals "v" "cpu")}}) → {{printf "%.3f" (div (med "n" "cpu") (med "v" "cpu"))}}
   hot ids (HOT): nginx {{printf "%.2f" (med "nh" "cpu")}} ({{each "%.2f" (vals "nh" "cpu")}}), linkgate {{printf "%.2f" (med "vh" "cpu")}} ({{each "%.2f" (vals "vh" "cpu")}}) → {{printf "%.3f" (div (med "nh" "cpu") (med "vh" "cpu"))}}
+access log on (--access-log FILE, combined) vs off (CPU per request, µs, median (rounds); ratio = on/off, target ≤ 1.05):
+  random ids, browser headers: off (v) {{printf "%.2f" (med "v" "cpu")}} ({{each "%.2f" (vals "v" "cpu")}}), on (l) {{printf "%.2f" (med "l" "cpu")}} ({{each "%.2f" (vals "l" "cpu")}}) → {{printf "%.3f" (div (med "l" "cpu") (med "v" "cpu"))}}
+  one id:                      off (a1) {{printf "%.2f" (med "a1" "cpu")}} ({{each "%.2f" (vals "a1" "cpu")}}), on (l1) {{printf "%.2f" (med "l1" "cpu")}} ({{each "%.2f" (vals "l1" "cpu")}}) → {{printf "%.3f" (div (med "l1" "cpu") (med "a1" "cpu"))}}
 {{report "POST /shortenURL, 1M-link store (c)" "c"}}
 {{report "POST /shortenURL, fresh store (c0)" "c0"}}
 server CPU per create (µs, median; range): 1M store {{printf "%.2f" (med "c" "cpu")}} ({{sorted "%.2f" (vals "c" "cpu")}}), fresh store {{printf "%.2f" (med "c0" "cpu")}} ({{sorted "%.2f" (vals "c0" "cpu")}}); p99 (ms, median): {{printf "%.1f" (med "c" "p99")}}, {{printf "%.1f" (med "c0" "p99")}}
 TABLE
+echo "access log lines written: $access_lines"
 echo "linkgate memory after the redirect rounds ($N links): RssAnon $((rss_anon / 1024)) MiB, RssFile $((rss_file / 1024)) MiB, VmRSS $((vm_rss / 1024)) MiB"
 if [ -n "$BASE" ]; then
 	echo "this tree against the base ($BASE), same run:"
