@@ -171,13 +171,30 @@ func TestStatsAPI(t *testing.T) {
 		t.Errorf("an unused tag: %+v", st)
 	}
 
-	// Bad queries.
-	for _, q := range []string{
-		"?from=2026-01-02&to=2026-01-01", "?from=yesterday", "?granularity=minute", "?bots=some", "?top=0", "?top=101",
-		"?dimensions=referrer,shoe", "?from=2000-01-01", "?from=2999-01-01", "?from=2026-01-01&to=2999-01-01",
+	// Bad queries: 400 invalid_parameter, the message saying why.
+	for _, c := range []struct{ query, reason string }{
+		{"?from=2026-01-02&to=2026-01-01", "must be before to"},
+		{"?from=2026-01-01&to=2026-01-01", "must be before to"},
+		{"?from=yesterday", "from must be an RFC 3339 time or a date"},
+		{"?to=2026-13-01", "to must be an RFC 3339 time or a date"},
+		{"?granularity=minute", `unknown granularity "minute": hour or day`},
+		{"?bots=some", `unknown bots "some"`},
+		{"?top=0", "top must be a whole number from 1 to 100"},
+		{"?top=101", "top must be a whole number from 1 to 100"},
+		{"?dimensions=referrer,shoe", `unknown dimension "shoe"`},
+		{"?from=2000-01-01", "daily data is kept for 400 days: from must be on or after"},
+		{"?from=" + time.Now().UTC().AddDate(0, 0, -402).Format("2006-01-02"), "daily data is kept for 400 days"},
+		{"?from=2999-01-01", "must be before to"},
+		{"?from=2999-01-01&to=2999-02-01", "is in the future"},
+		{"?from=2026-01-01&to=2999-01-01", "more than a query may ask for"},
 	} {
-		wantError(t, s.do(t, "GET", "/api/v1/links/"+a+"/stats"+q, "", "X-API-Key", "k"), 400, "invalid_parameter")
-		wantError(t, s.do(t, "GET", "/api/v1/stats"+q, "", "X-API-Key", "k"), 400, "invalid_parameter")
+		for _, path := range []string{"/api/v1/links/" + a + "/stats", "/api/v1/stats", "/api/v1/stats.csv"} {
+			r := s.do(t, "GET", path+c.query, "", "X-API-Key", "k")
+			wantError(t, r, 400, "invalid_parameter")
+			if _, msg := apiError(t, r); !strings.Contains(msg, c.reason) {
+				t.Errorf("%s%s: message %q, want it to say %q", path, c.query, msg, c.reason)
+			}
+		}
 	}
 	wantError(t, s.do(t, "GET", "/api/v1/stats?tag=bad%20tag", "", "X-API-Key", "k"), 400, "invalid_parameter")
 	wantError(t, s.do(t, "GET", "/api/v1/stats", ""), 401, "unauthorized")
