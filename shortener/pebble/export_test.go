@@ -63,6 +63,23 @@ func DropListIndex(s *Store) error {
 	return s.db.DeleteRange([]byte{kindListIndex}, []byte{kindListIndex + 1}, pebbledb.Sync)
 }
 
+// DropExpiryIndex leaves the list's index as 02908ad wrote it: no 'e'
+// records, the marker "built"; the next Open adds them.
+func DropExpiryIndex(s *Store) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange([]byte{kindListIndex, 'e'}, []byte{kindListIndex, 'e' + 1}, nil); err != nil {
+		return err
+	}
+	if err := b.Delete(listIndexBuilt, nil); err != nil {
+		return err
+	}
+	if err := b.Set(listIndexBuiltV1, nil, nil); err != nil {
+		return err
+	}
+	return b.Commit(pebbledb.Sync)
+}
+
 // ListIndexRecords counts the list's index records, the marker aside.
 func ListIndexRecords(s *Store) (int, error) {
 	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: []byte{kindListIndex}, UpperBound: []byte{kindListIndex + 1}})

@@ -24,7 +24,8 @@ import (
 //	'x' 'c' order                      every link
 //	'x' 't' tag 0x00 order             a link with that tag
 //	'x' 'd' domain 0x00 order          a link of that domain ("" the default)
-//	'x' 'm' "built"                    the index covers every link
+//	'x' 'e' order → expiry             a link that can expire (an expiry or a visit limit)
+//	'x' 'm' "built2"                   the index covers every link
 //
 // where order is the creation time (8 bytes, big-endian: 0 for links
 // without one, else Unix seconds with the sign bit flipped), the id,
@@ -38,11 +39,46 @@ import (
 // page is full. Tags and domains never contain 0x00, ids are
 // shortener.ValidID.
 //
-// A store written before the index gets it when it is opened
-// (buildListIndex), once.
+// The state "expired" walks the links that can expire ('e'): most links
+// never do, and the newest seldom have yet. Their records' value (the
+// expiry, Unix seconds with the sign bit flipped, 0 for none; then 1 if
+// the link has a visit limit) lets Find pass over a link whose expiry is
+// still ahead without reading it; one with a visit limit is read (its
+// visits are counted elsewhere).
+//
+// A store written before the index, or before its 'e' records ("built",
+// not "built2"), gets it when it is opened (buildListIndex), once.
 const kindListIndex = 'x'
 
-var listIndexBuilt = []byte{kindListIndex, 'm', 'b', 'u', 'i', 'l', 't'}
+var (
+	listIndexBuilt = []byte{kindListIndex, 'm', 'b', 'u', 'i', 'l', 't', '2'}
+	// listIndexBuiltV1 marks an index without 'e' records (02908ad).
+	listIndexBuiltV1 = []byte{kindListIndex, 'm', 'b', 'u', 'i', 'l', 't'}
+)
+
+// expiryValue is the value of a link's 'e' record.
+func expiryValue(dst []byte, l *shortener.Link) []byte {
+	var t uint64
+	if !l.ExpiresAt.IsZero() {
+		t = uint64(l.ExpiresAt.Unix()) ^ 1<<63
+	}
+	dst = binary.BigEndian.AppendUint64(dst, t)
+	if l.MaxVisits > 0 {
+		return append(dst, 1)
+	}
+	return append(dst, 0)
+}
+
+// unexpired reports whether an 'e' record's value shows its link cannot
+// have expired at now: an expiry after now (Unix seconds, rounded down:
+// never later than the link's), and no visit limit.
+func unexpired(v []byte, now time.Time) bool {
+	if len(v) != 9 || v[8] != 0 {
+		return false
+	}
+	t := binary.BigEndian.Uint64(v)
+	return t != 0 && now.Unix() < int64(t^1<<63)
+}
 
 var _ shortener.Finder = (*Store)(nil)
 
@@ -77,6 +113,7 @@ func orderKey(order []byte) (string, bool) {
 // buffer on the stack: the batch copies them.
 func writeIndex(b *pebbledb.Batch, key string, l *shortener.Link, del bool) error {
 	var scratch [2 + shortener.MaxKeyLength + 8 + 64 + 1]byte
+	var value [9]byte
 	domain, _ := shortener.SplitKey(key)
 	put := func(k []byte) error {
 		if del {
@@ -86,6 +123,18 @@ func writeIndex(b *pebbledb.Batch, key string, l *shortener.Link, del bool) erro
 	}
 	if err := put(appendOrder(append(scratch[:0], kindListIndex, 'c'), key, l.CreatedAt)); err != nil {
 		return err
+	}
+	if !l.ExpiresAt.IsZero() || l.MaxVisits > 0 {
+		k := appendOrder(append(scratch[:0], kindListIndex, 'e'), key, l.CreatedAt)
+		var err error
+		if del {
+			err = b.Delete(k, nil)
+		} else {
+			err = b.Set(k, expiryValue(value[:0], l), nil)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	k := append(append(append(scratch[:0], kindListIndex, 'd'), domain...), 0)
 	if err := put(appendOrder(k, key, l.CreatedAt)); err != nil {
@@ -166,6 +215,10 @@ func (s *Store) buildListIndex() error {
 		b.Close()
 		return err
 	}
+	if err := b.Delete(listIndexBuiltV1, nil); err != nil {
+		b.Close()
+		return err
+	}
 	defer b.Close()
 	if n > 0 && s.logger != nil {
 		s.logger.Info("store: indexed the links for listing", "links", n)
@@ -183,6 +236,8 @@ func (s *Store) Find(ctx context.Context, after *shortener.Link, limit int, f sh
 	switch {
 	case f.Tag != "":
 		prefix = append(append([]byte{kindListIndex, 't'}, f.Tag...), 0)
+	case f.State == shortener.StateExpired:
+		prefix = []byte{kindListIndex, 'e'}
 	case f.Domain != nil:
 		prefix = append(append([]byte{kindListIndex, 'd'}, *f.Domain...), 0)
 	default:
@@ -220,12 +275,25 @@ func (s *Store) Find(ctx context.Context, after *shortener.Link, limit int, f sh
 				return shortener.Page{}, unavailable("find links", err)
 			}
 		}
-		key, valid := orderKey(it.Key()[len(prefix):])
-		if !valid {
-			return shortener.Page{}, fmt.Errorf("find links: index record %q", it.Key())
+		read := true
+		if prefix[1] == 'e' {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				return shortener.Page{}, unavailable("find links", err)
+			}
+			read = !unexpired(v, f.Now) // an expiry still ahead: not read
 		}
-		l, err := s.Get(ctx, key)
+		var l shortener.Link
+		var err error
+		if read {
+			key, valid := orderKey(it.Key()[len(prefix):])
+			if !valid {
+				return shortener.Page{}, fmt.Errorf("find links: index record %q", it.Key())
+			}
+			l, err = s.Get(ctx, key)
+		}
 		switch {
+		case !read:
 		case errors.Is(err, shortener.ErrNotFound): // deleted since the iterator's snapshot
 		case err != nil:
 			return shortener.Page{}, err

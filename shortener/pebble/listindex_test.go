@@ -41,8 +41,10 @@ func pages(t testing.TB, s *shortener.Service, f shortener.ListFilter, limit int
 
 // The index answers every filter, in both orders and at every page size,
 // exactly as the scan of every link does — also after edits (tags added
-// and removed, a new expiry), deletes, imports, and once more after it is
-// dropped and rebuilt by Open (a store written before the index).
+// and removed, a new expiry), deletes, imports, visits reaching a link's
+// limit, and once more after it is dropped and rebuilt by Open (a store
+// written before the index), and after its expiry records alone are
+// dropped (a store indexed by 02908ad, whose marker says "built").
 func TestListIndexAgreesWithScan(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "links")
 	store, err := pebble.Open(dir, pebble.Options{})
@@ -68,6 +70,9 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 		}
 		if rng.IntN(4) == 0 {
 			l.ExpiresAt = base.Add(time.Duration(rng.IntN(100)) * time.Second)
+		}
+		if rng.IntN(5) == 0 { // a visit limit, reached or not
+			l.MaxVisits, l.Visits = int64(1+rng.IntN(3)), int64(rng.IntN(4))
 		}
 		if d := domains[rng.IntN(3)]; d != "" {
 			l.ID = d + "/" + l.ID
@@ -110,8 +115,21 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Visits reach the limit of some links: they expire with no write of
+	// the link (its 'e' record cannot tell).
+	for i := 100; i < 200; i++ {
+		for _, d := range domains {
+			key := shortener.LinkKey(d, fmt.Sprintf("r%03d", i))
+			if l, err := store.Get(ctx, key); err == nil && l.MaxVisits > 0 {
+				if err := store.AddVisits(ctx, shortener.NewVisitBatch(shortener.VisitDelta{ID: key, Limited: true, Stats: shortener.VisitStats{Total: 2}})); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
 	// Every link has exactly its records: one in the order, one in its
-	// domain's, one per tag; none of a link deleted or of a tag removed.
+	// domain's, one per tag, one if it can expire; none of a link deleted
+	// or of a tag removed.
 	wantRecords := 0
 	all, err := shortener.NewService(scanOnly{store}, shortener.Options{}).Find(ctx, "", shortener.MaxPageSize, shortener.ListFilter{Query: "r"})
 	if err != nil {
@@ -119,6 +137,9 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 	}
 	for _, l := range all.Links {
 		wantRecords += 2 + len(l.Tags)
+		if !l.ExpiresAt.IsZero() || l.MaxVisits > 0 {
+			wantRecords++
+		}
 	}
 	if n, err := pebble.ListIndexRecords(store); err != nil || n != wantRecords {
 		t.Errorf("%d index records (%v), want %d", n, err, wantRecords)
@@ -135,6 +156,11 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 		{Tag: "blue", CreatedAfter: base.Add(30 * time.Second)},
 		{CreatedBefore: base.Add(10 * time.Second)},
 		{State: shortener.StateExpired, Now: now},
+		{State: shortener.StateExpired, Now: base.Add(-time.Hour)}, // only visit limits
+		{State: shortener.StateExpired, Now: now, Domain: str("go.example")},
+		{State: shortener.StateExpired, Now: now, Query: "s2", CreatedAfter: base.Add(30 * time.Second)},
+		{State: shortener.StateExpired, Now: now, Tag: "blue"},
+		{State: shortener.StateActive, Now: now},
 		{State: shortener.StateActive, Now: now, Tag: "red"},
 		{Query: "nothing matches this"},
 	}
@@ -162,6 +188,18 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 	if store, err = pebble.Open(dir, pebble.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
 	t.Run("rebuilt", check)
+
+	if err := pebble.DropExpiryIndex(store); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	if store, err = pebble.Open(dir, pebble.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if n, err := pebble.ListIndexRecords(store); err != nil || n != wantRecords {
+		t.Errorf("after the expiry records were rebuilt: %d index records (%v), want %d", n, err, wantRecords)
+	}
+	t.Run("expiry rebuilt", check)
 }
