@@ -61,7 +61,7 @@ func (k APIKey) Allows(s Scope) bool {
 	return slices.Contains(k.Scopes, s) || slices.Contains(k.Scopes, ScopeAdmin)
 }
 
-// KeyStore is the Store extension that keeps API keys, in the same
+// KeyStore is the Store's part that keeps API keys, in the same
 // database as the links (a separate record kind). Every store passes the
 // keys cases of storetest.
 type KeyStore interface {
@@ -187,60 +187,4 @@ func randomBase62(n int) (string, error) {
 		}
 	}
 	return string(out), nil
-}
-
-// errNoKeys answers key calls on a store that keeps none.
-var errNoKeys = Errorf(Unavailable, "this store keeps no API keys")
-
-// KeysFrom is a KeyStore over another store's keys: decorators (the read
-// cache, the metrics) embed it to pass key calls through untouched (keys
-// are cached, for a second, by the HTTP layer only). A store that keeps no
-// keys answers Unavailable.
-type KeysFrom struct{ Inner Store }
-
-func (f KeysFrom) keys() (KeyStore, error) {
-	if ks, ok := f.Inner.(KeyStore); ok {
-		return ks, nil
-	}
-	return nil, errNoKeys
-}
-
-func (f KeysFrom) CreateKey(ctx context.Context, k APIKey) error {
-	ks, err := f.keys()
-	if err != nil {
-		return err
-	}
-	return ks.CreateKey(ctx, k)
-}
-
-func (f KeysFrom) GetKey(ctx context.Context, id string) (APIKey, error) {
-	ks, err := f.keys()
-	if err != nil {
-		return APIKey{}, err
-	}
-	return ks.GetKey(ctx, id)
-}
-
-func (f KeysFrom) ListKeys(ctx context.Context) ([]APIKey, error) {
-	ks, err := f.keys()
-	if err != nil {
-		return nil, err
-	}
-	return ks.ListKeys(ctx)
-}
-
-func (f KeysFrom) DeleteKey(ctx context.Context, id string) error {
-	ks, err := f.keys()
-	if err != nil {
-		return err
-	}
-	return ks.DeleteKey(ctx, id)
-}
-
-func (f KeysFrom) TouchKey(ctx context.Context, id string, t time.Time) error {
-	ks, err := f.keys()
-	if err != nil {
-		return err
-	}
-	return ks.TouchKey(ctx, id, t)
 }

@@ -184,23 +184,15 @@ func (s *Service) Resolve(ctx context.Context, domain, id string) (Link, error) 
 // AppendResolve is Resolve for the redirect hot path: it appends the URL of
 // the link under key (AppendKey: the id, after its domain on another
 // domain than the default) to dst and returns the extended buffer, without
-// allocating when the store implements URLAppender, and the link's fields
+// allocating (the store's AppendURL), and the link's fields
 // other than ID, Domain and URL (a redirect records a visit of a link with
 // a visit limit as such). Errors are Resolve's. key is not retained.
 func (s *Service) AppendResolve(ctx context.Context, dst, key []byte) ([]byte, Link, error) {
 	if !ValidKey(key) {
 		return dst, Link{}, ErrNotFound
 	}
-	var l Link
 	n := len(dst)
-	var err error
-	if a, ok := s.store.(URLAppender); ok {
-		dst, l, err = a.AppendURL(ctx, dst, key)
-	} else {
-		l, err = s.store.Get(ctx, string(key))
-		dst = append(dst, l.URL...)
-		l.ID, l.URL = "", ""
-	}
+	dst, l, err := s.store.AppendURL(ctx, dst, key)
 	if err != nil {
 		return dst[:n], Link{}, storeError("get link", err)
 	}
@@ -242,11 +234,7 @@ func (s *Service) Update(ctx context.Context, domain, id string, u LinkUpdate, h
 	if u == (LinkUpdate{}) {
 		return s.Get(ctx, domain, id) // nothing to change
 	}
-	up, ok := s.store.(Updater)
-	if !ok {
-		return Link{}, ErrNotEditable
-	}
-	l, err := up.Update(ctx, key, u)
+	l, err := s.store.Update(ctx, key, u)
 	if err != nil {
 		return Link{}, storeError("update link", err)
 	}

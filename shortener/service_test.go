@@ -24,6 +24,9 @@ func (failing) Create(context.Context, shortener.Link) error { return errDown }
 func (failing) Get(context.Context, string) (shortener.Link, error) {
 	return shortener.Link{}, errDown
 }
+func (failing) AppendURL(_ context.Context, dst, _ []byte) ([]byte, shortener.Link, error) {
+	return dst, shortener.Link{}, errDown
+}
 func (failing) Ping(context.Context) error { return errDown }
 
 func ids(list ...string) func() (string, error) {

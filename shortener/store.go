@@ -6,8 +6,14 @@ import (
 	"time"
 )
 
-// Store keeps links. Implementations (pebble, dynamodb, and decorators such
-// as a read cache) must be safe for concurrent use and pass storetest.Run.
+// Store keeps links, their visit statistics and the API keys: every
+// capability a store has, in one interface, so the type system says what a
+// store can do and nothing checks it at run time. Implementations (pebble,
+// dynamodb) must be safe for concurrent use and pass storetest.Run;
+// decorators (the read cache, storemetrics) embed the Store they wrap and
+// override only what they change. Two capabilities are optional, because
+// the DynamoDB store lacks them: Finder (an indexed, filtered list) and
+// VisitRangeStore (statistics by range).
 //
 // Errors: return errors that match the domain sentinels with errors.Is
 // (ErrNotFound, ErrConflict, ErrUnavailable), wrapping the driver's error for
@@ -51,6 +57,12 @@ type Store interface {
 	// Close releases the store. It is called once, after every other call
 	// has returned; nothing is called after it.
 	Close() error
+
+	URLAppender
+	Updater
+	RecordStore
+	KeyStore
+	VisitStore
 }
 
 // MaxPageSize bounds List's limit.
@@ -62,10 +74,8 @@ type Page struct {
 	Next  string // cursor of the next page; "" when this is the last
 }
 
-// URLAppender is an optional Store extension for the redirect hot path,
-// which should not allocate. Stores and decorators that can look a link up
-// without allocating implement it; the Service falls back to Get for the
-// others.
+// URLAppender is the Store's lookup for the redirect hot path, which
+// should not allocate.
 type URLAppender interface {
 	// AppendURL looks id up as Get does, with the same errors, and appends
 	// the link's URL to dst. It returns the extended buffer and the link's
@@ -108,12 +118,7 @@ func (u LinkUpdate) Apply(l *Link) {
 	}
 }
 
-// ErrNotEditable answers an edit of a store that is not an Updater.
-var ErrNotEditable = &Error{Code: Internal, Message: "this store cannot edit links"}
-
-// Updater is the Store extension that edits links in place. Every store
-// of this module implements it; the Service answers ErrNotEditable for one
-// that does not.
+// Updater is the Store's edit of links in place.
 type Updater interface {
 	// Update applies u to the link under id as one atomic step and
 	// returns the link as stored after it, or an error matching
@@ -154,7 +159,7 @@ func ImportOver(stored, l Link) ImportResult {
 	return Conflicting
 }
 
-// RecordStore is the Store extension for backups in a portable form,
+// RecordStore is the Store's part for backups in a portable form,
 // imports and migrations: whole links with their statistics.
 type RecordStore interface {
 	// ExportRecords calls fn with every link and its statistics, in the

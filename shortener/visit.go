@@ -417,7 +417,7 @@ func NewVisitBatch(deltas ...VisitDelta) *VisitBatch {
 	return b
 }
 
-// VisitStore is the Store extension that keeps visit statistics. The
+// VisitStore is the Store's part that keeps visit statistics. The
 // pebble and DynamoDB stores implement it and storetest checks it.
 type VisitStore interface {
 	// AddVisits adds each link's visits to its stored statistics, in as
@@ -459,13 +459,10 @@ func (s *Service) Stats(ctx context.Context, domain, id string) (VisitStats, err
 	id = key
 	var st VisitStats
 	var err error
-	switch vs, ok := s.store.(VisitStore); {
-	case s.visits != nil:
+	if s.visits != nil {
 		st, err = s.visits.Stats(ctx, id)
-	case ok:
-		st, err = vs.VisitStats(ctx, id)
-	default:
-		return VisitStats{}, Errorf(Unavailable, "this store keeps no visit statistics")
+	} else {
+		st, err = s.store.VisitStats(ctx, id)
 	}
 	if err != nil {
 		return VisitStats{}, storeError("visit stats", err)

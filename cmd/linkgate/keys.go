@@ -116,12 +116,7 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 		if err != nil {
 			return nil, nil, err
 		}
-		ks, ok := s.(shortener.KeyStore)
-		if !ok {
-			s.Close()
-			return nil, nil, fmt.Errorf("%s keeps no API keys", *store)
-		}
-		return storeKeys{ks}, s.Close, nil
+		return storeKeys{s}, s.Close, nil
 	}
 	switch sub {
 	case "create":

@@ -138,7 +138,7 @@ func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat strin
 	fs.DurationVar(&c.storeTimeout, "store-timeout", dynamodb.DefaultTimeout, "deadline of each DynamoDB call, retries included")
 	fs.BoolVar(&c.consistentReads, "consistent-reads", false, "strongly consistent DynamoDB reads (twice the read cost)")
 	fs.DurationVar(&c.visitInterval, "dynamodb-visit-interval", dynamodb.DefaultVisitInterval, "DynamoDB: how long visits of links without a visit limit are gathered before they are written, as one record (how late other instances see them; a crash loses at most this much)")
-	fs.Var(&c.cacheSize, "cache-size", "read cache `entries`; 0: no cache; auto: "+fmt.Sprint(defaultCacheSize)+" with dynamodb, none with bolt")
+	fs.Var(&c.cacheSize, "cache-size", "read cache `entries`; 0: no cache; auto: "+fmt.Sprint(defaultCacheSize)+" with dynamodb, none with the embedded store")
 	fs.DurationVar(&c.cacheTTL, "cache-ttl", time.Minute, "how long a link is served from the read cache (the staleness bound across instances)")
 	fs.DurationVar(&c.cacheNegTTL, "cache-negative-ttl", time.Second, "how long the read cache remembers an unknown id (0: not at all; at most --cache-ttl)")
 	fs.StringVar(&c.api.PublicURL, "public-url", "", "base `URL` of returned short links, e.g. https://sho.rt (default: http://<request Host>)")
@@ -430,9 +430,7 @@ func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Sto
 	if proxies != nil {
 		logger.Info("trusted proxies", "prefixes", proxies.Len())
 	}
-	if ks, ok := store.(shortener.KeyStore); ok {
-		c.api.Keys = ks
-	}
+	c.api.Keys = store
 	opts := shortener.Options{Policy: policy}
 	if v, ok := c.api.Visits.(shortener.VisitCounter); ok {
 		opts.Visits = v // visit limits count the visits not yet flushed
@@ -470,9 +468,7 @@ func newShortener(logger *slog.Logger, c serveConfig, raw shortener.Store, kind 
 	}
 	// Export, import and backup through the API work on the store itself,
 	// under its metrics and cache.
-	if rs, ok := raw.(shortener.RecordStore); ok {
-		c.api.Records = rs
-	}
+	c.api.Records = raw
 	if b, ok := raw.(interface{ WriteBackup(io.Writer) error }); ok {
 		c.api.Backup = func(_ context.Context, w io.Writer) error { return b.WriteBackup(w) }
 	}

@@ -104,7 +104,7 @@ changed: remove them when satisfied.`, env.Stderr)
 		return err
 	}
 	defer dst.Close()
-	m, err := migrateBolt(ctx, path, dst.(shortener.RecordStore))
+	m, err := migrateBolt(ctx, path, dst)
 	fmt.Fprintf(env.Stdout, "%s → %s: %s\n", path, *to, m)
 	for _, id := range m.conflicts {
 		fmt.Fprintf(env.Stderr, "conflict: %s holds another link in %s; left as it is\n", id, *to)
@@ -134,10 +134,6 @@ func openRecordStore(ctx context.Context, spec string) (shortener.Store, error) 
 	}
 	if err != nil {
 		return nil, err
-	}
-	if _, ok := s.(shortener.RecordStore); !ok {
-		s.Close()
-		return nil, fmt.Errorf("%s cannot import or export whole links", spec)
 	}
 	return s, nil
 }

@@ -75,7 +75,7 @@ be stopped).`, env.Stderr)
 		for i := range batch {
 			recs[i] = batch[i].Rec
 		}
-		res, err := s.(shortener.RecordStore).ImportRecords(ctx, recs)
+		res, err := s.ImportRecords(ctx, recs)
 		// A record the store cannot keep was refused with nothing written:
 		// its line is reported, and the others are imported without it.
 		for re := (*shortener.RecordError)(nil); errors.As(err, &re) && re.Index >= 0 && re.Index < len(recs); {
@@ -83,7 +83,7 @@ be stopped).`, env.Stderr)
 			fmt.Fprintf(env.Stderr, "line %d: %v\n", batch[re.Index].Line, re.Err)
 			recs = slices.Delete(recs, re.Index, re.Index+1)
 			batch = slices.Delete(batch, re.Index, re.Index+1)
-			res, err = s.(shortener.RecordStore).ImportRecords(ctx, recs)
+			res, err = s.ImportRecords(ctx, recs)
 		}
 		if err != nil {
 			return err

@@ -285,7 +285,7 @@ a server holding it must be stopped.`, env.Stderr)
 			if err != nil {
 				return 0, err
 			}
-			err = s.(shortener.RecordStore).ExportRecords(ctx, x.Write)
+			err = s.ExportRecords(ctx, x.Write)
 			return x.Count(), errors.Join(err, x.Flush())
 		}
 	}

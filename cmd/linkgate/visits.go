@@ -35,12 +35,8 @@ func (v visitsConfig) validate() error {
 // reg. The caller closes it (flushing everything) before the store, and
 // closes geo, if not nil, after it.
 func newVisits(logger *slog.Logger, v visitsConfig, store shortener.Store, reg prometheus.Registerer) (*visits.Aggregator, *geoip.DB, error) {
-	vs, ok := store.(shortener.VisitStore)
-	if !ok {
-		return nil, nil, fmt.Errorf("the store keeps no visit statistics (run with --visits=false)")
-	}
 	cfg := v.cfg
-	cfg.Store, cfg.Logger, cfg.Classifier = vs, logger, useragent.New()
+	cfg.Store, cfg.Logger, cfg.Classifier = store, logger, useragent.New()
 	var geo *geoip.DB
 	if v.geoip != "" {
 		var err error

@@ -91,11 +91,12 @@ type entry struct {
 
 // Store is a shortener.Store that serves reads of another from memory.
 type Store struct {
-	shortener.KeysFrom // API keys pass through, uncached
-	store              shortener.Store
-	cache              *otter.Cache[string, entry]
-	loader             otter.Loader[string, entry]
-	negTTL             time.Duration
+	// The store it wraps: what this type does not override (API keys,
+	// records) passes through, uncached.
+	shortener.Store
+	cache  *otter.Cache[string, entry]
+	loader otter.Loader[string, entry]
+	negTTL time.Duration
 	// deletes counts local deletes, so that a Create that races with a
 	// Delete of the same id never leaves the deleted link cached.
 	deletes atomic.Uint64
@@ -118,7 +119,7 @@ func New(store shortener.Store, opts Options) (*Store, error) {
 	case opts.NegativeTTL < 0 || opts.NegativeTTL > opts.TTL:
 		return nil, fmt.Errorf("negative cache TTL must be between 0 and the cache TTL (%s), got %s", opts.TTL, opts.NegativeTTL)
 	}
-	c := &Store{KeysFrom: shortener.KeysFrom{Inner: store}, store: store, negTTL: opts.NegativeTTL, logger: opts.Logger, m: newMetrics()}
+	c := &Store{Store: store, negTTL: opts.NegativeTTL, logger: opts.Logger, m: newMetrics()}
 	ttl, negTTL := opts.TTL, opts.NegativeTTL
 	cache, err := otter.New(&otter.Options[string, entry]{
 		MaximumSize: opts.Size,
@@ -150,7 +151,7 @@ func New(store shortener.Store, opts Options) (*Store, error) {
 // load reads id from the store for the cache. A missing link is a
 // negative entry, or no entry at all without a negative TTL.
 func (c *Store) load(ctx context.Context, id string) (entry, error) {
-	l, err := c.store.Get(ctx, id)
+	l, err := c.Store.Get(ctx, id)
 	switch {
 	case err == nil:
 		return entry{link: l, found: true}, nil
@@ -283,7 +284,7 @@ func (c *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortene
 // store's reads lag (DynamoDB's eventually consistent reads).
 func (c *Store) Create(ctx context.Context, l shortener.Link) error {
 	d := c.deletes.Load()
-	if err := c.store.Create(ctx, l); err != nil {
+	if err := c.Store.Create(ctx, l); err != nil {
 		c.cache.Invalidate(l.ID) // e.g. a stale remembered miss of a taken id
 		return err
 	}
@@ -302,7 +303,7 @@ func (c *Store) Delete(ctx context.Context, id string) error {
 	mu := c.writeLock(id)
 	mu.Lock()
 	defer mu.Unlock()
-	err := c.store.Delete(ctx, id)
+	err := c.Store.Delete(ctx, id)
 	c.deletes.Add(1)
 	c.cache.Invalidate(id) // also discards a load of id in flight
 	return err
@@ -312,14 +313,10 @@ func (c *Store) Delete(ctx context.Context, id string) error {
 // instance redirects to the new target at once (even if the store's reads
 // lag). A failed edit drops the entry: the store may or may not have it.
 func (c *Store) Update(ctx context.Context, id string, u shortener.LinkUpdate) (shortener.Link, error) {
-	up, ok := c.store.(shortener.Updater)
-	if !ok {
-		return shortener.Link{}, shortener.ErrNotEditable
-	}
 	mu := c.writeLock(id)
 	mu.Lock()
 	defer mu.Unlock()
-	l, err := up.Update(ctx, id, u)
+	l, err := c.Store.Update(ctx, id, u)
 	if err != nil {
 		c.cache.Invalidate(id)
 		return shortener.Link{}, err
@@ -336,7 +333,7 @@ func (c *Store) writeLock(id string) *sync.Mutex {
 
 // Find is not cached: the store's, if it has one.
 func (c *Store) Find(ctx context.Context, after *shortener.Link, limit int, f shortener.ListFilter) (shortener.Page, error) {
-	fs, ok := c.store.(shortener.Finder)
+	fs, ok := c.Store.(shortener.Finder)
 	if !ok {
 		return shortener.Page{}, shortener.ErrNoFinder
 	}
@@ -345,16 +342,16 @@ func (c *Store) Find(ctx context.Context, after *shortener.Link, limit int, f sh
 
 // List is not cached.
 func (c *Store) List(ctx context.Context, cursor string, limit int) (shortener.Page, error) {
-	return c.store.List(ctx, cursor, limit)
+	return c.Store.List(ctx, cursor, limit)
 }
 
 // Ping asks the store.
-func (c *Store) Ping(ctx context.Context) error { return c.store.Ping(ctx) }
+func (c *Store) Ping(ctx context.Context) error { return c.Store.Ping(ctx) }
 
 // Close stops the cache's clean-up goroutine, unregisters its metrics and
 // closes the store.
 func (c *Store) Close() error {
 	c.cache.StopAllGoroutines()
 	c.m.unregister()
-	return c.store.Close()
+	return c.Store.Close()
 }

@@ -519,7 +519,7 @@ type slowUpdates struct {
 }
 
 func (s *slowUpdates) Update(ctx context.Context, id string, u shortener.LinkUpdate) (shortener.Link, error) {
-	l, err := s.Store.(shortener.Updater).Update(ctx, id, u)
+	l, err := s.Store.Update(ctx, id, u)
 	s.once.Do(func() { close(s.updated) })
 	<-s.release
 	return l, err

@@ -7,12 +7,9 @@ import (
 )
 
 var (
-	_ shortener.VisitStore      = (*Store)(nil)
+	_ shortener.Store           = (*Store)(nil)
 	_ shortener.VisitRangeStore = (*Store)(nil)
 )
-
-// errNoVisits answers visit calls when the store keeps no visits.
-var errNoVisits = shortener.Errorf(shortener.Unavailable, "this store keeps no visit statistics")
 
 // AddVisits adds the batch to the store, then drops the cached links with
 // a visit limit that it touched, so their next read sees the new count:
@@ -21,11 +18,7 @@ var errNoVisits = shortener.Errorf(shortener.Unavailable, "this store keeps no v
 // for up to TTL. Links without a limit stay cached (their count does not
 // affect redirects).
 func (c *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) error {
-	vs, ok := c.store.(shortener.VisitStore)
-	if !ok {
-		return errNoVisits
-	}
-	err := vs.AddVisits(ctx, batch)
+	err := c.Store.AddVisits(ctx, batch)
 	for i := range batch.Links {
 		id := batch.Links[i].ID
 		if e, ok := c.cache.GetIfPresent(id); ok && e.found && e.link.MaxVisits > 0 {
@@ -37,16 +30,12 @@ func (c *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 
 // VisitStats is not cached: statistics are read rarely, and must be fresh.
 func (c *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats, error) {
-	vs, ok := c.store.(shortener.VisitStore)
-	if !ok {
-		return shortener.VisitStats{}, errNoVisits
-	}
-	return vs.VisitStats(ctx, id)
+	return c.Store.VisitStats(ctx, id)
 }
 
 // VisitCounts is not cached either.
 func (c *Store) VisitCounts(ctx context.Context, q shortener.StatsQuery) (shortener.VisitCounts, error) {
-	rs, ok := c.store.(shortener.VisitRangeStore)
+	rs, ok := c.Store.(shortener.VisitRangeStore)
 	if !ok {
 		return shortener.VisitCounts{}, shortener.ErrNoRanges
 	}

@@ -42,10 +42,7 @@ import (
 	"github.com/linkgate/linkgate/shortener"
 )
 
-var (
-	_ shortener.Store   = (*Store)(nil)
-	_ shortener.Updater = (*Store)(nil)
-)
+var _ shortener.Store = (*Store)(nil)
 
 // DefaultTable is the seed's table name.
 const DefaultTable = "goUrlShortener"
@@ -197,6 +194,20 @@ func (s *Store) conditional(op, id string, err, failed error) error {
 // Get reads the item under id (eventually consistent unless
 // Options.ConsistentReads). Expired items that DynamoDB's TTL has not yet
 // deleted are returned as stored; the Service enforces expiry.
+// AppendURL is Get with the link's URL appended to dst and left out of
+// the link: a network read allocates anyway, and the read cache in front
+// of this store (serve's --cache-size) is what keeps redirects
+// allocation-free.
+func (s *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortener.Link, error) {
+	l, err := s.Get(ctx, string(id))
+	if err != nil {
+		return dst, shortener.Link{}, err
+	}
+	dst = append(dst, l.URL...)
+	l.ID, l.URL = "", ""
+	return dst, l, nil
+}
+
 func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
 	if !validKey(id) {
 		return shortener.Link{}, shortener.ErrNotFound

@@ -318,6 +318,9 @@ func (failingStore) Create(context.Context, shortener.Link) error {
 func (failingStore) Get(context.Context, string) (shortener.Link, error) {
 	return shortener.Link{}, fmt.Errorf("dial tcp: connection refused")
 }
+func (failingStore) AppendURL(_ context.Context, dst, _ []byte) ([]byte, shortener.Link, error) {
+	return dst, shortener.Link{}, fmt.Errorf("dial tcp: connection refused")
+}
 func (failingStore) Ping(context.Context) error {
 	return fmt.Errorf("ping: %w", shortener.ErrUnavailable)
 }
@@ -554,6 +557,9 @@ func TestOverloadRateBoundsCreates(t *testing.T) {
 type panickyStore struct{ shortener.Store }
 
 func (panickyStore) Get(context.Context, string) (shortener.Link, error) { panic("boom") }
+func (panickyStore) AppendURL(context.Context, []byte, []byte) ([]byte, shortener.Link, error) {
+	panic("boom")
+}
 
 func TestPanicIs500(t *testing.T) {
 	s := start(t, setup{wrap: func(st shortener.Store) shortener.Store { return panickyStore{st} }})

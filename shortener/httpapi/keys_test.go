@@ -108,7 +108,7 @@ func TestKeyRevocation(t *testing.T) {
 	// A second instance over the same store.
 	reg := prometheus.NewRegistry()
 	hb, err := httpapi.NewHandler(slog.New(slog.DiscardHandler), shortener.NewService(a.Store, shortener.Options{}),
-		httpapi.NewMetrics(reg), reg, httpapi.Config{CreateAccess: httpapi.AccessKey, Keys: a.Store.(shortener.KeyStore)})
+		httpapi.NewMetrics(reg), reg, httpapi.Config{CreateAccess: httpapi.AccessKey, Keys: a.Store})
 	if err != nil {
 		t.Fatal(err)
 	}

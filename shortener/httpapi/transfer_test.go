@@ -143,7 +143,7 @@ func TestExportImport(t *testing.T) {
 			Stats: shortener.VisitStats{Total: 5, Bots: 1, Browsers: shortener.Breakdown{"Firefox": 4}}},
 		{Link: shortener.Link{ID: "two", URL: "https://two.example/", CreatedAt: time.Unix(1.9e9, 0).UTC(), MaxVisits: 9}},
 	}
-	if _, err := src.Store.(shortener.RecordStore).ImportRecords(ctx, recs); err != nil {
+	if _, err := src.Store.ImportRecords(ctx, recs); err != nil {
 		t.Fatal(err)
 	}
 	var export bytes.Buffer
@@ -162,7 +162,7 @@ func TestExportImport(t *testing.T) {
 		t.Fatalf("import: %+v %v", sum, err)
 	}
 	var got []shortener.LinkRecord
-	dst.Store.(shortener.RecordStore).ExportRecords(ctx, func(r shortener.LinkRecord) error { got = append(got, r); return nil })
+	dst.Store.ExportRecords(ctx, func(r shortener.LinkRecord) error { got = append(got, r); return nil })
 	if len(got) != 2 || !storetest.Equal(got[0].Link, recs[0].Link) || !storetest.EqualStats(got[0].Stats, recs[0].Stats) || !storetest.Equal(got[1].Link, recs[1].Link) {
 		t.Errorf("imported %+v\nwant %+v", got, recs)
 	}

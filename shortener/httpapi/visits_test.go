@@ -20,7 +20,7 @@ import (
 
 func newAggregator(t testing.TB, store shortener.Store) *visits.Aggregator {
 	t.Helper()
-	a, err := visits.New(visits.Config{Store: store.(shortener.VisitStore), Logger: slog.New(slog.DiscardHandler), Classifier: useragent.New(), FlushInterval: time.Hour})
+	a, err := visits.New(visits.Config{Store: store, Logger: slog.New(slog.DiscardHandler), Classifier: useragent.New(), FlushInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

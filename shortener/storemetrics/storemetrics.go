@@ -51,15 +51,11 @@ const (
 
 var resultNames = [numResults]string{"ok", "not_found", "conflict", "error"}
 
-// Store is a shortener.Store that times every call of the Store it wraps.
-// Its AppendURL uses the inner store's when there is one, so the redirect
-// path stays allocation-free.
+// Store is a shortener.Store that times the calls of the Store it wraps
+// that serve links and visits; API keys and records pass through untimed.
 type Store struct {
-	shortener.KeysFrom // API keys pass through
-	inner              shortener.Store
-	appender           shortener.URLAppender // inner's, or nil
-	visits             shortener.VisitStore  // inner's, or nil
-	obs                [numOps][numResults]prometheus.Observer
+	shortener.Store // the inner store: what is not timed passes through
+	obs             [numOps][numResults]prometheus.Observer
 
 	sampleMask uint32        // AppendURL times one call in sampleMask+1
 	lookups    atomic.Uint32 // AppendURL calls, for sampling
@@ -90,9 +86,7 @@ func Wrap(inner shortener.Store, reg prometheus.Registerer, backend string) *Sto
 		Buckets:     []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 	}, []string{"op", "result"})
 	reg.MustRegister(h)
-	s := &Store{KeysFrom: shortener.KeysFrom{Inner: inner}, inner: inner}
-	s.appender, _ = inner.(shortener.URLAppender)
-	s.visits, _ = inner.(shortener.VisitStore)
+	s := &Store{Store: inner}
 	for o := range numOps {
 		for r := range numResults {
 			s.obs[o][r] = h.WithLabelValues(opNames[o], resultNames[r])
@@ -125,14 +119,14 @@ func (s *Store) observe(o op, start time.Duration, err error) {
 
 func (s *Store) Create(ctx context.Context, l shortener.Link) error {
 	start := now()
-	err := s.inner.Create(ctx, l)
+	err := s.Store.Create(ctx, l)
 	s.observe(opCreate, start, err)
 	return err
 }
 
 func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
 	start := now()
-	l, err := s.inner.Get(ctx, id)
+	l, err := s.Store.Get(ctx, id)
 	s.observe(opGet, start, err)
 	return l, err
 }
@@ -140,46 +134,32 @@ func (s *Store) Get(ctx context.Context, id string) (shortener.Link, error) {
 // AppendURL is timed as a "get" (one call in n with SampleLookups).
 func (s *Store) AppendURL(ctx context.Context, dst, id []byte) ([]byte, shortener.Link, error) {
 	if s.sampleMask != 0 && (s.lookups.Add(1)-1)&s.sampleMask != 0 {
-		return s.appendURL(ctx, dst, id)
+		return s.Store.AppendURL(ctx, dst, id)
 	}
 	start := now()
-	dst, l, err := s.appendURL(ctx, dst, id)
+	dst, l, err := s.Store.AppendURL(ctx, dst, id)
 	s.observe(opGet, start, err)
-	return dst, l, err
-}
-
-func (s *Store) appendURL(ctx context.Context, dst, id []byte) ([]byte, shortener.Link, error) {
-	if s.appender != nil {
-		return s.appender.AppendURL(ctx, dst, id)
-	}
-	l, err := s.inner.Get(ctx, string(id))
-	dst = append(dst, l.URL...)
-	l.ID, l.URL = "", ""
 	return dst, l, err
 }
 
 func (s *Store) Delete(ctx context.Context, id string) error {
 	start := now()
-	err := s.inner.Delete(ctx, id)
+	err := s.Store.Delete(ctx, id)
 	s.observe(opDelete, start, err)
 	return err
 }
 
 // Update times the inner store's Update.
 func (s *Store) Update(ctx context.Context, id string, u shortener.LinkUpdate) (shortener.Link, error) {
-	up, ok := s.inner.(shortener.Updater)
-	if !ok {
-		return shortener.Link{}, shortener.ErrNotEditable
-	}
 	start := now()
-	l, err := up.Update(ctx, id, u)
+	l, err := s.Store.Update(ctx, id, u)
 	s.observe(opUpdate, start, err)
 	return l, err
 }
 
 // Find times the inner store's Find (as a list), if it has one.
 func (s *Store) Find(ctx context.Context, after *shortener.Link, limit int, f shortener.ListFilter) (shortener.Page, error) {
-	fs, ok := s.inner.(shortener.Finder)
+	fs, ok := s.Store.(shortener.Finder)
 	if !ok {
 		return shortener.Page{}, shortener.ErrNoFinder
 	}
@@ -191,35 +171,29 @@ func (s *Store) Find(ctx context.Context, after *shortener.Link, limit int, f sh
 
 func (s *Store) List(ctx context.Context, cursor string, limit int) (shortener.Page, error) {
 	start := now()
-	p, err := s.inner.List(ctx, cursor, limit)
+	p, err := s.Store.List(ctx, cursor, limit)
 	s.observe(opList, start, err)
 	return p, err
 }
 
 func (s *Store) Ping(ctx context.Context) error {
 	start := now()
-	err := s.inner.Ping(ctx)
+	err := s.Store.Ping(ctx)
 	s.observe(opPing, start, err)
 	return err
 }
 
-// errNoVisits answers visit calls when the inner store keeps no visits.
-var errNoVisits = shortener.Errorf(shortener.Unavailable, "this store keeps no visit statistics")
-
 // AddVisits times the inner store's AddVisits.
 func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) error {
-	if s.visits == nil {
-		return errNoVisits
-	}
 	start := now()
-	err := s.visits.AddVisits(ctx, batch)
+	err := s.Store.AddVisits(ctx, batch)
 	s.observe(opAddVisits, start, err)
 	return err
 }
 
 // VisitCounts times the inner store's VisitCounts.
 func (s *Store) VisitCounts(ctx context.Context, q shortener.StatsQuery) (shortener.VisitCounts, error) {
-	rs, ok := s.visits.(shortener.VisitRangeStore)
+	rs, ok := s.Store.(shortener.VisitRangeStore)
 	if !ok {
 		return shortener.VisitCounts{}, shortener.ErrNoRanges
 	}
@@ -231,13 +205,10 @@ func (s *Store) VisitCounts(ctx context.Context, q shortener.StatsQuery) (shorte
 
 // VisitStats times the inner store's VisitStats.
 func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats, error) {
-	if s.visits == nil {
-		return shortener.VisitStats{}, errNoVisits
-	}
 	start := now()
-	st, err := s.visits.VisitStats(ctx, id)
+	st, err := s.Store.VisitStats(ctx, id)
 	s.observe(opVisitStats, start, err)
 	return st, err
 }
 
-func (s *Store) Close() error { return s.inner.Close() }
+func (s *Store) Close() error { return s.Store.Close() }

@@ -106,7 +106,7 @@ func testRecordsRoundTrip(t *testing.T, s shortener.Store, rs shortener.RecordSt
 	recs := sampleRecords()
 	mustImport(t, rs, recs, shortener.Imported)
 	wantExport(t, rs, recs)
-	vs := s.(shortener.VisitStore)
+	vs := s
 	for _, r := range recs {
 		want := r.Link
 		if want.MaxVisits > 0 {

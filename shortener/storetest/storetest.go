@@ -323,15 +323,15 @@ func testPing(t *testing.T, s shortener.Store) {
 	}
 }
 
-// optionalTest is a case of the contract of an optional interface I of
-// the Store (VisitStore, Updater, RecordStore).
+// optionalTest is a case of the contract of a part I of the Store
+// (VisitStore, Updater, RecordStore), which every Store implements.
 type optionalTest[I any] struct {
 	name string
 	fn   func(t *testing.T, s shortener.Store, x I)
 }
 
-// runOptional runs tests against stores made by newStore, which must
-// implement I.
+// runOptional runs tests against stores made by newStore, each also seen
+// as its part I.
 func runOptional[I any](t *testing.T, newStore func(t *testing.T) shortener.Store, tests []optionalTest[I]) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

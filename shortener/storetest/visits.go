@@ -109,11 +109,8 @@ func testVisitsAddAndRead(t *testing.T, s shortener.Store, vs shortener.VisitSto
 	if got := mustGet(t, s, "limited001").Visits; got != 2+7 {
 		t.Errorf("Get(limited001).Visits = %d, want 9", got)
 	}
-	if a, ok := s.(shortener.URLAppender); ok {
-		_, l, err := a.AppendURL(ctx(t), nil, []byte("limited001"))
-		if err != nil || l.Visits != 9 {
-			t.Errorf("AppendURL(limited001) Visits = %d, %v; want 9", l.Visits, err)
-		}
+	if _, l, err := s.AppendURL(ctx(t), nil, []byte("limited001")); err != nil || l.Visits != 9 {
+		t.Errorf("AppendURL(limited001) Visits = %d, %v; want 9", l.Visits, err)
 	}
 	// A delta for a link that does not exist creates nothing.
 	if _, err := s.Get(ctx(t), "missing001"); !errors.Is(err, shortener.ErrNotFound) {
