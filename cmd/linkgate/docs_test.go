@@ -122,3 +122,20 @@ func withBlock(page, name, block string) string {
 	}
 	return page[:i] + block + strings.TrimPrefix(page[j+len(end):], "\n")
 }
+
+// Every command's and subcommand's --help prints its usage once (links'
+// subcommands, whose flags may follow their arguments, printed it twice).
+func TestHelpPrintedOnce(t *testing.T) {
+	for name := range commands {
+		help := helpText(t, name)
+		args := [][]string{{name}}
+		for _, sub := range subcommands(t, name, help) {
+			args = append(args, []string{name, sub})
+		}
+		for _, a := range args {
+			if n := strings.Count(helpText(t, a...), "Usage: "); n != 1 {
+				t.Errorf("linkgate %s --help prints its usage %d times, want once", strings.Join(a, " "), n)
+			}
+		}
+	}
+}

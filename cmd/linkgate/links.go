@@ -354,7 +354,12 @@ func parseMixed(fs *flag.FlagSet, args []string, getenv func(string) string) err
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return cli.Parse(fs, args, getenv) // its error, as cli.Parse reports it
+			// fs has printed its usage: the error as cli.Parse reports
+			// it, without parsing (and printing) again.
+			if errors.Is(err, flag.ErrHelp) {
+				return flag.ErrHelp
+			}
+			return &cli.UsageError{Err: err}
 		}
 		if fs.NArg() == 0 {
 			break
