@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkgate/linkgate/internal/cli"
 	"github.com/linkgate/linkgate/internal/eventually"
 )
 
@@ -81,4 +82,21 @@ func requestPaths(t *testing.T, path string) map[string]int {
 		}
 	}
 	return n
+}
+
+// What `linkgate help serve` says of the admin routes without
+// --admin-key is what the server answers: 401 on a store that keeps API
+// keys (pebble), for every admin route.
+func TestServeAdminWithoutKeyAnswers401(t *testing.T) {
+	var help strings.Builder
+	runServe(t.Context(), []string{"-h"}, cli.Env{Getenv: func(string) string { return "" }, Stdout: &help, Stderr: &help})
+	if !strings.Contains(strings.Join(strings.Fields(help.String()), " "), "a request without a valid one answers 401") {
+		t.Fatalf("help serve does not say 401:\n%s", help.String())
+	}
+	s := startServe(t, nil)
+	for _, r := range [][2]string{{"GET", "/api/v1/links"}, {"DELETE", "/api/v1/links/abc"}, {"GET", "/api/v1/keys"}, {"GET", "/api/v1/export"}} {
+		if st, hdr, body := call(t, r[0], s.URL+r[1], ""); st != 401 || hdr.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s %s without a key: %d %q, want 401 with WWW-Authenticate", r[0], r[1], st, body)
+		}
+	}
 }

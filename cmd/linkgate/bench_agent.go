@@ -56,7 +56,7 @@ func parseAgent(args []string, env cli.Env) (*agentOptions, error) {
 	fs.StringVar(&o.ca, "ca", "", "require client certificates signed by the CA in PEM `file` (mutual TLS)")
 	fs.StringVar(&o.cert, "cert", "", "serve HTTPS with the certificate in PEM `file` (with --key)")
 	fs.StringVar(&o.key, "key", "", "the certificate's private key PEM `file`")
-	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json (durations as Go writes them, \"10s\", in both)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	if err := cli.Parse(fs, args, env.Getenv); err != nil {
 		return nil, err

@@ -113,7 +113,7 @@ func (c *gatewayConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.router, "router", "radixtree_uri", "route matching, as APISIX's apisix.router.http: radixtree_uri, radixtree_host_uri or radixtree_uri_with_parameter")
 	fs.StringVar(&c.adminVersion, "admin-api-version", "v2", "admin API envelopes: v2 (APISIX 2.14) or v3 (APISIX 3.x)")
 	fs.StringVar(&c.adminListen, "admin-listen", "", `address of the admin API's own listener, or "data" for --listen's (default: data with --admin-api-version v2, as APISIX 2.x; :9180 with v3, as APISIX 3.x)`)
-	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (durations as Go writes them, \"10s\", in both)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain requests in flight on SIGINT/SIGTERM")
 	fs.StringVar(&c.serverHeader, "server-header", "linkgate", `Server header on proxied responses ("" keeps the upstream's)`)

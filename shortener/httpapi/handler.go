@@ -73,8 +73,10 @@ type Config struct {
 	TrustHost bool
 	// RedirectStatus is 301, 302, 307 or 308. Default 302.
 	RedirectStatus int
-	// AdminKey enables the admin routes (list, delete). Empty: they
-	// answer 403.
+	// AdminKey is a key with every scope for the admin routes (list,
+	// edit, delete, keys, export, import, backup). Empty: only API keys
+	// (Keys) are accepted there, a request without a valid one answers
+	// 401; without Keys either, the routes are off and answer 403.
 	AdminKey string
 	// MaxInflight sheds load: with more redirects and lookups than this
 	// in flight, new ones are answered 503 overloaded at once. 0: no

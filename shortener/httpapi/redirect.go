@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"net/netip"
 	"sync"
@@ -93,13 +95,34 @@ func (h *Handler) redirectFailed(ctx *fasthttp.RequestCtx, err error) {
 		ctx.SetStatusCode(fasthttp.StatusFound)
 		return
 	}
-	ctx.Response.Header.SetContentType("text/html; charset=utf-8")
-	ctx.Response.Header.Set("Cache-Control", "no-store")
+	setPageHeaders(&ctx.Response.Header, pageCSP)
 	ctx.SetStatusCode(status)
 	ctx.SetBodyString(page)
 }
 
-const pageStyle = `<style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem;color:#222}h1{font-size:1.5rem}</style>`
+// pageCSS is the style of the error pages, inline: pageCSP allows it by
+// its hash, and nothing else.
+const pageCSS = `body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem;color:#222}h1{font-size:1.5rem}`
+
+const pageStyle = `<style>` + pageCSS + `</style>`
+
+// pageCSP is the Content-Security-Policy of the error pages: no script,
+// no resource, no form, no frame; their one inline style by its hash.
+var pageCSP = func() string {
+	sum := sha256.Sum256([]byte(pageCSS))
+	return "default-src 'none'; style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}()
+
+// setPageHeaders sets the headers of every HTML answer: its type, the
+// Content-Security-Policy csp, no MIME sniffing, no Referer sent from it
+// (a short link's address stays private), not cached.
+func setPageHeaders(hdr *fasthttp.ResponseHeader, csp string) {
+	hdr.SetContentType("text/html; charset=utf-8")
+	hdr.Set("Content-Security-Policy", csp)
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Referrer-Policy", "no-referrer")
+	hdr.Set("Cache-Control", "no-store")
+}
 
 const notFoundPage = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>Link not found</title>` + pageStyle + `</head><body><h1>Link not found</h1><p>There is no short link at this address. Check it for typing mistakes.</p></body></html>
 `

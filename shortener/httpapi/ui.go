@@ -120,11 +120,7 @@ func (h *Handler) renderPage(ctx *fasthttp.RequestCtx, status int, d pageData) {
 	if err := h.ui.page.Execute(&buf, d); err != nil {
 		panic("render page: " + err.Error()) // a bug: recovered into a 500
 	}
-	ctx.Response.Header.SetContentType("text/html; charset=utf-8")
-	ctx.Response.Header.Set("Content-Security-Policy", uiCSP)
-	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
-	ctx.Response.Header.Set("Referrer-Policy", "no-referrer")
-	ctx.Response.Header.Set("Cache-Control", "no-store")
+	setPageHeaders(&ctx.Response.Header, uiCSP)
 	ctx.Response.Header.Set("Vary", "Accept-Encoding")
 	ctx.SetStatusCode(status)
 	if ctx.Request.Header.HasAcceptEncoding("gzip") {
