@@ -93,7 +93,16 @@ type Route struct {
 	// EnableWebsocket lets clients upgrade to WebSocket (nil: the
 	// service's setting).
 	EnableWebsocket *bool `json:"enable_websocket"`
+	// Labels are APISIX's free key/value pairs; linkgate reads one,
+	// ACMELabel.
+	Labels map[string]string `json:"labels"`
 }
+
+// ACMELabel is the route label that asks for automatic HTTPS (linkgate
+// gateway --acme): with the value "true", the route's hosts get
+// certificates by ACME. A label, not a new field, so that APISIX accepts
+// the same route.
+const ACMELabel = "acme"
 
 // Paths returns the route's uri or uris.
 func (r *Route) Paths() []string {

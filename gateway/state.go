@@ -280,6 +280,8 @@ type RouteEntry struct {
 	// Fail, when not 0, is the status every request matching the route
 	// gets: it names a resource that is not loaded (see missingRef).
 	Fail int
+	// ACME: the route asks for certificates for its hosts (ACMELabel).
+	ACME bool
 	// Sources are the stored resources the entry was compiled from, as
 	// "kind/id@ModifiedIndex": the route, then its service, plugin config
 	// and upstream.
@@ -558,7 +560,7 @@ func compileRoute(cfg *Config, reg *Registry, r *Route) (e *RouteEntry, err erro
 		return nil, errNoValue
 	}
 	e = &RouteEntry{ID: r.ID, Name: r.Name, Paths: r.Paths(), Hosts: r.AllHosts(), Priority: r.Priority, Timeout: r.Timeout,
-		Sources: []string{cfg.source(KindRoute, r.ID)}}
+		Sources: []string{cfg.source(KindRoute, r.ID)}, ACME: r.Labels[ACMELabel] == "true"}
 	for _, m := range r.Methods {
 		e.Methods = append(e.Methods, strings.ToUpper(m))
 	}

@@ -13,8 +13,10 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/linkgate/linkgate/gateway"
@@ -45,6 +47,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/proxy"
 	"github.com/linkgate/linkgate/gateway/router"
 	"github.com/linkgate/linkgate/gateway/yamlfile"
+	lgcert "github.com/linkgate/linkgate/internal/certmagic"
 	"github.com/linkgate/linkgate/internal/cli"
 )
 
@@ -59,6 +62,8 @@ type gatewayConfig struct {
 	maxBodySize, httpsPort, requestIDMachine                             int
 	showUpstreamStatus                                                   bool
 	wsMaxDuration, shutdownTimeout                                       time.Duration
+	acme                                                                 bool
+	acmeCA, acmeEmail, acmeCARoot, acmeSNIs                              string
 
 	// Set by validate.
 	allow      []netip.Prefix
@@ -124,6 +129,11 @@ func (c *gatewayConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.httpsPort, "https-port", 0, "port the redirect plugin's http_to_https sends clients to (0: the --listen-tls port, else 443)")
 	fs.DurationVar(&c.wsMaxDuration, "websocket-max-duration", 0, "longest a WebSocket tunnel stays open (0: no limit; an idle one closes after its route's read timeout, 60s by default)")
 	fs.IntVar(&c.requestIDMachine, "request-id-machine", 0, "this node's snowflake data machine id (0-4095) for request-id; distinct per node")
+	fs.BoolVar(&c.acme, "acme", false, `automatic HTTPS: certificates by ACME for the hosts of routes labelled acme: "true" and for --acme-sni, kept in the config store (etcd: shared by the cluster); an ssl resource wins for its SNIs`)
+	fs.StringVar(&c.acmeCA, "acme-ca", lgcert.LetsEncrypt, "ACME directory URL (with --acme)")
+	fs.StringVar(&c.acmeEmail, "acme-email", "", "ACME account contact e-mail (with --acme)")
+	fs.StringVar(&c.acmeCARoot, "acme-ca-root", "", `PEM file of the roots to trust for the ACME CA's HTTPS, for a private or test CA (with --acme; "" uses the system's)`)
+	fs.StringVar(&c.acmeSNIs, "acme-sni", "", "names to get certificates for from the start, comma-separated (with --acme)")
 }
 
 // validate checks the flags and derives what the gateway is built with
@@ -155,6 +165,12 @@ func (c *gatewayConfig) validate() error {
 		return cli.Usagef("--shutdown-timeout must not be negative")
 	case c.wsMaxDuration < 0:
 		return cli.Usagef("--websocket-max-duration must not be negative")
+	}
+	switch {
+	case c.acme && c.listenTLS == "":
+		return cli.Usagef("--acme needs the TLS listener (--listen-tls)")
+	case !c.acme && c.acmeSNIs != "":
+		return cli.Usagef("--acme-sni needs --acme")
 	}
 	var err error
 	if c.roots, err = loadRoots(c.trustedCA); err != nil {
@@ -266,7 +282,7 @@ type gatewayApp struct {
 
 // newGateway builds the gateway over store: the plugins, the admin API,
 // the proxy and the reloader that feeds it the store's configuration.
-func newGateway(logger *slog.Logger, c gatewayConfig, store gateway.Store, prefix string) *gatewayApp {
+func newGateway(logger *slog.Logger, c gatewayConfig, store gateway.Store, prefix string, acme *gatewayACME) *gatewayApp {
 	metrics := prometheus.New()
 	redisPool := redis.NewPoolWithRoots(c.roots)
 	reg := newRegistry(logger, c, metrics, redisPool)
@@ -282,11 +298,20 @@ func newGateway(logger *slog.Logger, c gatewayConfig, store gateway.Store, prefi
 	if c.adminListen != "data" {
 		onData = nil // served on its own listener
 	}
-	gw := proxy.New(proxy.Options{Logger: logger, Admin: onData, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize, Router: c.routerMode,
-		ShowUpstreamStatus: c.showUpstreamStatus, ConsumerHeaders: c.adminVersion == "v3", Certs: certs.NewManager(nil), WebSocketMaxDuration: c.wsMaxDuration})
+	opts := proxy.Options{Logger: logger, Admin: onData, ServerHeader: c.serverHeader, MaxBodySize: c.maxBodySize, Router: c.routerMode,
+		ShowUpstreamStatus: c.showUpstreamStatus, ConsumerHeaders: c.adminVersion == "v3", Certs: certs.NewManager(nil), WebSocketMaxDuration: c.wsMaxDuration}
+	if acme != nil {
+		opts.Certs = certs.NewManagerWithFallback(nil, acme.m.TLSConfig())
+		opts.ACMEChallenge = acme.m.FastHTTPChallenge
+	}
+	gw := proxy.New(opts)
 	// Config pipeline: store updates → validate → compile → atomic swap.
 	reloader := gateway.NewReloader(reg, logger, func(c *gateway.Compiled) {
 		gw.Load(c)
+		if acme != nil {
+			hosts := c.ACMEHosts()
+			acme.hosts.Store(&hosts)
+		}
 		idx := make(map[string]int64, len(c.ModifiedIndexes))
 		for k, v := range c.ModifiedIndexes {
 			if k == gateway.KindSSL {
@@ -337,7 +362,14 @@ func serveGateway(ctx context.Context, logger *slog.Logger, c gatewayConfig, get
 	if len(splitList(c.adminKeys)) == 0 {
 		logger.Warn("no --admin-key: the admin API refuses every call")
 	}
-	app := newGateway(logger, c, store, prefix)
+	var acme *gatewayACME
+	if c.acme {
+		if acme, err = newGatewayACME(logger, c, store, lns); err != nil {
+			return err
+		}
+		defer acme.close()
+	}
+	app := newGateway(logger, c, store, prefix, acme)
 	defer app.redis.Close()
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -358,6 +390,13 @@ func serveGateway(ctx context.Context, logger *slog.Logger, c gatewayConfig, get
 	case <-ctx.Done():
 	}
 
+	if acme != nil {
+		// Orders (or loads) --acme-sni's certificates in the background;
+		// a CA that does not answer is retried while the gateway serves.
+		if err := acme.m.Manage(ctx); err != nil {
+			return err
+		}
+	}
 	errc := make(chan error, 4)
 	go func() { errc <- app.proxy.Serve(lns.data) }()
 	if lns.tls != nil {
@@ -404,6 +443,67 @@ func serveGateway(ctx context.Context, logger *slog.Logger, c gatewayConfig, get
 		logger.Info("stopped")
 	}
 	return err
+}
+
+// gatewayACME is the gateway's automatic HTTPS (--acme): certmagic's
+// manager over the config store, and the names it may order certificates
+// for — --acme-sni, and the hosts of the routes labelled acme: "true" in
+// the configuration in force.
+type gatewayACME struct {
+	m      *lgcert.Manager
+	static map[string]bool
+	hosts  atomic.Pointer[map[string]bool]
+	close  func()
+}
+
+// newGatewayACME builds the manager: its storage is the config store's
+// (etcd: shared by every gateway of the cluster, so one of them orders a
+// name and all serve it; bolt or file: certmagic's files in an acme
+// directory beside the store), its challenges are answered on the data
+// listener (HTTP-01) and the TLS listener (TLS-ALPN-01).
+func newGatewayACME(logger *slog.Logger, c gatewayConfig, store gateway.Store, lns gatewayListeners) (*gatewayACME, error) {
+	a := &gatewayACME{static: map[string]bool{}, close: func() {}}
+	a.hosts.Store(&map[string]bool{})
+	var storage lgcert.Storage
+	switch s := store.(type) {
+	case *etcd.Store:
+		cs := s.CertStorage(etcd.CertOptions{})
+		storage, a.close = cs, func() { cs.Close() }
+	default:
+		_, path, _ := strings.Cut(c.store, ":")
+		storage = lgcert.FileStorage(filepath.Join(filepath.Dir(path), "acme"))
+	}
+	snis := splitList(c.acmeSNIs)
+	for _, n := range snis {
+		a.static[strings.ToLower(n)] = true
+	}
+	m, err := lgcert.New(lgcert.Config{
+		CA: c.acmeCA, Email: c.acmeEmail, CARoot: c.acmeCARoot, Storage: storage, Domains: snis,
+		Allow:    a.allow,
+		HTTPPort: lns.data.Addr().(*net.TCPAddr).Port, TLSPort: lns.tls.Addr().(*net.TCPAddr).Port,
+		Logger: logger.With("component", "acme"),
+	})
+	if err != nil {
+		a.close()
+		return nil, cli.Usagef("--acme: %v", err)
+	}
+	a.m = m
+	stop := a.close
+	a.close = func() { m.Close(); stop() }
+	return a, nil
+}
+
+// errNotACMEHost refuses a handshake's name that neither --acme-sni nor a
+// route asks a certificate for: no order is placed.
+var errNotACMEHost = errors.New("no route asks a certificate for this name (label acme: \"true\") and it is not in --acme-sni")
+
+// allow is the on-demand check: it runs before any order.
+func (a *gatewayACME) allow(_ context.Context, name string) error {
+	name = strings.ToLower(name)
+	if a.static[name] || (*a.hosts.Load())[name] {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", name, errNotACMEHost)
 }
 
 // newRegistry returns the gateway's plugins, configured by c's flags, and

@@ -141,6 +141,10 @@ func TestGatewayUsageErrors(t *testing.T) {
 		{"shutdown timeout", []string{"--shutdown-timeout", "-1s"}, 2, "--shutdown-timeout"},
 		{"websocket max duration", []string{"--websocket-max-duration", "-1s"}, 2, "--websocket-max-duration"},
 		{"port taken", []string{"--listen", "127.0.0.1:-1"}, 1, "gateway:"},
+		{"acme without TLS", []string{"--acme"}, 2, "--acme needs the TLS listener"},
+		{"acme-sni without acme", []string{"--acme-sni", "a.test"}, 2, "--acme-sni needs --acme"},
+		{"acme CA not https", []string{"--acme", "--listen-tls", "127.0.0.1:0", "--acme-ca", "http://ca.test/dir"}, 2, "not an https:// URL"},
+		{"acme CA root missing", []string{"--acme", "--listen-tls", "127.0.0.1:0", "--acme-ca-root", "/nonexistent/root.pem"}, 2, "ACME CA root"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

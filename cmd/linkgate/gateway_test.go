@@ -26,6 +26,7 @@ type runningGateway struct {
 	url, promURL string
 	tlsAddr      string
 	stderr       *syncbuf.Buffer
+	done         chan error
 }
 
 var listening = regexp.MustCompile(`msg="gateway listening" addr=(\S+) prometheus=(\S+) .* tls=(\S+)`)
@@ -34,27 +35,27 @@ var listening = regexp.MustCompile(`msg="gateway listening" addr=(\S+) prometheu
 func startGatewayCmd(t *testing.T, args ...string) *runningGateway {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	g := startGatewayCtx(t, ctx, args...)
+	t.Cleanup(func() {
+		cancel()
+		g.wait(t)
+	})
+	return g
+}
+
+// startGatewayCtx runs the gateway until ctx ends; wait waits for it.
+func startGatewayCtx(t *testing.T, ctx context.Context, args ...string) *runningGateway {
+	t.Helper()
 	stderr := &syncbuf.Buffer{}
 	done := make(chan error, 1)
 	args = append([]string{"gateway", "--listen", "127.0.0.1:0", "--prometheus-listen", "127.0.0.1:0", "--listen-tls", "127.0.0.1:0", "--admin-key", seedKey}, args...)
 	go func() {
 		done <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), io.Discard, stderr)
 	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("gateway exited: %v\n%s", err, stderr)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("gateway did not shut down")
-		}
-	})
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if m := listening.FindStringSubmatch(stderr.String()); m != nil {
-			return &runningGateway{url: "http://" + m[1], promURL: "http://" + m[2], tlsAddr: m[3], stderr: stderr}
+			return &runningGateway{url: "http://" + m[1], promURL: "http://" + m[2], tlsAddr: m[3], stderr: stderr, done: done}
 		}
 		select {
 		case err := <-done:
@@ -64,6 +65,18 @@ func startGatewayCmd(t *testing.T, args ...string) *runningGateway {
 	}
 	t.Fatalf("gateway did not start:\n%s", stderr)
 	return nil
+}
+
+// wait waits for a stopping gateway to exit, without error.
+func (g *runningGateway) wait(t *testing.T) {
+	select {
+	case err := <-g.done:
+		if err != nil {
+			t.Errorf("gateway exited: %v\n%s", err, g.stderr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Error("gateway did not shut down")
+	}
 }
 
 func do(t *testing.T, method, url, body string, hdr ...string) (int, string) {

@@ -74,18 +74,29 @@ func normalize(sni string) string {
 
 // Manager serves the current Index to handshakes.
 type Manager struct {
-	base *tls.Config
-	idx  atomic.Pointer[Index]
+	base     *tls.Config
+	fallback *tls.Config // nil: names no resource covers fail
+	idx      atomic.Pointer[Index]
 }
 
 // NewManager returns a manager with no certificates; base (may be nil)
 // supplies Time and other settings the tests need, and is otherwise
 // replaced by Config's defaults.
-func NewManager(base *tls.Config) *Manager {
-	m := &Manager{base: serverDefaults(base)}
+func NewManager(base *tls.Config) *Manager { return NewManagerWithFallback(base, nil) }
+
+// NewManagerWithFallback is NewManager whose handshakes for names no ssl
+// resource covers go to fallback — automatic HTTPS (linkgate gateway
+// --acme), which presents the certificate it obtained for the name or
+// refuses the handshake — as do ACME's TLS-ALPN-01 validation handshakes
+// (ALPN acme-tls/1). An uploaded resource wins over fallback for its SNIs.
+func NewManagerWithFallback(base, fallback *tls.Config) *Manager {
+	m := &Manager{base: serverDefaults(base), fallback: fallback}
 	m.idx.Store(&Index{})
 	return m
 }
+
+// acmeTLS1 is the ALPN protocol of ACME's TLS-ALPN-01 challenge (RFC 8737).
+const acmeTLS1 = "acme-tls/1"
 
 // cipherSuites are TLS 1.2's forward-secret AEAD suites (TLS 1.3's are
 // not configurable), as Mozilla's "intermediate" profile and APISIX's
@@ -125,8 +136,14 @@ func (m *Manager) Config() *tls.Config {
 		if hello.ServerName == "" {
 			return nil, fmt.Errorf("%w: the client sent no SNI", ErrNoCertificate)
 		}
+		if m.fallback != nil && slices.Contains(hello.SupportedProtos, acmeTLS1) {
+			return m.fallback, nil
+		}
 		if s := m.idx.Load().lookup(normalize(hello.ServerName)); s != nil {
 			return s.cfg, nil
+		}
+		if m.fallback != nil {
+			return m.fallback, nil
 		}
 		return nil, fmt.Errorf("%w: %q", ErrNoCertificate, hello.ServerName)
 	}

@@ -317,3 +317,60 @@ func TestSessionTickets(t *testing.T) {
 		}
 	}
 }
+
+// With a fallback (automatic HTTPS), an uploaded resource still wins for
+// its SNIs; other names and acme-tls/1 handshakes go to the fallback,
+// which may refuse them.
+func TestFallback(t *testing.T) {
+	uploaded := testcert.NewCA(t, "uploaded CA")
+	acme := testcert.NewCA(t, "acme CA")
+	issued := map[string]*tls.Certificate{}
+	for _, n := range []string{"up.test", "auto.test"} {
+		p := acme.Issue(t, testcert.Options{DNS: []string{n}})
+		issued[n] = &p.TLS
+	}
+	fallback := &tls.Config{
+		NextProtos: []string{"h2", "http/1.1", "acme-tls/1"},
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if c := issued[hello.ServerName]; c != nil {
+				return c, nil
+			}
+			return nil, errors.New("not allowed")
+		},
+	}
+	m := certs.NewManagerWithFallback(nil, fallback)
+	m.Load([]*gateway.SSLEntry{entry(t, uploaded, "1", []string{"up.test"})})
+	addr, _ := server(t, m.Config())
+	both := x509.NewCertPool()
+	both.AddCert(uploaded.Cert)
+	both.AddCert(acme.Cert)
+	tests := []struct {
+		sni    string
+		protos []string
+		issuer string // "" = the handshake fails
+	}{
+		{"up.test", nil, "uploaded CA"},
+		{"up.test", []string{"h2"}, "uploaded CA"},
+		{"auto.test", []string{"h2", "http/1.1"}, "acme CA"},
+		{"up.test", []string{"acme-tls/1"}, "acme CA"}, // a validation handshake
+		{"other.test", nil, ""},                        // refused by the fallback
+	}
+	for _, tt := range tests {
+		c, err := dial(addr, &tls.Config{ServerName: tt.sni, RootCAs: both, NextProtos: tt.protos})
+		if tt.issuer == "" {
+			if err == nil {
+				c.Close()
+				t.Errorf("%s %v: handshake succeeded, want refused", tt.sni, tt.protos)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s %v: %v", tt.sni, tt.protos, err)
+			continue
+		}
+		if got := c.ConnectionState().PeerCertificates[0].Issuer.CommonName; got != tt.issuer {
+			t.Errorf("%s %v: issued by %q, want %q", tt.sni, tt.protos, got, tt.issuer)
+		}
+		c.Close()
+	}
+}

@@ -74,7 +74,14 @@ type Options struct {
 	// limit); an idle one ends after its route's read timeout
 	// (websocket.go).
 	WebSocketMaxDuration time.Duration
+	// ACMEChallenge, when set, is offered the requests under
+	// /.well-known/acme-challenge/ before routing, and answers those of
+	// ACME HTTP-01 validations (returning true).
+	ACMEChallenge func(*fasthttp.RequestCtx) bool
 }
+
+// acmeChallengePrefix is the path of ACME HTTP-01 validation requests.
+var acmeChallengePrefix = []byte("/.well-known/acme-challenge/")
 
 // Gateway serves traffic with the latest loaded configuration.
 type Gateway struct {
@@ -466,8 +473,12 @@ func (g *Gateway) Handle(fc *fasthttp.RequestCtx) {
 // HTTP/2 WebSocket's stream (extended CONNECT).
 func (g *Gateway) handle(fc *fasthttp.RequestCtx, h2 bool, ws *h2Stream) {
 	g.requests.Add(1)
-	if p := fc.Path(); g.admin != nil && hasPrefix(p, adminPrefix) && (len(p) == len(adminPrefix) || p[len(adminPrefix)] == '/') {
+	p := fc.Path()
+	if g.admin != nil && hasPrefix(p, adminPrefix) && (len(p) == len(adminPrefix) || p[len(adminPrefix)] == '/') {
 		g.admin(fc)
+		return
+	}
+	if g.opts.ACMEChallenge != nil && hasPrefix(p, acmeChallengePrefix) && g.opts.ACMEChallenge(fc) {
 		return
 	}
 	rc := g.ctxs.Get().(*reqCtx)

@@ -141,7 +141,13 @@ func (g *Gateway) handshake(dc *deadline.Conn, cfg *tls.Config) {
 		return
 	}
 	g.handshakes.Add(1)
-	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+	switch tc.ConnectionState().NegotiatedProtocol {
+	case "acme-tls/1":
+		// An ACME TLS-ALPN-01 validation: the handshake was all of it
+		// (RFC 8737, section 3).
+		tc.Close()
+		return
+	case "h2":
 		// The HTTP/2 server applies its own timeouts through the
 		// connection's cheap deadlines, and reads and writes from several
 		// goroutines.
