@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // The reference pages stay true to the tree: every help block any page
@@ -108,7 +110,7 @@ func pathsIn(text string, dirs []string) []string {
 var linkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
 // Every path a page names exists, and every relative link resolves (to a
-// file; anchors are not checked).
+// file, and a #fragment to one of its headings: TestDocsAnchors).
 func TestDocsPathsExist(t *testing.T) {
 	dirs := topDirs(t)
 	for _, page := range docPages(t) {
@@ -131,6 +133,103 @@ func TestDocsPathsExist(t *testing.T) {
 				t.Errorf("%s links to %s, which does not exist", rel(page), m[1])
 			}
 		}
+	}
+}
+
+var (
+	headingRE = regexp.MustCompile(`^#{1,6}\s+(.+?)\s*#*\s*$`)
+	htmlIDRE  = regexp.MustCompile(`<a\s+(?:id|name)="([^"]+)"`)
+	fenceRE   = regexp.MustCompile("^\\s*(```|~~~)")
+)
+
+// anchors returns the fragments a Markdown page has, as GitHub makes them:
+// each heading (outside code fences) lower-cased, its punctuation dropped
+// except hyphens and underscores, spaces turned into hyphens, a repeated
+// one suffixed -1, -2, …; and every <a id|name="…">.
+func anchors(page string) map[string]bool {
+	out := map[string]bool{}
+	seen := map[string]int{}
+	fenced := false
+	for _, line := range strings.Split(page, "\n") {
+		if fenceRE.MatchString(line) {
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			continue
+		}
+		for _, m := range htmlIDRE.FindAllStringSubmatch(line, -1) {
+			out[m[1]] = true
+		}
+		m := headingRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(m[1]) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		slug := b.String()
+		if n := seen[slug]; n > 0 {
+			out[fmt.Sprintf("%s-%d", slug, n)] = true
+		} else {
+			out[slug] = true
+		}
+		seen[slug]++
+	}
+	return out
+}
+
+// Every #fragment a page links to, on itself or on another Markdown page
+// of the repository, is an anchor that page has: a heading renamed or cut
+// must take its links along.
+func TestDocsAnchors(t *testing.T) {
+	n := 0
+	for _, page := range docPages(t) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range linkRE.FindAllStringSubmatch(string(b), -1) {
+			target, frag, ok := strings.Cut(m[1], "#")
+			if !ok || strings.Contains(target, "://") || (target != "" && !strings.HasSuffix(target, ".md")) {
+				continue
+			}
+			file := page
+			if target != "" {
+				file = filepath.Join(filepath.Dir(page), target)
+			}
+			tb, err := os.ReadFile(file)
+			if err != nil {
+				continue // TestDocsPathsExist reports it
+			}
+			n++
+			if !anchors(string(tb))[frag] {
+				t.Errorf("%s links to %s, which has no heading #%s", rel(page), m[1], frag)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no link with a #fragment found: the pattern is stale")
+	}
+}
+
+func TestAnchors(t *testing.T) {
+	page := "# linkgate bench\n## Reference: `linkgate bench`\n```sh\n# not a heading\n```\n" +
+		"### `make bench-abuse`: redirects during a flood\n## Tests\n## Tests\n## Größe & Zeit (v2)\n<a id=\"custom\"></a>\n"
+	got := anchors(page)
+	for _, want := range []string{"linkgate-bench", "reference-linkgate-bench", "make-bench-abuse-redirects-during-a-flood", "tests", "tests-1", "größe--zeit-v2", "custom"} {
+		if !got[want] {
+			t.Errorf("anchors: no %q in %v", want, got)
+		}
+	}
+	if got["not-a-heading"] {
+		t.Error("anchors: a comment in a code fence taken for a heading")
 	}
 }
 
