@@ -125,12 +125,7 @@ func (b Breakdown) Sorted() []Count {
 	for k, n := range b {
 		out = append(out, Count{k, n})
 	}
-	slices.SortFunc(out, func(a, b Count) int {
-		if c := cmp.Compare(b.N, a.N); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Key, b.Key)
-	})
+	slices.SortFunc(out, countCmp)
 	return out
 }
 
