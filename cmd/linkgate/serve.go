@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,7 +57,31 @@ type serveConfig struct {
 	accessLog       string        // --access-log: "", stdout, stderr or a file
 	accessLogFormat string
 	stdout, stderr  io.Writer // the process's, for --access-log stdout|stderr
+	https           httpsConfig
 }
+
+// httpsConfig is serve's HTTPS (--tls and the flags that go with it).
+type httpsConfig struct {
+	mode              string // off, auto, or CERT,KEY
+	addr, httpAddr    string
+	acmeCA, acmeEmail string
+	acmeCARoot        string
+	acmeDir           string
+	hsts              time.Duration
+	orderRate         time.Duration
+	orderBurst        int
+}
+
+// hstsHeader is the Strict-Transport-Security value of --hsts, "" for none.
+func (h *httpsConfig) hstsHeader() string {
+	if h.mode == "off" || h.hsts == 0 {
+		return ""
+	}
+	return fmt.Sprintf("max-age=%d", int64(h.hsts/time.Second))
+}
+
+// letsEncrypt is --acme-ca's default: Let's Encrypt production.
+const letsEncrypt = "https://acme-v02.api.letsencrypt.org/directory"
 
 const serveDescription = `Serve the URL shortener: seed-compatible POST /shortenURL and
 GET /getFullURL/{id}, redirects at GET /{id}, the REST API under
@@ -127,6 +152,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain connections and requests on SIGINT/SIGTERM")
 	fs.StringVar(&c.accessLog, "access-log", "", "one line per request to stdout, stderr or a `file` (appended; opened again on SIGHUP, for logrotate), written from a buffer by a goroutine of its own: a line that finds the buffer full is dropped and counted in linkgate_access_log_dropped_total, never waited for; empty: none")
 	fs.StringVar(&c.accessLogFormat, "access-log-format", "combined", "access log format: combined (nginx's and Apache's Combined Log Format) or json (docs/serve.md, \"Access log\")")
+	c.https.register(fs)
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "`address` serving Go's profiles and traces at /debug/pprof/ (e.g. 127.0.0.1:6060; keep it private); empty: none")
 }
 
@@ -185,7 +211,7 @@ func (c serveConfig) validate() error {
 	if _, err := accesslog.ParseFormat(c.accessLogFormat); err != nil {
 		return cli.Usagef("--access-log-format: %v", err)
 	}
-	return nil
+	return c.https.validate(c.api.Domains, c.api.PublicURL)
 }
 
 // validateShortener checks the settings addShortenerFlags registers.
@@ -411,17 +437,7 @@ func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Sto
 		}
 		logger.Info("blocklist loaded", "file", c.blocklist, "domains", policy.Blocklist.Len())
 	}
-	if c.api.PublicURL != "" {
-		u, _ := url.Parse(c.api.PublicURL) // validated
-		policy.SelfHosts = []string{u.Hostname()}
-	}
-	for _, d := range c.api.Domains {
-		if !strings.Contains(d, "://") {
-			d = "https://" + d
-		}
-		u, _ := url.Parse(d) // validated
-		policy.SelfHosts = append(policy.SelfHosts, u.Hostname())
-	}
+	policy.SelfHosts = configuredHosts(c)
 	proxies, err := trustedProxies(c.trustedProxies, c.awsIPRanges)
 	if err != nil {
 		return nil, err
@@ -437,6 +453,27 @@ func newShortenerHandler(logger *slog.Logger, c serveConfig, store shortener.Sto
 	}
 	svc := shortener.NewService(store, opts)
 	return httpapi.NewHandler(logger, svc, httpapi.NewMetrics(reg), reg, c.api)
+}
+
+// configuredHosts are the host names of --public-url and --domain, lower
+// case: links to them are refused (they would loop), and with --tls auto
+// they get certificates.
+func configuredHosts(c serveConfig) []string {
+	var hosts []string
+	if c.api.PublicURL != "" {
+		u, _ := url.Parse(c.api.PublicURL) // validated
+		hosts = append(hosts, strings.ToLower(u.Hostname()))
+	}
+	for _, d := range c.api.Domains {
+		if !strings.Contains(d, "://") {
+			d = "https://" + d
+		}
+		u, _ := url.Parse(d) // validated
+		if h := strings.ToLower(u.Hostname()); !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
 }
 
 // shortenerApp is what `serve` and the Lambda mode run over a store: the
@@ -561,14 +598,23 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 			logger.Error("close store", "error", err)
 		}
 	}()
-	ln, err := net.Listen("tcp", c.addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	setControlURL(localURL(ln.Addr()))
+	c.server.HSTS = c.https.hstsHeader()
 	srv := httpapi.NewServer(logger, app.handler, c.server)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	var ln net.Listener // the address probed and told on the store's control socket
+	if c.https.mode == "off" {
+		if ln, err = net.Listen("tcp", c.addr); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		go func() { served <- srv.Serve(ln) }()
+	} else {
+		var stopHTTPS func()
+		if ln, stopHTTPS, err = startHTTPS(ctx, logger, c, srv, app.handler, served); err != nil {
+			return err
+		}
+		defer stopHTTPS()
+	}
+	setControlURL(localURL(ln.Addr()))
 	logger.Info("linkgate serve listening", "addr", ln.Addr().String(), "store", c.store,
 		"cache_entries", c.cacheSize.entries(kind), "version", version)
 	if c.api.CreateAccess != httpapi.AccessKey && !loopbackAddr(ln.Addr()) {
@@ -599,6 +645,43 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 		closeAccessLog(logger, access) // every request answered is in it
 	}
 	logger.Info("stopped")
+	return nil
+}
+
+func (h *httpsConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&h.mode, "tls", "off", "HTTPS: off (cleartext HTTP/1.1 on --addr), auto (certificates by ACME for every --domain, obtained at start and renewed; docs/serve.md#https), or `CERT.pem,KEY.pem` (files, reloaded when they change). With auto or files, --https-addr serves everything over HTTP/1.1 and HTTP/2, --http-addr answers ACME HTTP-01 and /healthz and sends 308 to https for the rest, and --addr is not used")
+	fs.StringVar(&h.addr, "https-addr", ":443", "with --tls, the HTTPS `address` (host:port)")
+	fs.StringVar(&h.httpAddr, "http-addr", ":80", "with --tls, the cleartext `address`: ACME HTTP-01 challenges, /healthz, /readyz, and 308 to https")
+	fs.StringVar(&h.acmeCA, "acme-ca", letsEncrypt, "with --tls auto, the ACME CA's directory `URL` (Let's Encrypt staging: https://acme-staging-v02.api.letsencrypt.org/directory)")
+	fs.StringVar(&h.acmeEmail, "acme-email", "", "with --tls auto, the ACME account's contact `address` (optional)")
+	fs.StringVar(&h.acmeCARoot, "acme-ca-root", "", "with --tls auto, a PEM `file` of the root certificates to trust for the ACME CA's own HTTPS, instead of the system's (a private or test CA)")
+	fs.StringVar(&h.acmeDir, "acme-dir", "", "with --tls auto, the `directory` of certificates, keys and the ACME account (default: certmagic beside the pebble store's directory, data/certmagic)")
+	fs.DurationVar(&h.hsts, "hsts", 0, "with --tls, answer over HTTPS with Strict-Transport-Security: max-age of this `duration` (e.g. 8760h); 0: none")
+	fs.DurationVar(&h.orderRate, "acme-order-rate", time.Minute, "with --tls auto, certificates ordered on demand (a configured domain without one at its first handshake) beyond --acme-order-burst: one per this `duration`")
+	fs.IntVar(&h.orderBurst, "acme-order-burst", 10, "with --tls auto, certificates ordered on demand at once before --acme-order-rate applies")
+}
+
+// validate checks the HTTPS flags; domains are --domain's.
+func (h *httpsConfig) validate(domains []string, publicURL string) error {
+	switch h.mode {
+	case "off":
+		return nil
+	case "auto":
+		if len(domains) == 0 && publicURL == "" {
+			return cli.Usagef("--tls auto: no domain to get a certificate for (give --domain)")
+		}
+		if !strings.HasPrefix(h.acmeCA, "https://") {
+			return cli.Usagef("--acme-ca %q: want an https:// URL", h.acmeCA)
+		}
+	default:
+		c, k, ok := strings.Cut(h.mode, ",")
+		if !ok || strings.TrimSpace(c) == "" || strings.TrimSpace(k) == "" {
+			return cli.Usagef("--tls %q: want off, auto or CERT.pem,KEY.pem", h.mode)
+		}
+	}
+	if h.hsts < 0 {
+		return cli.Usagef("--hsts %s: negative", h.hsts)
+	}
 	return nil
 }
 

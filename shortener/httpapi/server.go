@@ -29,6 +29,11 @@ type ServerConfig struct {
 	// MaxHeaderBytes bounds the request line plus headers; more gets 431.
 	// Default 8 KiB.
 	MaxHeaderBytes int
+	// HandshakeTimeout bounds a TLS handshake (ServeTLS). Default 10s.
+	HandshakeTimeout time.Duration
+	// HSTS, when set, is the Strict-Transport-Security header of every
+	// answer over TLS (e.g. "max-age=31536000").
+	HSTS string
 }
 
 // Server serves a Handler over HTTP/1.1 with fasthttp: request bodies over
@@ -39,6 +44,7 @@ type Server struct {
 	cfg ServerConfig
 	dog *deadline.Watchdog // the connections' timeouts (timeouts.go)
 
+	tls      tlsState     // ServeTLS (tls.go)
 	live     atomic.Int64 // connections not yet closed for good (internal/linger)
 	draining atomic.Bool  // Shutdown began: every answer closes its connection
 	mu       sync.Mutex
@@ -53,6 +59,30 @@ const DrainQuiet = 500 * time.Millisecond
 
 // NewServer returns a Server for h.
 func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
+	return newServer(logger, h, cfg, h.serveConn)
+}
+
+// NewRedirectServer returns the cleartext Server of an HTTPS one: it
+// answers ACME HTTP-01 challenges (challenge, which returns false for any
+// other request), /healthz and /readyz (h's, for probes and load
+// balancers), and 308 to https://HOST{httpsPort}/… for everything else.
+// httpsPort is ":PORT", or "" for 443.
+func NewRedirectServer(logger *slog.Logger, h *Handler, cfg ServerConfig, httpsPort string, challenge func(*fasthttp.RequestCtx) bool) *Server {
+	return newServer(logger, h, cfg, func(ctx *fasthttp.RequestCtx) {
+		if challenge(ctx) {
+			return
+		}
+		switch string(ctx.Path()) {
+		case "/healthz", "/readyz":
+			h.serveConn(ctx)
+			return
+		}
+		redirectHTTPS(ctx, httpsPort)
+	})
+}
+
+// newServer returns a Server answering with serve.
+func newServer(logger *slog.Logger, h *Handler, cfg ServerConfig, serve fasthttp.RequestHandler) *Server {
 	if cfg.ReadTimeout == 0 {
 		cfg.ReadTimeout = 10 * time.Second
 	}
@@ -65,14 +95,21 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 	if cfg.MaxHeaderBytes == 0 {
 		cfg.MaxHeaderBytes = 8 << 10
 	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	hsts := []byte(cfg.HSTS)
 	// No ReadTimeout, WriteTimeout, IdleTimeout here: Serve's listener
 	// enforces them (timeouts.go), without fasthttp's deadline per request.
 	s := &Server{cfg: cfg, dog: newWatchdog(cfg)}
 	s.srv = &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
-			h.serveConn(ctx)
+			serve(ctx)
 			if s.draining.Load() {
 				ctx.SetConnectionClose()
+			}
+			if len(hsts) > 0 && ctx.IsTLS() {
+				ctx.Response.Header.SetCanonical(hstsHeader, hsts)
 			}
 		},
 		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
@@ -89,6 +126,7 @@ func NewServer(logger *slog.Logger, h *Handler, cfg ServerConfig) *Server {
 		LazyRequestTime:              true, // the handler times requests itself, and visits from that (wallClock)
 		Logger:                       fasthttpLogger{logger},
 	}
+	s.initTLS(h, fasthttpLogger{logger})
 	return s
 }
 
@@ -130,9 +168,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.lns = nil
 	s.mu.Unlock()
+	s.tls.h1.Close()
+	h2err := s.tls.h2.Shutdown(ctx)
 	s.dog.Drain(DrainQuiet)
 	if werr := linger.Wait(ctx, &s.live); werr != nil {
 		return werr
+	}
+	if err == nil {
+		err = h2err
 	}
 	return err
 }

@@ -1,0 +1,180 @@
+//go:build !functiononly
+
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linkgate/linkgate/internal/cli"
+	"github.com/linkgate/linkgate/internal/eventually"
+	"github.com/linkgate/linkgate/internal/pebbletest"
+	"github.com/linkgate/linkgate/internal/syncbuf"
+	"github.com/linkgate/linkgate/internal/testcert"
+)
+
+// httpsClients are HTTP/1.1 and HTTP/2 clients of serve's HTTPS listener
+// at addr, for the name sni, trusting roots.
+func httpsClients(addr, sni string, roots *x509.CertPool) (h1, h2 *http.Client) {
+	tc := &tls.Config{ServerName: sni, RootCAs: roots}
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	noFollow := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	h1 = &http.Client{Timeout: 20 * time.Second, CheckRedirect: noFollow, Transport: &http.Transport{
+		DialContext: dial, TLSClientConfig: tc, ForceAttemptHTTP2: false,
+		TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}}
+	var only2 http.Protocols
+	only2.SetHTTP2(true)
+	h2 = &http.Client{Timeout: 20 * time.Second, CheckRedirect: noFollow, Transport: &http.Transport{
+		DialContext: dial, TLSClientConfig: tc, ForceAttemptHTTP2: true, Protocols: &only2}}
+	return h1, h2
+}
+
+func get(t *testing.T, c *http.Client, method, url, body string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// TestServeTLSAuto: serve --tls auto gets its domain's certificate from a
+// real ACME CA (pebble, validating the challenge against serve's own
+// listeners), serves HTTP/1.1 and HTTP/2 over it with HSTS, redirects
+// cleartext requests with 308, answers /healthz in cleartext, and places
+// no order for an SNI it is not configured for.
+func TestServeTLSAuto(t *testing.T) {
+	httpsPort, httpPort := pebbletest.FreePort(t), pebbletest.FreePort(t)
+	ca := pebbletest.Start(t, pebbletest.Options{HTTPPort: httpPort, TLSPort: httpsPort})
+	httpsAddr := "127.0.0.1:" + strconv.Itoa(httpsPort)
+	s := startServe(t, nil, "--tls", "auto", "--domain", "sho.test", "--acme-ca", ca.URL, "--acme-ca-root", ca.RootFile,
+		"--https-addr", httpsAddr, "--http-addr", "127.0.0.1:"+strconv.Itoa(httpPort), "--hsts", "8760h")
+	roots := ca.Roots(t)
+	eventually.True(t, 60*time.Second, "sho.test's certificate served", func() bool {
+		c, err := tls.Dial("tcp", httpsAddr, &tls.Config{ServerName: "sho.test", RootCAs: roots})
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	if n := ca.Orders(); n != 1 {
+		t.Errorf("%d orders, want 1", n)
+	}
+	h1, h2 := httpsClients(httpsAddr, "sho.test", roots)
+	base := "https://sho.test:" + strconv.Itoa(httpsPort)
+	resp, body := get(t, h1, "POST", base+"/shortenURL", `{"OriginalURL":"https://example.com/over-tls"}`)
+	var created struct{ ShortURL string }
+	if err := json.Unmarshal([]byte(body), &created); resp.StatusCode != 201 || err != nil || created.ShortURL == "" {
+		t.Fatalf("POST /shortenURL over HTTPS: %d %s", resp.StatusCode, body)
+	}
+	id := created.ShortURL
+	for _, tc := range []struct {
+		name  string
+		c     *http.Client
+		proto string
+	}{{"HTTP/1.1", h1, "HTTP/1.1"}, {"HTTP/2", h2, "HTTP/2.0"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, _ := get(t, tc.c, "GET", base+"/"+id, "")
+			if resp.StatusCode/100 != 3 || resp.Header.Get("Location") != "https://example.com/over-tls" {
+				t.Errorf("GET /%s: %d Location %q", id, resp.StatusCode, resp.Header.Get("Location"))
+			}
+			if resp.Proto != tc.proto {
+				t.Errorf("protocol %s, want %s", resp.Proto, tc.proto)
+			}
+			if got := resp.Header.Get("Strict-Transport-Security"); got != "max-age=31536000" {
+				t.Errorf("Strict-Transport-Security %q", got)
+			}
+		})
+	}
+	// Cleartext: 308 to https for everything but ACME and the probes.
+	req, _ := http.NewRequest("GET", s.URL+"/"+id+"?utm=1", nil)
+	req.Host = "sho.test"
+	r2, err := noRedirects.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Body.Close()
+	if want := base + "/" + id + "?utm=1"; r2.StatusCode != http.StatusPermanentRedirect || r2.Header.Get("Location") != want {
+		t.Errorf("cleartext GET: %d Location %q, want 308 %q", r2.StatusCode, r2.Header.Get("Location"), want)
+	}
+	if r2.Header.Get("Strict-Transport-Security") != "" {
+		t.Error("HSTS over cleartext")
+	}
+	// Not a configured domain: no certificate, no order.
+	if _, err := tls.Dial("tcp", httpsAddr, &tls.Config{ServerName: "evil.test", RootCAs: roots}); err == nil {
+		t.Error("a certificate for evil.test")
+	}
+	if n := ca.Orders(); n != 1 {
+		t.Errorf("after evil.test: %d orders, want 1", n)
+	}
+	if err := s.stop(t); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+}
+
+// TestServeTLSFiles: --tls CERT,KEY serves the files' certificate; a pair
+// that cannot be served stops serve at start with the file and reason.
+func TestServeTLSFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcert.NewCA(t, "serve files CA")
+	_, cert, key := testcert.WriteFiles(t, dir, ca, ca.Issue(t, testcert.Options{DNS: []string{"sho.test"}}))
+	other := ca.Issue(t, testcert.Options{DNS: []string{"other.test"}})
+	otherKey := filepath.Join(dir, "other-key.pem")
+	os.WriteFile(otherKey, []byte(other.KeyPEM), 0o600)
+	notPEM := filepath.Join(dir, "junk.pem")
+	os.WriteFile(notPEM, []byte("junk"), 0o600)
+
+	for _, tc := range []struct {
+		name, files, want string
+	}{
+		{"mismatched key", cert + "," + otherKey, "other-key.pem does not match the certificate " + cert},
+		{"bad certificate", notPEM + "," + key, notPEM + ": no PEM CERTIFICATE"},
+		{"missing", filepath.Join(dir, "nope.pem") + "," + key, "nope.pem"},
+		{"one file", cert, "want off, auto or CERT.pem,KEY.pem"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var errOut syncbuf.Buffer
+			args := []string{"serve", "--store", "pebble:" + filepath.Join(t.TempDir(), "links"), "--tls", tc.files,
+				"--https-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}
+			err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), io.Discard, &errOut)
+			if err == nil || !strings.Contains(err.Error()+errOut.String(), tc.want) {
+				t.Errorf("exit %d (%v), want an error saying %q", cli.ExitCode(err), err, tc.want)
+			}
+		})
+	}
+
+	httpsAddr := "127.0.0.1:" + strconv.Itoa(pebbletest.FreePort(t))
+	startServe(t, nil, "--tls", cert+","+key, "--https-addr", httpsAddr, "--http-addr", "127.0.0.1:0")
+	h1, h2 := httpsClients(httpsAddr, "sho.test", ca.Pool())
+	for _, c := range []*http.Client{h1, h2} {
+		resp, body := get(t, c, "GET", "https://sho.test/healthz", "")
+		if resp.StatusCode != 200 {
+			t.Errorf("%s /healthz: %d %s", resp.Proto, resp.StatusCode, body)
+		}
+		if got := resp.Header.Get("Strict-Transport-Security"); got != "" {
+			t.Errorf("HSTS without --hsts: %q", got)
+		}
+	}
+}
