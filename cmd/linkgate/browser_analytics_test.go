@@ -154,6 +154,15 @@ func TestBrowserAnalytics(t *testing.T) {
 	}
 	b.check("analytics")
 	b.screenshots("analytics")
+	// The chart follows the page's width: its own units are 720 wide on a
+	// desktop and about as many as its pixels on a phone (300–360), so its
+	// labels stay readable on both.
+	viewBox := `document.querySelector("#chart svg").getAttribute("viewBox").split(" ")[2]`
+	b.poll(viewBox+` === "720"`, "the chart at 1280 px")
+	b.do(chromedp.EmulateViewport(390, 844))
+	b.poll(`((w) => w >= 300 && w <= 360)(Number(`+viewBox+`))`, "the chart drawn again at 390 px")
+	b.do(chromedp.EmulateViewport(1280, 800))
+	b.poll(viewBox+` === "720"`, "the chart drawn again at 1280 px")
 
 	// People only: the bot leaves the count of visits, the lists and the
 	// CSV (people and bots stay apart below it).

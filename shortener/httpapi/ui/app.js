@@ -529,11 +529,22 @@
         el("td", { class: "num" }, String(r.count)))) : [el("tr", {}, el("td", { colspan: "2" }, "none yet"))]))));
   }
   function label(t, gran) { return gran === "hour" ? t.slice(5, 13).replace("T", " ") + "h" : t.slice(0, 10); }
+  // The chart is drawn again when the page's width changes (a phone
+  // turned, a window resized), at most once a frame.
+  let drawn = null, resizing = false;
+  window.addEventListener("resize", () => {
+    if (resizing || !drawn) return;
+    resizing = true;
+    requestAnimationFrame(() => { resizing = false; if (!$("stats").hidden) drawChart(...drawn); });
+  });
   function drawChart(series, gran) {
+    drawn = [series, gran];
     // Our own SVG: one bar per bucket, coloured by CSS (both themes); the
     // same numbers are in the table below it.
     const max = Math.max(1, ...series.map((d) => d.total));
-    const W = 600, H = 160, pad = 28, bw = (W - pad) / Math.max(1, series.length);
+    // As wide (in its own units) as the page allows, 300 to 720: the
+    // labels keep a readable size from a phone to a desktop.
+    const W = Math.round(Math.min(720, Math.max(300, main.clientWidth - 64))), H = 160, pad = 28, bw = (W - pad) / Math.max(1, series.length);
     const ns = "http://www.w3.org/2000/svg";
     const svg = document.createElementNS(ns, "svg");
     svg.setAttribute("viewBox", "0 0 " + W + " " + (H + 20));
