@@ -97,8 +97,8 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 	// Each subcommand parses its own flags (--help among them) before the
 	// store is opened; the common flags may come before or after the
 	// subcommand.
-	subFlags := func(synopsis string) *flag.FlagSet {
-		sfs := cli.NewFlagSet("keys "+sub, synopsis, keysHelp, env.Stderr)
+	subFlags := func(synopsis, about string) *flag.FlagSet {
+		sfs := cli.NewFlagSet("keys "+sub, synopsis, about+"\n\n'linkgate help keys' says how --server and --store reach the keys.", env.Stderr)
 		sfs.StringVar(store, "store", *store, "the link store: pebble:DIR or dynamodb:TABLE")
 		remote.add(sfs)
 		sfs.BoolVar(asJSON, "json", *asJSON, "print the API's JSON, one object a line")
@@ -120,7 +120,8 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 	}
 	switch sub {
 	case "create":
-		cfs := subFlags("linkgate keys create --name NAME --scopes SCOPE,…")
+		cfs := subFlags("linkgate keys create --name NAME --scopes SCOPE,…",
+			"Create an API key and print its token, once: keep it. Scopes: links:create,\nlinks:read, links:write (edit, delete), stats:read, admin (everything,\nkeys included).")
 		name := cfs.String("name", "", "a `label` for people (\"ci\", \"marketing site\")")
 		var scopes cli.ListFlag
 		cfs.Var(&scopes, "scopes", "comma-separated `scopes`")
@@ -150,7 +151,7 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 		fmt.Fprintln(env.Stderr, "The token above is shown only now: keep it.")
 		return nil
 	case "list":
-		lfs := subFlags("linkgate keys list")
+		lfs := subFlags("linkgate keys list", "List the keys: id, name, scopes, when made and last used (never a token).")
 		if err := cli.Parse(lfs, rest, env.Getenv); err != nil {
 			return err
 		}
@@ -168,7 +169,7 @@ func runKeys(ctx context.Context, args []string, env cli.Env) error {
 		}
 		return printKeys(env.Stdout, keys, *asJSON)
 	case "revoke":
-		rfs := subFlags("linkgate keys revoke ID")
+		rfs := subFlags("linkgate keys revoke ID", "Revoke a key: every instance refuses it within a second.")
 		if err := cli.Parse(rfs, rest, env.Getenv); err != nil {
 			return err
 		}

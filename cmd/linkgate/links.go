@@ -42,6 +42,11 @@ Subcommands:
 Times (--expires) are RFC 3339 (2030-01-02T15:04:05Z) or a duration from
 now (720h).`
 
+const (
+	linksTimes   = "Times (--expires) are RFC 3339 (2030-01-02T15:04:05Z) or a duration from\nnow (720h)."
+	linksSeeHelp = "'linkgate help links' says how --server and --store reach the links,\nand which key scopes each subcommand needs."
+)
+
 // linkAdmin is what the links command does, on a store or through a
 // server. domain is a domain's name ("" the default).
 type linkAdmin interface {
@@ -187,8 +192,10 @@ func runLinks(ctx context.Context, args []string, env cli.Env) error {
 	if len(rest) > 0 {
 		rest = rest[1:]
 	}
-	subFlags := func(synopsis string) *flag.FlagSet {
-		sfs := cli.NewFlagSet("links "+sub, synopsis, linksHelp, env.Stderr)
+	// A subcommand's help says what it does; the common part (--server,
+	// --store, scopes, output) is the command's, which it points to.
+	subFlags := func(synopsis, about string) *flag.FlagSet {
+		sfs := cli.NewFlagSet("links "+sub, synopsis, about+"\n\n"+linksSeeHelp, env.Stderr)
 		sfs.StringVar(store, "store", *store, "the link store: pebble:DIR or dynamodb:TABLE")
 		remote.add(sfs)
 		sfs.BoolVar(asJSON, "json", *asJSON, "print the API's JSON, one link a line")
@@ -230,7 +237,8 @@ func runLinks(ctx context.Context, args []string, env cli.Env) error {
 	}
 	switch sub {
 	case "list":
-		lfs := subFlags("linkgate links list [--tag T] [--q TEXT] [--domain D] [--limit N]")
+		lfs := subFlags("linkgate links list [--tag T] [--q TEXT] [--domain D] [--limit N]",
+			"List links, every domain's unless --domain names one.")
 		tag := lfs.String("tag", "", "only links with this `tag`")
 		q := lfs.String("q", "", "only links whose id or URL contains `text`")
 		limit := lfs.Int("limit", 100, "at most `N` links, newest first when filtered (0: all)")
@@ -251,11 +259,12 @@ func runLinks(ctx context.Context, args []string, env cli.Env) error {
 		defer closeStore()
 		return listLinks(ctx, env.Stdout, la, query, *limit, *asJSON)
 	case "get":
-		return one(subFlags("linkgate links get ID [--domain D]"), "", func(la linkAdmin, id string) (httpapi.LinkJSON, error) {
+		return one(subFlags("linkgate links get ID [--domain D]", "Show one link."), "", func(la linkAdmin, id string) (httpapi.LinkJSON, error) {
 			return la.get(ctx, *domain, id)
 		})
 	case "create":
-		cfs := subFlags("linkgate links create URL [--slug S] [--expires T] [--max-visits N] [--tags T,…] [--forward-query on|off]")
+		cfs := subFlags("linkgate links create URL [--slug S] [--expires T] [--max-visits N] [--tags T,…] [--forward-query on|off]",
+			"Create a link to URL.\n\n"+linksTimes)
 		slug := cfs.String("slug", "", "the link's `id` (3–64 of a-z A-Z 0-9 _ -); default: a random one")
 		var expires timeFlag
 		cfs.Var(&expires, "expires", "when the link stops redirecting: an RFC 3339 `time` or a duration from now")
@@ -282,7 +291,8 @@ func runLinks(ctx context.Context, args []string, env cli.Env) error {
 		}
 		return printLink(env.Stdout, "created", l, *asJSON)
 	case "edit":
-		efs := subFlags("linkgate links edit ID [--url U] [--expires T|never] [--max-visits N] [--tags T,…] [--forward-query on|off|default]")
+		efs := subFlags("linkgate links edit ID [--url U] [--expires T|never] [--max-visits N] [--tags T,…] [--forward-query on|off|default]",
+			"Change a link in place: only what a flag names.\n\n"+linksTimes)
 		url := efs.String("url", "", "the new target `URL`")
 		expires := timeFlag{allowNever: true}
 		efs.Var(&expires, "expires", "the new expiry: an RFC 3339 `time`, a duration from now, or never")
@@ -319,7 +329,7 @@ func runLinks(ctx context.Context, args []string, env cli.Env) error {
 			return la.edit(ctx, *domain, id, u)
 		})
 	case "delete":
-		dfs := subFlags("linkgate links delete ID [--domain D]")
+		dfs := subFlags("linkgate links delete ID [--domain D]", "Delete a link and its statistics.")
 		if err := parseMixed(dfs, rest, env.Getenv); err != nil {
 			return err
 		}
