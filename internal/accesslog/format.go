@@ -3,7 +3,9 @@ package accesslog
 import (
 	"strconv"
 	"time"
-	"unicode/utf8"
+	"unsafe"
+
+	"github.com/linkgate/linkgate/internal/jsonquote"
 )
 
 // Append appends e's line, with its newline, to b; times are in loc. It
@@ -108,42 +110,8 @@ func appendJSON(b []byte, e *Entry, loc *time.Location) []byte {
 	return append(b, "}\n"...)
 }
 
-// appendJSONString appends s as a JSON string: '"', '\\' and control
-// characters escaped, each byte that is not part of UTF-8 as U+FFFD (as
-// encoding/json), U+2028 and U+2029 escaped (as encoding/json, for
-// JavaScript readers).
+// appendJSONString appends s as a JSON string (jsonquote.Append), without
+// copying it.
 func appendJSONString(b, s []byte) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c == '\n':
-				b = append(b, '\\', 'n')
-			case c == '\r':
-				b = append(b, '\\', 'r')
-			case c == '\t':
-				b = append(b, '\\', 't')
-			case c < 0x20 || c == 0x7f:
-				b = append(b, '\\', 'u', '0', '0', upperHex[c>>4], upperHex[c&0xf])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRune(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, '\\', 'u', '2', '0', '2', upperHex[r&0xf])
-		default:
-			b = append(b, s[i:i+n]...)
-		}
-		i += n
-	}
-	return append(b, '"')
+	return jsonquote.Append(b, unsafe.String(unsafe.SliceData(s), len(s)))
 }

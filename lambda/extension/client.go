@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/linkgate/linkgate/internal/jsonquote"
 )
 
 // API paths and headers (Extensions API 2020-01-01, Telemetry API 2022-07-01).
@@ -304,7 +306,7 @@ func (c *Client) Register(ctx context.Context, name string, events ...string) er
 		if i > 0 {
 			body = append(body, ',')
 		}
-		body = appendQuoted(body, e)
+		body = jsonquote.Append(body, e)
 	}
 	body = append(body, "]}"...)
 	c.startRequest("POST", pathRegister)
@@ -375,9 +377,9 @@ func (c *Client) reportError(ctx context.Context, op, path, errorType string, ca
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	body := append([]byte(`{"errorMessage":`), appendQuoted(nil, cause.Error())...)
+	body := append([]byte(`{"errorMessage":`), jsonquote.Append(nil, cause.Error())...)
 	body = append(body, `,"errorType":`...)
-	body = appendQuoted(body, errorType)
+	body = jsonquote.Append(body, errorType)
 	body = append(body, '}')
 	c.startRequest("POST", path)
 	c.addHeader(headerIdentifier, c.id)
@@ -409,13 +411,13 @@ func (c *Client) SubscribeTelemetry(ctx context.Context, s TelemetrySubscription
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	body := append([]byte(`{"schemaVersion":`), appendQuoted(nil, s.SchemaVersion)...)
+	body := append([]byte(`{"schemaVersion":`), jsonquote.Append(nil, s.SchemaVersion)...)
 	body = append(body, `,"types":[`...)
 	for i, t := range s.Types {
 		if i > 0 {
 			body = append(body, ',')
 		}
-		body = appendQuoted(body, t)
+		body = jsonquote.Append(body, t)
 	}
 	body = append(body, `],"buffering":{"maxItems":`...)
 	body = strconv.AppendInt(body, int64(s.MaxItems), 10)
@@ -424,7 +426,7 @@ func (c *Client) SubscribeTelemetry(ctx context.Context, s TelemetrySubscription
 	body = append(body, `,"timeoutMs":`...)
 	body = strconv.AppendInt(body, int64(s.TimeoutMs), 10)
 	body = append(body, `},"destination":{"protocol":"HTTP","URI":`...)
-	body = appendQuoted(body, s.URI)
+	body = jsonquote.Append(body, s.URI)
 	body = append(body, "}}"...)
 	c.startRequest("PUT", pathTelemetry)
 	c.addHeader(headerIdentifier, c.id)

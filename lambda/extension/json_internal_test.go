@@ -63,19 +63,6 @@ func FuzzScanValue(f *testing.F) {
 	})
 }
 
-func TestAppendQuoted(t *testing.T) {
-	for _, s := range []string{"", "plain", `q"b\`, "ctl\x00\x1f\n\r\t", "é日本", "bad\xffutf8", "<>&\u2028"} {
-		got := appendQuoted(nil, s)
-		var back string
-		if err := json.Unmarshal(got, &back); err != nil {
-			t.Fatalf("appendQuoted(%q) = %s: not JSON: %v", s, got, err)
-		}
-		if want := strings.ToValidUTF8(s, "\ufffd"); back != want {
-			t.Errorf("appendQuoted(%q) round-trips to %q", s, back)
-		}
-	}
-}
-
 func TestParseEvent(t *testing.T) {
 	tests := []struct {
 		name, body string

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/linkgate/linkgate/internal/jsonquote"
 )
 
 // Metrics aggregates what the extension learns per invoke — from its own
@@ -298,7 +300,7 @@ func (m *Metrics) appendEMF(b []byte, now time.Time) []byte {
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, now.UnixMilli(), 10)
 	b = append(b, `,"CloudWatchMetrics":[{"Namespace":`...)
-	b = appendQuoted(b, m.Namespace)
+	b = jsonquote.Append(b, m.Namespace)
 	b = append(b, `,"Dimensions":[["FunctionName"]],"Metrics":[`...)
 	first := true
 	sep := func() {
@@ -326,7 +328,7 @@ func (m *Metrics) appendEMF(b []byte, now time.Time) []byte {
 		}
 	}
 	b = append(b, `]}]},"FunctionName":`...)
-	b = appendQuoted(b, m.FunctionName)
+	b = jsonquote.Append(b, m.FunctionName)
 	for i := range m.series {
 		se := &m.series[i]
 		if se.n == 0 {
