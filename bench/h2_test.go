@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -222,10 +223,13 @@ http {
 	}
 	cmd := exec.Command(nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
 	cmd.Stderr = os.Stderr
+	// Its own process group, killed whole: SIGKILL to the master alone
+	// left its worker running, re-parented to init (issue 32).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 	if !eventually.Within(10*time.Second, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
