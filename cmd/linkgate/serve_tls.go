@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/linkgate/linkgate/internal/certmagic"
+	"github.com/linkgate/linkgate/shortener/dynamodb"
 	"github.com/linkgate/linkgate/shortener/httpapi"
 )
 
@@ -52,7 +53,7 @@ func startHTTPS(ctx context.Context, logger *slog.Logger, c serveConfig, srv *ht
 	challenge := func(*fasthttp.RequestCtx) bool { return false }
 	var src interface{ TLSConfig() *tls.Config }
 	if c.https.mode == "auto" {
-		m, err := newACME(logger, c, httpLn.Addr().(*net.TCPAddr), tlsLn.Addr().(*net.TCPAddr))
+		m, err := newACME(ctx, logger, c, httpLn.Addr().(*net.TCPAddr), tlsLn.Addr().(*net.TCPAddr))
 		if err != nil {
 			return fail(err)
 		}
@@ -100,7 +101,7 @@ func startHTTPS(ctx context.Context, logger *slog.Logger, c serveConfig, srv *ht
 // newACME builds --tls auto's certificate manager: certificates for the
 // configured domains (--domain, --public-url), ordered at start, and on
 // demand at the first handshake of a configured domain only.
-func newACME(logger *slog.Logger, c serveConfig, httpAddr, tlsAddr *net.TCPAddr) (*certmagic.Manager, error) {
+func newACME(ctx context.Context, logger *slog.Logger, c serveConfig, httpAddr, tlsAddr *net.TCPAddr) (*certmagic.Manager, error) {
 	names := configuredHosts(c)
 	allowed := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -113,6 +114,19 @@ func newACME(logger *slog.Logger, c serveConfig, httpAddr, tlsAddr *net.TCPAddr)
 			dir = filepath.Join(filepath.Dir(filepath.Clean(path)), "certmagic")
 		}
 	}
+	// Instances on one DynamoDB table share certificates, accounts and
+	// locks in its certificate table, so that they order one certificate
+	// per domain (--acme-dir still chooses files).
+	var storage certmagic.Storage
+	if kind, table, _ := splitStore(c.store); kind == "dynamodb" && c.https.acmeDir == "" {
+		s, err := dynamodb.Open(ctx, dynamodb.Options{Table: table, ManualVisits: true}) // for its client only
+
+		if err != nil {
+			return nil, fmt.Errorf("--tls auto: %w", err)
+		}
+		storage = dynamodb.NewCertStorage(s.Client(), dynamodb.CertOptions{Table: dynamodb.CertTable(table), Timeout: c.storeTimeout, Logger: logger})
+		dir = "DynamoDB table " + dynamodb.CertTable(table)
+	}
 	host := ""
 	if !httpAddr.IP.IsUnspecified() {
 		host = httpAddr.IP.String()
@@ -122,6 +136,7 @@ func newACME(logger *slog.Logger, c serveConfig, httpAddr, tlsAddr *net.TCPAddr)
 		Email:      c.https.acmeEmail,
 		CARoot:     c.https.acmeCARoot,
 		Dir:        dir,
+		Storage:    storage,
 		Domains:    names,
 		OrderRate:  c.https.orderRate,
 		OrderBurst: c.https.orderBurst,

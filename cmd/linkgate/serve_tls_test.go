@@ -178,3 +178,42 @@ func TestServeTLSFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestServeTLSAutoDynamoDB: two serve instances with --tls auto on one
+// DynamoDB table (its certificate table, DynamoDB Local) and a real
+// pebble validating on the first instance's listeners: the domain is
+// ordered once at the CA, under the lock in the table, and both instances
+// serve that certificate.
+func TestServeTLSAutoDynamoDB(t *testing.T) {
+	localAWSEnv(t)
+	table := createTable(t)
+	httpsPort, httpPort := pebbletest.FreePort(t), pebbletest.FreePort(t)
+	ca := pebbletest.Start(t, pebbletest.Options{HTTPPort: httpPort, TLSPort: httpsPort})
+	common := []string{"--store", "dynamodb:" + table, "--store-timeout", "10s", "--tls", "auto", "--domain", "sho.test",
+		"--acme-ca", ca.URL, "--acme-ca-root", ca.RootFile}
+	addrs := []string{"127.0.0.1:" + strconv.Itoa(httpsPort), "127.0.0.1:" + strconv.Itoa(pebbletest.FreePort(t))}
+	// Both order sho.test at start, the second while the first's order
+	// is under way or done.
+	for i, httpAddr := range []string{"127.0.0.1:" + strconv.Itoa(httpPort), "127.0.0.1:0"} {
+		startServe(t, nil, append(common, "--https-addr", addrs[i], "--http-addr", httpAddr)...)
+	}
+	roots := ca.Roots(t)
+	serials := make([]string, len(addrs))
+	for i, addr := range addrs {
+		eventually.True(t, 60*time.Second, "sho.test's certificate served by instance "+strconv.Itoa(i), func() bool {
+			c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "sho.test", RootCAs: roots})
+			if err != nil {
+				return false
+			}
+			defer c.Close()
+			serials[i] = c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+			return true
+		})
+	}
+	if serials[0] != serials[1] {
+		t.Errorf("the instances serve certificates %s and %s, want the same", serials[0], serials[1])
+	}
+	if n := ca.Orders(); n != 1 {
+		t.Errorf("%d orders at the CA, want 1\n%s", n, ca.Log())
+	}
+}
