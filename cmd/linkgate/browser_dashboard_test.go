@@ -16,13 +16,16 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/internal/testdep"
 )
 
 // The dashboard in real headless Chromium: anonymous create with no key
 // prompt; sign-in (the key kept nowhere in the page, the session cookie
-// unreadable by scripts); every link with paging, a tag filter and a
-// search; edit, delete with confirmation, bulk tag and bulk delete; a QR
+// unreadable by scripts); every link with paging, a tag filter, a
+// search, both orders, a page size, the active/expired state (a link
+// past its visit limit) and creation dates; edit, delete with
+// confirmation, bulk tag and bulk delete; a QR
 // code download; a link's statistics; API keys created (token shown once)
 // and revoked; sign-out. Each flow is checked against the API, not only
 // the page. In every state reached, axe-core reports no violation and
@@ -65,6 +68,21 @@ func TestBrowserDashboard(t *testing.T) {
 		resp.Body.Close()
 	}
 
+	// link-10 reaches its visit limit: expired.
+	if st, b := api("PATCH", "/api/v1/links/link-10", `{"max_visits":1}`); st != 200 {
+		t.Fatalf("limit link-10: %d %s", st, b)
+	}
+	visit10, _ := http.NewRequest("GET", s.URL+"/link-10", nil)
+	if resp, err := http.DefaultTransport.RoundTrip(visit10); err != nil || resp.StatusCode != 302 {
+		t.Fatalf("visit link-10: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	eventually.True(t, 10*time.Second, "link-10 expired", func() bool {
+		_, b := api("GET", "/api/v1/links?state=expired", "")
+		return strings.Contains(b, `"id":"link-10"`)
+	})
+
 	ctx := browser(t)
 	b := &page{t: t, ctx: ctx, axe: axe}
 
@@ -104,6 +122,22 @@ func TestBrowserDashboard(t *testing.T) {
 	b.poll(`document.querySelectorAll("#all-links tbody tr").length === 10`, "the search")
 	b.do(setValue("f-q", ""), chromedp.Click(chromedp.CSS(`#filters button[type="submit"]`)))
 	b.poll(`document.querySelectorAll("#all-links tbody tr").length === 50`, "no filter")
+
+	// Sort, page size, state and creation dates.
+	apply := chromedp.Click(chromedp.CSS(`#filters button[type="submit"]`))
+	b.do(setValue("f-order", "oldest"), setValue("f-limit", "25"), apply)
+	b.poll(`document.querySelectorAll("#all-links tbody tr").length === 25 && document.querySelector("#all-links tbody tr a").textContent.endsWith("/link-00") && document.getElementById("links-order").textContent === "oldest first"`, "oldest first, 25 a page")
+	b.do(setValue("f-order", "newest"), setValue("f-limit", "50"), setValue("f-state", "expired"), apply)
+	b.poll(`document.querySelectorAll("#all-links tbody tr").length === 1 && document.querySelector("#all-links tbody tr a").textContent.endsWith("/link-10")`, "the expired link only")
+	b.do(setValue("f-state", "active"), apply)
+	b.poll(`document.querySelectorAll("#all-links tbody tr").length === 50 && ![...document.querySelectorAll("#all-links tbody tr a")].some((a) => a.textContent.endsWith("/link-10"))`, "active links only")
+	tomorrow := time.Now().UTC().AddDate(0, 0, 1).Format(time.DateOnly)
+	b.do(setValue("f-state", ""), setValue("f-from", tomorrow), apply)
+	b.poll(`document.querySelector("#all-links tbody td").textContent === "No links match."`, "nothing created from tomorrow")
+	b.do(setValue("f-from", ""), setValue("f-to", tomorrow), apply)
+	b.poll(`document.querySelectorAll("#all-links tbody tr").length === 50`, "everything created before tomorrow")
+	b.do(setValue("f-to", ""), apply)
+	b.poll(`document.querySelectorAll("#all-links tbody tr").length === 50 && document.querySelector("#all-links tbody tr:nth-child(-n+2) a") !== null`, "no filter again")
 
 	// Edit link-58: a new target and a tag.
 	b.do(chromedp.Click(chromedp.CSS(`#all-links button[aria-label$="/link-58"][aria-label^="Edit"]`)), chromedp.WaitVisible(chromedp.ID("e-url")))
