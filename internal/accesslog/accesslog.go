@@ -72,8 +72,8 @@ func (f Format) String() string {
 // Entry is one request as its handler saw it. Log copies it: its byte
 // slices may alias the request's buffers.
 type Entry struct {
-	Time     time.Time     // when the answer was ready
-	Duration time.Duration // from the request read to Time
+	Time     time.Time     // when the answer was ready, or the request read (see Log.Timed)
+	Duration time.Duration // from the request read to the answer ready; only with Timed
 	Addr     netip.Addr    // the client's; invalid: unknown ("-")
 	Method   []byte
 	URI      []byte // as the request line gave it
@@ -148,6 +148,7 @@ type Log struct {
 
 	spare []byte // the writer's arena
 	line  []byte // the writer's line buffer
+	fm    formatter
 	bw    *bufio.Writer
 	out   io.Writer
 	file  *os.File // out when it is a file Open opened; nil: not reopened or closed
@@ -205,6 +206,7 @@ func start(w io.Writer, f *os.File, path string, opts Options) *Log {
 		cur:    make([]byte, 0, opts.BufferBytes),
 		spare:  make([]byte, 0, opts.BufferBytes),
 		line:   make([]byte, 0, 1024),
+		fm:     formatter{format: opts.Format, loc: opts.Location},
 		bw:     bufio.NewWriterSize(w, 64<<10),
 		out:    w,
 		file:   f,
@@ -306,6 +308,11 @@ func (l *Log) Close() error {
 	return nil
 }
 
+// Timed reports whether the format writes how long a request took
+// (JSON's request_time): without it, the caller need not read the clock
+// when the answer is ready.
+func (l *Log) Timed() bool { return l.opts.Format == JSON }
+
 // Stats returns the Log's counters.
 func (l *Log) Stats() Stats {
 	return Stats{Lines: l.lines.Load(), Dropped: l.dropped.Load(), WriteErrors: l.writeErrs.Load()}
@@ -353,7 +360,7 @@ func (l *Log) drain() {
 			panic("accesslog: corrupt record") // written by Log alone
 		}
 		b = b[n:]
-		l.line = l.opts.Format.Append(l.line[:0], &e, l.opts.Location)
+		l.line = l.fm.append(l.line[:0], &e)
 		l.write(l.line)
 	}
 	l.spare = full

@@ -99,6 +99,38 @@ func TestLines(t *testing.T) {
 	}
 }
 
+// The writer keeps the last second's time text: lines within a second,
+// across seconds, across an offset change and back in time are each what
+// a fresh formatter writes.
+func TestTimeText(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skipf("no time zone database: %v", err)
+	}
+	dst := time.Date(2026, 3, 8, 6, 59, 59, 999_999_000, time.UTC) // 01:59:59.999999 EST, then 03:00 EDT
+	times := []time.Time{dst, dst.Add(time.Microsecond), dst.Add(time.Second), when, when.Add(999 * time.Millisecond), when.Add(time.Second), when.Add(-time.Hour)}
+	for _, f := range []Format{Combined, JSON} {
+		var out bytes.Buffer
+		l := New(&out, Options{Format: f, Location: ny})
+		var want []byte
+		for _, at := range times {
+			e := entry()
+			e.Time = at
+			l.Log(&e)
+			want = f.Append(want, &e, ny)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != string(want) {
+			t.Errorf("%v:\ngot\n%s\nwant\n%s", f, out.String(), want)
+		}
+		if f == Combined && !strings.Contains(string(want), "[08/Mar/2026:01:59:59 -0500]") || f == Combined && !strings.Contains(string(want), "[08/Mar/2026:03:00:00 -0400]") {
+			t.Errorf("the offset change is not in the lines:\n%s", want)
+		}
+	}
+}
+
 func TestParseFormat(t *testing.T) {
 	for _, tt := range []struct {
 		in   string
@@ -329,8 +361,9 @@ func TestLogAllocs(t *testing.T) {
 	}
 	var b []byte
 	for _, f := range []Format{Combined, JSON} {
-		b = f.Append(b[:0], &e, tz)
-		if n := testing.AllocsPerRun(1000, func() { b = f.Append(b[:0], &e, tz) }); n != 0 {
+		fm := formatter{format: f, loc: tz}
+		b = fm.append(b[:0], &e)
+		if n := testing.AllocsPerRun(1000, func() { e.Time = e.Time.Add(time.Second); b = fm.append(b[:0], &e) }); n != 0 {
 			t.Errorf("%v: %v allocs per line", f, n)
 		}
 	}
@@ -353,9 +386,10 @@ func BenchmarkFormat(b *testing.B) {
 		b.Run(f.String(), func(b *testing.B) {
 			e := entry()
 			buf := make([]byte, 0, 1024)
+			fm := formatter{format: f, loc: time.Local}
 			b.ReportAllocs()
 			for b.Loop() {
-				buf = f.Append(buf[:0], &e, time.Local)
+				buf = fm.append(buf[:0], &e)
 			}
 		})
 	}
