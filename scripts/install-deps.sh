@@ -26,6 +26,7 @@ declare -A want=(
 	[haproxy]=haproxy
 	[caddy]=caddy
 	[h2load]=nghttp2-client
+	[testssl]=testssl.sh
 )
 missing=()
 for cmd in "${!want[@]}"; do

@@ -35,6 +35,7 @@ export LINKGATE_TEST_RIE=$LINKGATE_ROOT/.cache/bin/aws-lambda-rie
 export LINKGATE_TEST_H2SPEC=$LINKGATE_ROOT/.cache/bin/h2spec
 export LINKGATE_TEST_PEBBLE=$LINKGATE_ROOT/.cache/bin/pebble
 export LINKGATE_TEST_CHALLTESTSRV=$LINKGATE_ROOT/.cache/bin/pebble-challtestsrv
+export LINKGATE_TEST_TESTSSL=$(command -v testssl || echo /usr/bin/testssl)
 export LINKGATE_TEST_QEMU_ARM64=$(command -v qemu-aarch64-static || command -v qemu-aarch64)
 export LINKGATE_TEST_ARM64_BINARY=$LINKGATE_ROOT/dist/linkgate_linux_arm64
 # The APISIX conformance suite runs the release build, as users start it.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,9 +20,11 @@ import (
 
 	"github.com/linkgate/linkgate/internal/cli"
 	"github.com/linkgate/linkgate/internal/eventually"
+	"github.com/linkgate/linkgate/internal/h2spec"
 	"github.com/linkgate/linkgate/internal/pebbletest"
 	"github.com/linkgate/linkgate/internal/syncbuf"
 	"github.com/linkgate/linkgate/internal/testcert"
+	"github.com/linkgate/linkgate/internal/testdep"
 )
 
 // httpsClients are HTTP/1.1 and HTTP/2 clients of serve's HTTPS listener
@@ -216,4 +219,78 @@ func TestServeTLSAutoDynamoDB(t *testing.T) {
 	if n := ca.Orders(); n != 1 {
 		t.Errorf("%d orders at the CA, want 1\n%s", n, ca.Log())
 	}
+}
+
+// startServeTLSFiles runs serve with --tls over a certificate for
+// localhost and 127.0.0.1 from a test CA, and returns the HTTPS address
+// and the CA's file.
+func startServeTLSFiles(t *testing.T, args ...string) (addr, caFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	ca := testcert.NewCA(t, "serve TLS CA")
+	caFile, cert, key := testcert.WriteFiles(t, dir, ca, ca.Issue(t, testcert.Options{
+		DNS: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, NotAfter: time.Now().Add(90 * 24 * time.Hour),
+		// As a public CA's certificate names a revocation service
+		// (testssl rates one naming none HIGH, whoever serves it).
+		OCSPServer: "http://127.0.0.1:9/ocsp"}))
+	addr = "127.0.0.1:" + strconv.Itoa(pebbletest.FreePort(t))
+	startServe(t, nil, append([]string{"--tls", cert + "," + key, "--https-addr", addr, "--http-addr", "127.0.0.1:0"}, args...)...)
+	return addr, caFile
+}
+
+// TestServeH2Spec: serve's HTTP/2 over TLS passes every h2spec case.
+func TestServeH2Spec(t *testing.T) {
+	h2spec.Binary(t)
+	addr, _ := startServeTLSFiles(t)
+	h2spec.Run(t, addr, true)
+}
+
+// testsslFinding is one finding of testssl.sh's --jsonfile.
+type testsslFinding struct {
+	ID, Severity, Finding string
+}
+
+// TestServeTestSSL: testssl.sh (Debian's) finds nothing rated HIGH or
+// CRITICAL in serve's TLS: protocols, ciphers, server defaults, headers
+// and the vulnerabilities it checks (a whole run, --fast: about 100 s on
+// a loaded 2-core machine, most of it testssl's own openssl processes).
+func TestServeTestSSL(t *testing.T) {
+	bin := testdep.Binary(t, "LINKGATE_TEST_TESTSSL", "testssl")
+	addr, caFile := startServeTLSFiles(t, "--hsts", "8760h")
+	out := filepath.Join(t.TempDir(), "testssl.json")
+	if dir := os.Getenv("LINKGATE_TEST_ARTIFACTS"); dir != "" {
+		out = filepath.Join(dir, "testssl-serve.json")
+		os.Remove(out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--quiet", "--warnings", "off", "--color", "0", "--fast", "--nodns", "none",
+		"--connect-timeout", "5", "--openssl-timeout", "5", "--add-ca", caFile,
+		"--severity", "LOW", "--jsonfile", out, "https://"+addr+"/healthz")
+	log, err := cmd.CombinedOutput()
+	b, rerr := os.ReadFile(out)
+	if rerr != nil {
+		t.Fatalf("testssl wrote no JSON (%v, exit %v):\n%s", rerr, err, log)
+	}
+	var findings []testsslFinding
+	if err := json.Unmarshal(b, &findings); err != nil {
+		t.Fatalf("testssl JSON: %v", err)
+	}
+	if len(findings) == 0 {
+		t.Fatalf("testssl reported nothing:\n%s", log)
+	}
+	bySeverity := map[string]int{}
+	for _, f := range findings {
+		bySeverity[f.Severity]++
+		switch f.Severity {
+		case "HIGH", "CRITICAL":
+			t.Errorf("testssl %s %s: %s", f.Severity, f.ID, f.Finding)
+		case "MEDIUM", "LOW", "WARN":
+			t.Logf("testssl %s %s: %s", f.Severity, f.ID, f.Finding)
+		}
+		if f.ID == "scanProblem" {
+			t.Errorf("testssl could not scan: %s", f.Finding)
+		}
+	}
+	t.Logf("testssl findings by severity: %v (%s)", bySeverity, out)
 }

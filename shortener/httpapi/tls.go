@@ -103,7 +103,9 @@ func (s *Server) initTLS(h *Handler, logger fasthttp.Logger) {
 			ctx.Response.Header.SetCanonical(hstsHeader, hsts)
 		}
 	}), h2.Options{
-		MaxHeaderBytes: s.cfg.MaxHeaderBytes,
+		// HPACK's decoded size (32 bytes more per field) is no request
+		// line plus headers: at least nginx's 32 KiB, h2's default.
+		MaxHeaderBytes: max(s.cfg.MaxHeaderBytes, h2.DefaultMaxHeaderBytes),
 		ReadTimeout:    s.cfg.ReadTimeout,
 		WriteTimeout:   s.cfg.WriteTimeout,
 		IdleTimeout:    s.cfg.IdleTimeout,
