@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,19 +23,7 @@ import (
 func TestBrowserAnalytics(t *testing.T) {
 	axe := axeSource(t)
 	s := startServe(t, nil, "--admin-key", "root", "--visits-flush-interval", "100ms")
-	api := func(method, path, body string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest(method, s.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer root")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	api := rootAPI(t, s.URL)
 	for _, l := range []string{
 		`{"url":"https://example.com/a","slug":"launch-a","tags":["launch"]}`,
 		`{"url":"https://example.com/b","slug":"launch-b","tags":["launch"]}`,

@@ -36,19 +36,7 @@ import (
 func TestBrowserDashboard(t *testing.T) {
 	axe := axeSource(t)
 	s := startServe(t, nil, "--admin-key", "root", "--visits-flush-interval", "100ms")
-	api := func(method, path, body string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest(method, s.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer root")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	api := rootAPI(t, s.URL)
 	// 60 links, newest last: every third tagged launch.
 	for i := range 60 {
 		tags := "[]"
@@ -241,18 +229,7 @@ func TestBrowserDashboard(t *testing.T) {
 // the API.
 func TestBrowserKeyboard(t *testing.T) {
 	s := startServe(t, nil, "--admin-key", "root")
-	api := func(method, path, body string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest(method, s.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer root")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	api := rootAPI(t, s.URL)
 	if st, body := api("POST", "/api/v1/links", `{"url":"https://example.com/kbd","slug":"kbd"}`); st != 201 {
 		t.Fatalf("seed: %d %s", st, body)
 	}
@@ -350,6 +327,24 @@ func TestBrowserKeyboard(t *testing.T) {
 	tabTo("#signout")
 	b.do(chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.ID("signin-open")))
 	focused("#signin-open", "focus on Sign in")
+}
+
+// rootAPI returns a function that calls the API at base with the admin
+// key root and returns the status and the body.
+func rootAPI(t *testing.T, base string) func(method, path, body string) (int, string) {
+	return func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer root")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
 }
 
 func jsString(s string) string { b, _ := json.Marshal(s); return string(b) }

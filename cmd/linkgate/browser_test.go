@@ -114,7 +114,7 @@ func TestBrowser(t *testing.T) {
 }
 
 // browser returns a context for driving one tab of headless Chromium
-// (Debian's chromium, LINKGATE_TEST_CHROMIUM) at 1280×800, at most 60 s
+// (Debian's chromium, LINKGATE_TEST_CHROMIUM) at 1280×800, at most 120 s
 // long and closed when the test ends. Without extra options the tab is
 // in a browser context of its own (its own cookies and storage) in the
 // one browser the test binary shares (sharedBrowser); options for the
@@ -136,7 +136,7 @@ func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Contex
 		ctx, cancel = chromedp.NewContext(actx)
 	}
 	t.Cleanup(cancel)
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelT := context.WithTimeout(ctx, 120*time.Second)
 	t.Cleanup(cancelT)
 	return ctx
 }
