@@ -29,6 +29,10 @@ type Ctx interface {
 	SetUpstreamHost(host string)
 	// SetUpstreamHeader sets a request header sent upstream; "" removes it.
 	SetUpstreamHeader(name, value string)
+	// RequestHeaders calls fn with each request header (its name
+	// lowercased), as it will go upstream; name and value are valid
+	// during the call only.
+	RequestHeaders(fn func(name, value string))
 	// SetUpstreamMethod replaces the method sent upstream (and
 	// $request_method for later phases, as nginx's ngx.req.set_method).
 	SetUpstreamMethod(method string)

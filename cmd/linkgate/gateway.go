@@ -35,6 +35,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/plugin/limitconn"
 	"github.com/linkgate/linkgate/gateway/plugin/limitcount"
 	"github.com/linkgate/linkgate/gateway/plugin/limitreq"
+	"github.com/linkgate/linkgate/gateway/plugin/opentelemetry"
 	"github.com/linkgate/linkgate/gateway/plugin/prometheus"
 	"github.com/linkgate/linkgate/gateway/plugin/proxyrewrite"
 	"github.com/linkgate/linkgate/gateway/plugin/publicapi"
@@ -59,6 +60,7 @@ type gatewayConfig struct {
 	serverHeader, listenTLS, sslKeySalt, trustedCA                       string
 	adminKeys, viewerKeys, allowAdmin                                    string
 	logFormat, logLevel                                                  string
+	otelCollector, otelResource, otelTraceIDSource                       string
 	maxBodySize, httpsPort, requestIDMachine                             int
 	showUpstreamStatus                                                   bool
 	wsMaxDuration, shutdownTimeout                                       time.Duration
@@ -70,6 +72,7 @@ type gatewayConfig struct {
 	routerMode router.Mode
 	keys       *gateway.KeyCipher // nil: ssl private keys stored as given
 	roots      *x509.CertPool     // nil: the system roots
+	otelAttrs  map[string]string  // --otel-resource
 	// Set from the environment by runGateway: what $env:// references in
 	// plugin configurations resolve to (nil: left as written).
 	secrets gateway.Secrets
@@ -134,6 +137,9 @@ func (c *gatewayConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.acmeEmail, "acme-email", "", "ACME account contact e-mail (with --acme)")
 	fs.StringVar(&c.acmeCARoot, "acme-ca-root", "", `PEM file of the roots to trust for the ACME CA's HTTPS, for a private or test CA (with --acme; "" uses the system's)`)
 	fs.StringVar(&c.acmeSNIs, "acme-sni", "", "names to get certificates for from the start, comma-separated (with --acme)")
+	fs.StringVar(&c.otelCollector, "otel-collector", "127.0.0.1:4318", "where the opentelemetry plugin exports spans: host:port or http(s)://URL (OTLP/HTTP), grpc://host:port (OTLP/gRPC)")
+	fs.StringVar(&c.otelResource, "otel-resource", "", "resource attributes of the exported spans, key=value comma-separated (service.name defaults to APISIX)")
+	fs.StringVar(&c.otelTraceIDSource, "otel-trace-id-source", "random", "trace id of a new trace: random, or x-request-id (the request's X-Request-Id when it is 32 hex digits)")
 }
 
 // validate checks the flags and derives what the gateway is built with
@@ -171,6 +177,19 @@ func (c *gatewayConfig) validate() error {
 		return cli.Usagef("--acme needs the TLS listener (--listen-tls)")
 	case !c.acme && c.acmeSNIs != "":
 		return cli.Usagef("--acme-sni needs --acme")
+	}
+	if c.otelTraceIDSource != "random" && c.otelTraceIDSource != "x-request-id" {
+		return cli.Usagef("--otel-trace-id-source must be random or x-request-id")
+	}
+	for _, kv := range splitList(c.otelResource) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return cli.Usagef("--otel-resource %q: want key=value", kv)
+		}
+		if c.otelAttrs == nil {
+			c.otelAttrs = map[string]string{}
+		}
+		c.otelAttrs[k] = v
 	}
 	var err error
 	if c.roots, err = loadRoots(c.trustedCA); err != nil {
@@ -278,6 +297,7 @@ type gatewayApp struct {
 	reloader *gateway.Reloader
 	metrics  *prometheus.Factory
 	redis    *redis.Pool
+	otel     *opentelemetry.Factory
 }
 
 // newGateway builds the gateway over store: the plugins, the admin API,
@@ -326,7 +346,9 @@ func newGateway(logger *slog.Logger, c gatewayConfig, store gateway.Store, prefi
 		logger.Debug("config loaded", "revision", c.Revision, "routes", len(c.Routes))
 	})
 	metrics.Register(reloadCollector{reloader})
-	return &gatewayApp{admin: adminAPI, store: store, prefix: prefix, proxy: gw, reloader: reloader, metrics: metrics, redis: redisPool}
+	otel, _ := reg.Get(opentelemetry.Name)
+	return &gatewayApp{admin: adminAPI, store: store, prefix: prefix, proxy: gw, reloader: reloader, metrics: metrics, redis: redisPool,
+		otel: otel.(*opentelemetry.Factory)}
 }
 
 // prometheusHandler serves the exporter: the plugin's metrics, the
@@ -437,6 +459,9 @@ func serveGateway(ctx context.Context, logger *slog.Logger, c gatewayConfig, get
 	if serr := app.proxy.Shutdown(shutCtx); err == nil && serr != nil {
 		err = fmt.Errorf("gateway: shutdown: %w", serr)
 	}
+	if oerr := app.otel.Shutdown(shutCtx); oerr != nil {
+		logger.Warn("opentelemetry: spans not exported at shutdown", "err", oerr)
+	}
 	cancel()
 	wg.Wait()
 	if err == nil {
@@ -529,6 +554,7 @@ func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Facto
 		trafficsplit.New(),
 		gzip.New(),
 		faultinjection.New(),
+		opentelemetry.New(opentelemetry.Options{Collector: c.otelCollector, Resource: c.otelAttrs, TraceIDSource: c.otelTraceIDSource, Logger: logger}),
 	)
 }
 

@@ -2,8 +2,11 @@ package proxy_test
 
 import (
 	"bufio"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/plugin/limitconn"
 	"github.com/linkgate/linkgate/gateway/plugin/limitcount"
 	"github.com/linkgate/linkgate/gateway/plugin/limitreq"
+	"github.com/linkgate/linkgate/gateway/plugin/opentelemetry"
 	"github.com/linkgate/linkgate/gateway/plugin/prometheus"
 	"github.com/linkgate/linkgate/gateway/plugin/proxyrewrite"
 	"github.com/linkgate/linkgate/gateway/plugin/publicapi"
@@ -50,6 +54,7 @@ func BenchmarkProxy(b *testing.B) {
 	for _, sc := range []struct{ name, plugins, node string }{
 		{"no-plugins", `{}`, node},
 		{"no-plugins-chunked", `{}`, chunked},
+		{"opentelemetry-off", `{"opentelemetry":{}}`, node},
 		{"limit-count+prometheus", `{"limit-count":{"count":2000000000000,"time_window":60,"rejected_code":503,"key":"remote_addr"},"prometheus":{}}`, node},
 		{"scenario3", scenario3, node},
 	} {
@@ -148,7 +153,7 @@ func BenchmarkPlugins(b *testing.B) {
 	reg := gateway.NewRegistry(limitcount.New(log, redis.NewPool()), limitreq.New(log, redis.NewPool()), limitconn.New(log, redis.NewPool()),
 		prometheus.New(), keyauth.New(), basicauth.New(), jwt, proxyrewrite.New(), cors.New(), iprestriction.New(), realip.New(),
 		requestid.New(0), responserewrite.New(), redirect.New(0), trafficsplit.New(), gz.New(), faultinjection.New(),
-		publicapi.New(benchAPI{}))
+		publicapi.New(benchAPI{}), opentelemetry.New(opentelemetry.Options{Collector: otlpSink(b), BatchTimeout: time.Second}))
 	consumers := map[string]string{
 		"consumers/jack": `{"username":"jack","plugins":{"key-auth":{"key":"auth-one"},"basic-auth":{"username":"jack","password":"pw"},
 			"jwt-auth":{"key":"user-key","secret":"my-secret-key"}}}`,
@@ -176,6 +181,8 @@ func BenchmarkPlugins(b *testing.B) {
 		{"fault-injection", `{"fault-injection":{"abort":{"http_status":403,"vars":[[["arg_fail","==","1"]]]}}}`},
 		{"proxy-rewrite", `{"proxy-rewrite":{"uri":"/x","headers":{"X-A":"b"}}}`},
 		{"prometheus", `{"prometheus":{}}`},
+		{"opentelemetry-off", `{"opentelemetry":{}}`},
+		{"opentelemetry-on", `{"opentelemetry":{"sampler":{"name":"always_on"}}}`},
 		{"scenario3", scenario3},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
@@ -225,6 +232,16 @@ func BenchmarkPlugins(b *testing.B) {
 			}
 		})
 	}
+}
+
+// otlpSink is an OTLP/HTTP collector that takes every export and keeps nothing.
+func otlpSink(b *testing.B) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	b.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func splitKey(k string) (gateway.Kind, string) {

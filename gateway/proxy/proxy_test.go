@@ -20,6 +20,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/plugin/keyauth"
 	"github.com/linkgate/linkgate/gateway/plugin/limitcount"
 	"github.com/linkgate/linkgate/gateway/plugin/limitreq"
+	"github.com/linkgate/linkgate/gateway/plugin/opentelemetry"
 	"github.com/linkgate/linkgate/gateway/plugin/prometheus"
 	"github.com/linkgate/linkgate/gateway/plugin/proxyrewrite"
 	"github.com/linkgate/linkgate/gateway/plugin/redis"
@@ -47,7 +48,8 @@ func startGatewayWith(t testing.TB, opts proxy.Options) *gw {
 	t.Helper()
 	prom := prometheus.New()
 	reg := gateway.NewRegistry(limitcount.New(slog.New(slog.DiscardHandler), redis.NewPool()), prom, keyauth.New(), proxyrewrite.New(),
-		limitreq.New(slog.New(slog.DiscardHandler), redis.NewPool()), cors.New(), requestid.New(0))
+		limitreq.New(slog.New(slog.DiscardHandler), redis.NewPool()), cors.New(), requestid.New(0),
+		opentelemetry.New(opentelemetry.Options{Collector: "127.0.0.1:1"})) // unsampled spans only: nothing is exported
 	g := proxy.New(opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -5,7 +5,9 @@
 package plugintest
 
 import (
+	"maps"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -133,6 +135,19 @@ func (c *Ctx) SetUpstreamHost(host string) { c.UpstreamHost = host }
 func (c *Ctx) SetUpstreamMethod(method string) { c.UpstreamMethod = method }
 
 func (c *Ctx) SetUpstreamScheme(scheme string) { c.UpstreamScheme = scheme }
+
+// RequestHeaders lists the http_* Vars as headers (then those set upstream).
+func (c *Ctx) RequestHeaders(fn func(name, value string)) {
+	for _, k := range slices.Sorted(maps.Keys(c.Vars)) {
+		if name, ok := strings.CutPrefix(k, "http_"); ok {
+			fn(strings.ReplaceAll(name, "_", "-"), c.Vars[k])
+		}
+	}
+	for _, h := range c.UpstreamHeaders {
+		fn(strings.ToLower(h.Name), h.Value)
+	}
+}
+
 func (c *Ctx) SetUpstreamHeader(name, value string) {
 	c.UpstreamHeaders = append(c.UpstreamHeaders, Header{name, value})
 }
