@@ -192,3 +192,8 @@ func validHost(h []byte) bool {
 	}
 	return true
 }
+
+// ServeH2 serves one cleartext HTTP/2 connection opened with prior
+// knowledge (RFC 9113 §3.3) until it ends: the HTTPS listener's HTTP/2
+// path without TLS, for benchmarks.
+func (s *Server) ServeH2(c net.Conn) { s.tls.h2.ServeConn(c, nil, c) }
