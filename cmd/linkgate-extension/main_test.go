@@ -78,6 +78,9 @@ func TestStandardLibraryOnly(t *testing.T) {
 	allowed := map[string]bool{
 		"github.com/linkgate/linkgate/internal/cli":     true,
 		"github.com/linkgate/linkgate/lambda/extension": true,
+		// the extension's JSON strings, shared with the access log; it
+		// imports only the standard library (lambda/deps_test.go)
+		"github.com/linkgate/linkgate/internal/jsonquote": true,
 	}
 	for _, dep := range testdep.NonStandardImports(t, "github.com/linkgate/linkgate/cmd/linkgate-extension") {
 		if !allowed[dep] {

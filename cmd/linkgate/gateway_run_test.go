@@ -190,7 +190,7 @@ func TestGatewayLogFormat(t *testing.T) {
 			t.Errorf("not a JSON line: %q", line)
 		}
 	}
-	for _, want := range []string{`"msg":"shutting down: draining requests in flight","timeout":10000000000`, `"msg":"stopped"`} {
+	for _, want := range []string{`"msg":"shutting down: draining requests in flight","timeout":"10s"`, `"msg":"stopped"`} {
 		if !strings.Contains(g.logs.String(), want) {
 			t.Errorf("logs lack %s:\n%s", want, g.logs)
 		}
