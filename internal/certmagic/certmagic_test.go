@@ -285,3 +285,48 @@ func TestCachedWhileCADown(t *testing.T) {
 		t.Errorf("served %v", leaf.DNSNames)
 	}
 }
+
+// TestRenewal: a short-lived certificate (pebble issuing for 10 s) is
+// renewed in the background and the new one served.
+func TestRenewal(t *testing.T) {
+	l := listen(t)
+	ca := pebbletest.Start(t, pebbletest.Options{HTTPPort: port(l.http), TLSPort: port(l.tls), AlwaysValid: true, Validity: 10 * time.Second})
+	renewed := make(chan struct{}, 1)
+	m, _ := newManager(t, ca, l, certmagic.Config{
+		Domains:            []string{"short.test"},
+		RenewalWindowRatio: 0.7,
+		RenewCheckInterval: 500 * time.Millisecond,
+		OnEvent: func(_ context.Context, event string, data map[string]any) {
+			if r, _ := data["renewal"].(bool); event == "cert_obtained" && r {
+				select {
+				case renewed <- struct{}{}:
+				default:
+				}
+			}
+		},
+	})
+	serve(t, l, m, m.HTTPChallenge)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := m.ObtainSync(ctx, "short.test"); err != nil {
+		t.Fatal(err)
+	}
+	roots := ca.Roots(t)
+	first, err := handshake(l, "short.test", roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-renewed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("not renewed within 30 s")
+	}
+	var next *x509.Certificate
+	eventually.True(t, 10*time.Second, "the renewed certificate served", func() bool {
+		next, err = handshake(l, "short.test", roots)
+		return err == nil && next.SerialNumber.Cmp(first.SerialNumber) != 0
+	})
+	if n := ca.Orders(); n < 2 {
+		t.Errorf("%d orders, want the first and a renewal", n)
+	}
+}
