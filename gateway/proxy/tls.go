@@ -10,6 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/linkgate/linkgate/internal/connqueue"
 	"github.com/linkgate/linkgate/internal/deadline"
 	"github.com/linkgate/linkgate/internal/h2"
 	"github.com/linkgate/linkgate/internal/linger"
@@ -26,7 +27,7 @@ import (
 type tlsState struct {
 	tlsMu  sync.Mutex
 	tlsLns []net.Listener
-	h1tls  *connQueue // handshaken HTTP/1.1 connections, served by g.server
+	h1tls  *connqueue.Queue // handshaken HTTP/1.1 connections, served by g.server
 
 	h2 *h2.Server
 
@@ -49,7 +50,7 @@ func (g *Gateway) initTLS() {
 	if o.MaxHeaderBytes <= 0 {
 		o.MaxHeaderBytes = h2.DefaultMaxHeaderBytes
 	}
-	g.h1tls = newConnQueue()
+	g.h1tls = connqueue.New()
 	g.h2 = h2.NewServer(h2.HandlerFunc(g.serveStream), h2.Options{
 		MaxConcurrentStreams: o.MaxConcurrentStreams,
 		MaxHeaderBytes:       o.MaxHeaderBytes,
@@ -158,7 +159,7 @@ func (g *Gateway) handshake(dc *deadline.Conn, cfg *tls.Config) {
 		return
 	}
 	dc.SetLimits(&g.limits)
-	if !g.h1tls.put(tc) {
+	if !g.h1tls.Put(tc) {
 		tc.Close()
 	}
 }
@@ -178,41 +179,3 @@ func (g *Gateway) closeTLS() {
 		ln.Close()
 	}
 }
-
-// connQueue is a net.Listener of connections handed over by the TLS
-// accept loop.
-type connQueue struct {
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-}
-
-func newConnQueue() *connQueue {
-	return &connQueue{ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-// put hands c to the server; false once the queue is closed.
-func (q *connQueue) put(c net.Conn) bool {
-	select {
-	case q.ch <- c:
-		return true
-	case <-q.done:
-		return false
-	}
-}
-
-func (q *connQueue) Accept() (net.Conn, error) {
-	select {
-	case c := <-q.ch:
-		return c, nil
-	case <-q.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (q *connQueue) Close() error {
-	q.once.Do(func() { close(q.done) })
-	return nil
-}
-
-func (q *connQueue) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/linkgate/linkgate/internal/connqueue"
 	"github.com/linkgate/linkgate/internal/deadline"
 	"github.com/linkgate/linkgate/internal/h2"
 	"github.com/linkgate/linkgate/internal/linger"
@@ -29,7 +30,7 @@ const DefaultHandshakeTimeout = 10 * time.Second
 // tlsState is a Server's HTTPS side.
 type tlsState struct {
 	once  sync.Once
-	h1    *connQueue // handshaken HTTP/1.1 connections, served by srv
+	h1    *connqueue.Queue // handshaken HTTP/1.1 connections, served by srv
 	h2    *h2.Server
 	limit deadline.Limits
 }
@@ -85,7 +86,7 @@ func (s *Server) handshake(dc *deadline.Conn, cfg *tls.Config) {
 	default:
 		dc.SetDeadline(time.Time{})
 		dc.SetLimits(&s.tls.limit)
-		if !s.tls.h1.put(tc) {
+		if !s.tls.h1.Put(tc) {
 			tc.Close()
 		}
 	}
@@ -93,7 +94,7 @@ func (s *Server) handshake(dc *deadline.Conn, cfg *tls.Config) {
 
 // initTLS prepares the HTTPS side of a new Server serving h.
 func (s *Server) initTLS(h *Handler, logger fasthttp.Logger) {
-	s.tls.h1 = newConnQueue()
+	s.tls.h1 = connqueue.New()
 	s.tls.limit = deadline.Limits{Read: s.cfg.ReadTimeout, Write: s.cfg.WriteTimeout, Idle: s.cfg.IdleTimeout}
 	hsts := []byte(s.cfg.HSTS)
 	s.tls.h2 = h2.NewServer(h2.HandlerFunc(func(st *h2.Stream) {
@@ -119,44 +120,6 @@ func (s *Server) initTLS(h *Handler, logger fasthttp.Logger) {
 type h2View struct{ *tls.Conn }
 
 func (h2View) NetConn() net.Conn { return nil }
-
-// connQueue is a net.Listener of connections handed over by the TLS
-// accept loop.
-type connQueue struct {
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-}
-
-func newConnQueue() *connQueue {
-	return &connQueue{ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-// put hands c to the server; false once the queue is closed.
-func (q *connQueue) put(c net.Conn) bool {
-	select {
-	case q.ch <- c:
-		return true
-	case <-q.done:
-		return false
-	}
-}
-
-func (q *connQueue) Accept() (net.Conn, error) {
-	select {
-	case c := <-q.ch:
-		return c, nil
-	case <-q.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (q *connQueue) Close() error {
-	q.once.Do(func() { close(q.done) })
-	return nil
-}
-
-func (q *connQueue) Addr() net.Addr { return &net.TCPAddr{} }
 
 // redirectHTTPS answers 308 to the request's URL over https, on
 // httpsPort (":PORT", "" for 443). A Host that is not a host name gets 400.
