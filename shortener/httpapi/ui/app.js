@@ -139,7 +139,16 @@
     $("confirm-yes").textContent = yes;
     d.returnValue = "";
     d.showModal();
-    return new Promise((done) => d.addEventListener("close", () => done(d.returnValue === "yes"), { once: true }));
+    // A close event is queued: the one of an earlier opening (cancelled by
+    // Escape) may arrive after this one began, while the dialog is open.
+    return new Promise((done) => {
+      const closed = () => {
+        if (d.open) return;
+        d.removeEventListener("close", closed);
+        done(d.returnValue === "yes");
+      };
+      d.addEventListener("close", closed);
+    });
   }
   function openQR(l) {
     const d = $("qr-dialog");
