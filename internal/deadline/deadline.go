@@ -190,6 +190,7 @@ type Limits struct {
 // without, only the deadlines its user sets apply.
 func (w *Watchdog) Wrap(c net.Conn, limits *Limits) *Conn {
 	dc := &Conn{Conn: c, w: w, limits: limits, armed: ^uint64(0)}
+	dc.limited.Store(limits != nil)
 	w.add(dc)
 	if limits != nil {
 		dc.rd.Store(w.after(limits.Read))
@@ -212,7 +213,7 @@ func (w *Watchdog) Drain(quiet time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for c := range w.conns {
-		if c.limits != nil && c.boundary.Load() {
+		if c.limited.Load() && c.boundary.Load() {
 			c.drainWait()
 		}
 	}
@@ -283,6 +284,9 @@ type Conn struct {
 	began int64
 	// boundary: waiting for the first byte of a request (Drain reads it).
 	boundary atomic.Bool
+	// limited: limits is set. Drain, on another goroutine, reads this and
+	// not limits, which SetLimits may be replacing meanwhile.
+	limited atomic.Bool
 }
 
 // SetCallTimeouts bounds each Read and each Write from its start, instead
@@ -351,6 +355,7 @@ func Unwrap(c net.Conn) *Conn {
 // force are cleared.
 func (c *Conn) SetLimits(l *Limits) {
 	c.limits = l
+	c.limited.Store(l != nil)
 	c.set(read, &c.rd, 0)
 	c.set(write, &c.wd, 0)
 	if l != nil {
