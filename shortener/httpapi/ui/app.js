@@ -133,20 +133,20 @@
   // --- dialogs ---------------------------------------------------------------
   for (const b of document.querySelectorAll("dialog [data-close]")) b.addEventListener("click", () => b.closest("dialog").close());
   // confirm asks a yes/no question in a modal dialog.
+  // confirmPending settles the open confirmation: its close event is
+  // queued, and may arrive after the next confirmation has opened.
+  let confirmPending = null;
   function confirmDialog(text, yes) {
     const d = $("confirm");
+    if (confirmPending) confirmPending(); // closed, its close event not yet delivered
     $("confirm-text").textContent = text;
     $("confirm-yes").textContent = yes;
     d.returnValue = "";
     d.showModal();
-    // A close event is queued: the one of an earlier opening (cancelled by
-    // Escape) may arrive after this one began, while the dialog is open.
     return new Promise((done) => {
-      const closed = () => {
-        if (d.open) return;
-        d.removeEventListener("close", closed);
-        done(d.returnValue === "yes");
-      };
+      const settle = () => { d.removeEventListener("close", closed); confirmPending = null; done(d.returnValue === "yes"); };
+      const closed = () => { if (!d.open) settle(); };
+      confirmPending = settle;
       d.addEventListener("close", closed);
     });
   }
