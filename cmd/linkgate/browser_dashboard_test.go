@@ -125,7 +125,7 @@ func TestBrowserDashboard(t *testing.T) {
 	b.do(setValue("f-from", ""), setValue("f-to", tomorrow), apply)
 	b.poll(`document.querySelectorAll("#all-links tbody tr").length === 50`, "everything created before tomorrow")
 	b.do(setValue("f-to", ""), apply)
-	b.poll(`document.querySelectorAll("#all-links tbody tr").length === 50 && document.querySelector("#all-links tbody tr:nth-child(-n+2) a") !== null`, "no filter again")
+	b.poll(`document.querySelectorAll("#all-links tbody tr").length === 50 && document.querySelector("#all-links tbody tr:nth-child(-n+2) a") !== null && !document.getElementById("all-links").hasAttribute("aria-busy")`, "no filter again, and no listing on its way")
 
 	// Edit link-58: a new target and a tag.
 	b.do(chromedp.Click(chromedp.CSS(`#all-links button[aria-label$="/link-58"][aria-label^="Edit"]`)), chromedp.WaitVisible(chromedp.ID("e-url")))

@@ -287,7 +287,7 @@
   }
 
   // --- every link -------------------------------------------------------
-  const page = { cursors: [""], index: 0, next: null, links: new Map(), selected: new Set() };
+  const page = { cursors: [""], index: 0, next: null, links: new Map(), selected: new Set(), seq: 0 };
   function listQuery() {
     const p = new URLSearchParams();
     p.set("limit", $("f-limit").value);
@@ -307,12 +307,20 @@
   $("page-next").addEventListener("click", () => { page.cursors[page.index + 1] = page.next; page.index++; loadLinks(); });
   $("page-prev").addEventListener("click", () => { page.index--; loadLinks(); });
   async function loadLinks() {
+    // Only the newest listing is drawn: an answer that arrives after a
+    // newer request was sent is dropped. aria-busy is set until it is.
+    const seq = ++page.seq;
+    $("all-links").setAttribute("aria-busy", "true");
     $("links-error").textContent = "";
     $("links-status").textContent = "";
     const p = listQuery();
     if (page.cursors[page.index]) p.set("cursor", page.cursors[page.index]);
     let out;
-    try { out = await apiJSON("GET", "/api/v1/links?" + p); } catch (e) { $("links-error").textContent = e.message; return; }
+    try { out = await apiJSON("GET", "/api/v1/links?" + p); } catch (e) {
+      if (seq === page.seq) { $("links-error").textContent = e.message; $("all-links").removeAttribute("aria-busy"); }
+      return;
+    }
+    if (seq !== page.seq) return;
     page.next = out.next_cursor;
     page.links = new Map(out.links.map((l) => [linkKey(l.id, l.domain), l]));
     page.selected.clear();
@@ -343,6 +351,7 @@
     $("select-all").checked = false;
     $("select-all").disabled = !writable;
     renderBulk();
+    $("all-links").removeAttribute("aria-busy");
   }
   $("select-all").addEventListener("change", (ev) => {
     for (const c of $("all-links").tBodies[0].querySelectorAll("input[type=checkbox]")) {
