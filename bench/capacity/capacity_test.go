@@ -263,7 +263,7 @@ func TestCompareAlternates(t *testing.T) {
 }
 
 // The HTML report is one self-contained file: an inline SVG chart drawn by
-// gonum/plot and the step table, no scripts or external resources.
+// internal/svgchart and the step table, no scripts or external resources.
 func TestHTMLReport(t *testing.T) {
 	o := options()
 	out, _ := capacity.Search(context.Background(), o, "http://t/", kneeTrial(730, nil), nil)

@@ -3,39 +3,23 @@ package capacity
 import (
 	"fmt"
 	"html/template"
-	"image/color"
 	"io"
 	"math"
 	"slices"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-
 	"github.com/linkgate/linkgate/bench"
-	"github.com/linkgate/linkgate/bench/htmlreport"
+	"github.com/linkgate/linkgate/internal/svgchart"
 )
 
 // chartPercentiles are the latency curves drawn against the rate.
 var chartPercentiles = []float64{50, 90, 99, 99.9, 100}
 
-var palette = htmlreport.Palette
-
 // Chart draws latency percentiles (log scale) against the request rate for
 // each outcome, with the SLOs as dashed lines and the capacity as a
 // vertical one, and returns it as SVG.
 func Chart(o *Options, outs ...*Outcome) ([]byte, error) {
-	p := plot.New()
-	p.Title.Text = "Corrected latency by request rate"
-	p.X.Label.Text = "requested rate (req/s)"
-	p.Y.Label.Text = "latency (ms, log scale)"
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Add(plotter.NewGrid())
-
+	c := &svgchart.Chart{Title: "Corrected latency by request rate", Width: 860, Height: 520,
+		X: svgchart.Axis{Label: "requested rate (req/s)"}, Y: svgchart.Axis{Label: "latency (ms, log scale)", Log: true}}
 	minX, maxX := math.Inf(1), math.Inf(-1)
 	minY, maxY := math.Inf(1), math.Inf(-1)
 	for ti, out := range outs {
@@ -44,41 +28,31 @@ func Chart(o *Options, outs ...*Outcome) ([]byte, error) {
 		for pi, pct := range chartPercentiles {
 			// Every trial is a point; the line goes through the worst
 			// trial at each rate, as the search judged them.
-			var all, worst plotter.XYs
+			all := svgchart.Series{NoLine: true, Marker: svgchart.Circle}
+			worst := svgchart.Series{Name: "p" + trimFloat(pct)}
 			for _, st := range steps {
 				ms := math.Max(bench.Millis(st.Result.Latency.ValueAtPercentile(pct)), 0.001)
-				all = append(all, plotter.XY{X: st.Rate, Y: ms})
-				if n := len(worst); n > 0 && worst[n-1].X == st.Rate {
-					worst[n-1].Y = math.Max(worst[n-1].Y, ms)
+				all.X, all.Y = append(all.X, st.Rate), append(all.Y, ms)
+				if n := len(worst.X); n > 0 && worst.X[n-1] == st.Rate {
+					worst.Y[n-1] = math.Max(worst.Y[n-1], ms)
 				} else {
-					worst = append(worst, plotter.XY{X: st.Rate, Y: ms})
+					worst.X, worst.Y = append(worst.X, st.Rate), append(worst.Y, ms)
 				}
 				minX, maxX = math.Min(minX, st.Rate), math.Max(maxX, st.Rate)
 				minY, maxY = math.Min(minY, ms), math.Max(maxY, ms)
 			}
-			if len(all) == 0 {
+			if len(all.X) == 0 {
 				continue
 			}
-			line, err := plotter.NewLine(worst)
-			if err != nil {
-				return nil, err
-			}
-			points, err := plotter.NewScatter(all)
-			if err != nil {
-				return nil, err
-			}
-			c := palette[pi%len(palette)]
-			line.Color, points.Color = c, c
+			all.Color = svgchart.Palette[pi%len(svgchart.Palette)]
+			worst.Color = all.Color
 			if ti == 1 {
-				line.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
-				points.Shape = draw.BoxGlyph{}
+				worst.Dash, all.Marker = "2 2", svgchart.Box
 			}
-			p.Add(line, points)
-			name := "p" + trimFloat(pct)
 			if len(outs) > 1 {
-				name = fmt.Sprintf("%s %s", label(ti), name)
+				worst.Name = fmt.Sprintf("%s %s", label(ti), worst.Name)
 			}
-			p.Legend.Add(name, line, points)
+			c.Series = append(c.Series, worst, all)
 		}
 	}
 	if math.IsInf(minX, 1) {
@@ -87,36 +61,27 @@ func Chart(o *Options, outs ...*Outcome) ([]byte, error) {
 	for i, slo := range o.SLOs {
 		ms := float64(slo.Max.Microseconds()) / 1000
 		maxY, minY = math.Max(maxY, ms), math.Min(minY, ms)
-		l, err := plotter.NewLine(plotter.XYs{{X: minX, Y: ms}, {X: maxX, Y: ms}})
-		if err != nil {
-			return nil, err
-		}
-		l.Color = color.RGBA{0x55, 0x55, 0x55, 0xff}
-		l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
-		l.Width = vg.Points(1 + float64(i%2))
-		p.Add(l)
-		p.Legend.Add("SLO "+slo.String(), l)
+		c.Series = append(c.Series, svgchart.Series{Name: "SLO " + slo.String(), X: []float64{minX, maxX}, Y: []float64{ms, ms},
+			Color: "#555", Dash: "6 3", Width: float64(1 + i%2)})
 	}
 	for ti, out := range outs {
 		if out.Capacity <= 0 {
 			continue
 		}
-		l, err := plotter.NewLine(plotter.XYs{{X: out.Capacity, Y: minY}, {X: out.Capacity, Y: maxY}})
-		if err != nil {
-			return nil, err
-		}
-		l.Color = color.RGBA{0, 0, 0, 0xff}
-		l.Width = vg.Points(1.5)
+		s := svgchart.Series{Name: fmt.Sprintf("%scapacity %g req/s", labelPrefix(ti, len(outs)), out.Capacity),
+			X: []float64{out.Capacity, out.Capacity}, Y: []float64{minY, maxY}, Width: 1.5}
 		if ti == 1 {
-			l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+			s.Dash = "2 2"
 		}
-		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%scapacity %g req/s", labelPrefix(ti, len(outs)), out.Capacity), l)
+		c.Series = append(c.Series, s)
 	}
 	// Leave the top third of the (log) axis empty for the legend.
-	p.Y.Min = minY / 1.5
-	p.Y.Max = maxY * math.Pow(maxY/p.Y.Min, 0.5)
-	return htmlreport.SVG(p, 9*vg.Inch, 5.5*vg.Inch)
+	c.Y.Min = minY / 1.5
+	c.Y.Max = maxY * math.Pow(maxY/c.Y.Min, 0.5)
+	// A little room either side of the rates, as the points are drawn.
+	pad := math.Max((maxX-minX)*0.03, 1)
+	c.X.Min, c.X.Max = math.Max(0, minX-pad), maxX+pad
+	return c.SVG(), nil
 }
 
 func cmpFloat(a, b float64) int {
@@ -192,7 +157,7 @@ func WriteHTML(w io.Writer, o *Options, outs ...*Outcome) error {
 	}{
 		Step: o.StepDuration.String(), Warmup: o.Warmup.String(), Budget: fmt.Sprintf("%g%%", o.ErrorBudget*100),
 		Generated: rep.GeneratedAt.Format("2006-01-02 15:04:05 UTC"), Ratio: rep.Ratio,
-		SVG: template.HTML(svg), // produced by gonum/plot from our own numbers and labels
+		SVG: template.HTML(svg), // drawn by svgchart from our own numbers, its text escaped
 	}
 	for i, s := range rep.SLOs {
 		if i > 0 {

@@ -1,14 +1,12 @@
 // Package htmlreport writes the self-contained HTML report of one
 // linkgate bench run (or of several merged): the figures, the latency of
 // every second of the measured window with the rate achieved in it, and
-// the percentile spectrum, charts drawn as inline SVG by gonum/plot.
+// the percentile spectrum, charts drawn as inline SVG by internal/svgchart.
 package htmlreport
 
 import (
-	"bytes"
 	"fmt"
 	"html/template"
-	"image/color"
 	"io"
 	"math"
 	"strconv"
@@ -17,36 +15,9 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
-
 	"github.com/linkgate/linkgate/bench"
+	"github.com/linkgate/linkgate/internal/svgchart"
 )
-
-// Palette colours the curves of every chart in linkgate's reports.
-var Palette = []color.RGBA{
-	{0x1f, 0x77, 0xb4, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0xff, 0x7f, 0x0e, 0xff},
-	{0xd6, 0x27, 0x28, 0xff}, {0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff},
-}
-
-// SVG draws p on a canvas of the given size and returns it as SVG without
-// the XML declaration, ready to be inlined in HTML.
-func SVG(p *plot.Plot, w, h vg.Length) ([]byte, error) {
-	canvas := vgsvg.New(w, h)
-	p.Draw(draw.New(canvas))
-	var b bytes.Buffer
-	if _, err := canvas.WriteTo(&b); err != nil {
-		return nil, err
-	}
-	svg := b.Bytes()
-	if i := bytes.Index(svg, []byte("<svg")); i > 0 {
-		svg = svg[i:]
-	}
-	return svg, nil
-}
 
 // Options are what the report says beside the result.
 type Options struct {
@@ -61,18 +32,7 @@ type Options struct {
 
 // Write writes the report of res to w.
 func Write(w io.Writer, res *bench.Result, o Options) error {
-	overTime, err := timeChart(res)
-	if err != nil {
-		return err
-	}
-	rate, err := rateChart(res)
-	if err != nil {
-		return err
-	}
-	spectrum, err := spectrumChart(res)
-	if err != nil {
-		return err
-	}
+	overTime, rate, spectrum := timeChart(res), rateChart(res), spectrumChart(res)
 	type cell struct{ Name, Value string }
 	data := struct {
 		Title, URL, Mode, Generated string
@@ -84,7 +44,7 @@ func Write(w io.Writer, res *bench.Result, o Options) error {
 	}{
 		Title: o.Title, URL: res.URL, Generated: o.Generated.UTC().Format("2006-01-02 15:04:05 UTC"),
 		Verdicts: o.Verdicts, Warnings: res.Warnings(), Agents: o.Agents, Invalid: o.Invalid,
-		// Produced by gonum/plot from our own numbers and labels.
+		// Drawn by svgchart from our own numbers, its text escaped.
 		OverTime: template.HTML(overTime), Rate: template.HTML(rate), Spectrum: template.HTML(spectrum),
 	}
 	switch {
@@ -143,47 +103,15 @@ th{text-align:left;font-weight:500}
 </body></html>
 `))
 
-// newPlot is a plot with the reports' common look.
-func newPlot(title, x, y string) *plot.Plot {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = x
-	p.Y.Label.Text = y
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Add(plotter.NewGrid())
-	return p
-}
-
-// addLine adds a named curve in the palette's colour i.
-func addLine(p *plot.Plot, name string, i int, xys plotter.XYs, dashed bool) error {
-	if len(xys) == 0 {
-		return nil
-	}
-	l, err := plotter.NewLine(xys)
-	if err != nil {
-		return err
-	}
-	l.Color = Palette[i%len(Palette)]
-	if dashed {
-		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-	}
-	p.Add(l)
-	p.Legend.Add(name, l)
-	return nil
-}
-
 // wholeTicks label an axis with whole numbers, about ten of them.
-type wholeTicks struct{}
-
-func (wholeTicks) Ticks(min, max float64) []plot.Tick {
+func wholeTicks(min, max float64) []svgchart.Tick {
 	step := math.Max(1, math.Pow(10, math.Floor(math.Log10(math.Max(max-min, 1)/2))))
 	for (max-min)/step > 10 {
 		step *= 2
 	}
-	var ts []plot.Tick
+	var ts []svgchart.Tick
 	for x := math.Ceil(min/step) * step; x <= max; x += step {
-		ts = append(ts, plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'f', 0, 64)})
+		ts = append(ts, svgchart.Tick{Value: x, Label: strconv.FormatFloat(x, 'f', 0, 64)})
 	}
 	return ts
 }
@@ -191,81 +119,79 @@ func (wholeTicks) Ticks(min, max float64) []plot.Tick {
 // floorMs keeps log-scale values above zero (1 µs, the histograms' floor).
 func floorMs(ms float64) float64 { return math.Max(ms, 0.001) }
 
+// line is a named curve in the palette's colour i.
+func line(name string, i int, x, y []float64, dashed bool) svgchart.Series {
+	s := svgchart.Series{Name: name, X: x, Y: y, Color: svgchart.Palette[i%len(svgchart.Palette)]}
+	if dashed {
+		s.Dash = "4 3"
+	}
+	return s
+}
+
 // timeChart draws each second's p50, p99 and max corrected latency. A
 // second in which nothing completed has no latency of its own; it shows
 // in the rate chart as a drop.
-func timeChart(res *bench.Result) ([]byte, error) {
-	p := newPlot("Corrected latency, second by second", "second of the measured window", "latency (ms, log scale)")
-	p.X.Tick.Marker = wholeTicks{}
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+func timeChart(res *bench.Result) []byte {
+	c := &svgchart.Chart{Title: "Corrected latency, second by second", Width: 860, Height: 380,
+		X: svgchart.Axis{Label: "second of the measured window"}, Y: svgchart.Axis{Label: "latency (ms, log scale)", Log: true}}
 	curves := []struct {
 		name string
 		pct  float64
 	}{{"p50", 50}, {"p99", 99}, {"max", 100}}
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for i, c := range curves {
-		var xys plotter.XYs
+	for i, cv := range curves {
+		var xs, ys []float64
 		for _, s := range res.Series {
 			if s.Latency == nil || s.Latency.TotalCount() == 0 {
 				continue
 			}
-			ms := floorMs(bench.Millis(s.Latency.ValueAtPercentile(c.pct)))
-			xys = append(xys, plotter.XY{X: float64(s.Index) + 0.5, Y: ms})
+			ms := floorMs(bench.Millis(s.Latency.ValueAtPercentile(cv.pct)))
+			xs, ys = append(xs, float64(s.Index)+0.5), append(ys, ms)
 			lo, hi = math.Min(lo, ms), math.Max(hi, ms)
 		}
-		if err := addLine(p, c.name, i, xys, false); err != nil {
-			return nil, err
+		if len(xs) > 0 {
+			c.Series = append(c.Series, line(cv.name, i, xs, ys, false))
 		}
 	}
 	if math.IsInf(lo, 1) {
 		lo, hi = 0.001, 1 // nothing completed: an empty chart with a usable axis
 	}
-	p.X.Min, p.X.Max = 0, math.Max(float64(len(res.Series)), 1)
-	p.Y.Min, p.Y.Max = lo/1.5, hi*math.Pow(hi*1.5/lo, 0.4) // room at the top for the legend
-	return SVG(p, 9*vg.Inch, 4*vg.Inch)
+	c.X.Min, c.X.Max = 0, math.Max(float64(len(res.Series)), 1)
+	c.X.Ticks = wholeTicks(c.X.Min, c.X.Max)
+	c.Y.Min, c.Y.Max = lo/1.5, hi*math.Pow(hi*1.5/lo, 0.4) // room at the top for the legend
+	return c.SVG()
 }
 
 // rateChart draws the requests completed and the errors in each second,
 // with the requested rate of a constant-rate run.
-func rateChart(res *bench.Result) ([]byte, error) {
-	p := newPlot("Requests completed and errors per second", "second of the measured window", "per second")
-	p.X.Tick.Marker, p.Y.Tick.Marker = wholeTicks{}, wholeTicks{}
-	var done, errs plotter.XYs
+func rateChart(res *bench.Result) []byte {
+	c := &svgchart.Chart{Title: "Requests completed and errors per second", Width: 860, Height: 290,
+		X: svgchart.Axis{Label: "second of the measured window"}, Y: svgchart.Axis{Label: "per second"}}
+	var xs, done, errs []float64
 	top := res.Rate
 	for _, s := range res.Series {
-		x := float64(s.Index) + 0.5
-		done = append(done, plotter.XY{X: x, Y: float64(s.Requests)})
-		errs = append(errs, plotter.XY{X: x, Y: float64(s.Errors)})
+		xs = append(xs, float64(s.Index)+0.5)
+		done, errs = append(done, float64(s.Requests)), append(errs, float64(s.Errors))
 		top = math.Max(top, float64(s.Requests))
 	}
-	if err := addLine(p, "completed", 0, done, false); err != nil {
-		return nil, err
-	}
-	if err := addLine(p, "errors", 3, errs, false); err != nil {
-		return nil, err
+	if len(xs) > 0 {
+		c.Series = append(c.Series, line("completed", 0, xs, done, false), line("errors", 3, xs, errs, false))
 	}
 	n := math.Max(float64(len(res.Series)), 1)
 	if res.Rate > 0 && len(res.Stages) == 0 {
-		if err := addLine(p, "requested", 4, plotter.XYs{{X: 0, Y: res.Rate}, {X: n, Y: res.Rate}}, true); err != nil {
-			return nil, err
-		}
+		c.Series = append(c.Series, line("requested", 4, []float64{0, n}, []float64{res.Rate, res.Rate}, true))
 	}
-	p.X.Min, p.X.Max = 0, n
-	p.Y.Min, p.Y.Max = 0, math.Max(top*1.3, 1)
-	return SVG(p, 9*vg.Inch, 3*vg.Inch)
+	c.X.Min, c.X.Max = 0, n
+	c.Y.Min, c.Y.Max = 0, math.Max(top*1.3, 1)
+	c.X.Ticks, c.Y.Ticks = wholeTicks(c.X.Min, c.X.Max), wholeTicks(c.Y.Min, c.Y.Max)
+	return c.SVG()
 }
 
 // spectrumTicks label the spectrum's x axis, 1/(1−p) on a log scale, with
 // the percentiles they stand for.
-type spectrumTicks struct{}
-
-func (spectrumTicks) Ticks(min, max float64) []plot.Tick {
-	var ts []plot.Tick
+func spectrumTicks(max float64) []svgchart.Tick {
+	var ts []svgchart.Tick
 	for k, x := 0, 1.0; x <= max*1.0001; k, x = k+1, x*10 {
-		if x < min {
-			continue
-		}
 		label := "0%" // 1/(1−p) = 10^k: p = 0, 90, 99, 99.9, … %
 		switch {
 		case k == 1:
@@ -273,7 +199,7 @@ func (spectrumTicks) Ticks(min, max float64) []plot.Tick {
 		case k >= 2:
 			label = "99" + strings.TrimSuffix("."+strings.Repeat("9", k-2), ".") + "%"
 		}
-		ts = append(ts, plot.Tick{Value: x, Label: label})
+		ts = append(ts, svgchart.Tick{Value: x, Label: label})
 	}
 	return ts
 }
@@ -281,11 +207,9 @@ func (spectrumTicks) Ticks(min, max float64) []plot.Tick {
 // spectrumChart draws the corrected and uncorrected latency against the
 // percentile, as HdrHistogram's plotter does: x is 1/(1−p) on a log
 // scale, so that the tail gets the room.
-func spectrumChart(res *bench.Result) ([]byte, error) {
-	p := newPlot("Latency by percentile", "percentile", "latency (ms, log scale)")
-	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, spectrumTicks{}
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+func spectrumChart(res *bench.Result) []byte {
+	c := &svgchart.Chart{Title: "Latency by percentile", Width: 860, Height: 430,
+		X: svgchart.Axis{Label: "percentile", Log: true}, Y: svgchart.Axis{Label: "latency (ms, log scale)", Log: true}}
 	lo, hi, right := math.Inf(1), math.Inf(-1), 10.0
 	for i, h := range []struct {
 		name string
@@ -295,30 +219,27 @@ func spectrumChart(res *bench.Result) ([]byte, error) {
 		if n == 0 {
 			continue
 		}
-		var xys plotter.XYs
+		var xs, ys []float64
 		// Ten points a decade of 1/(1−p), up to what n values resolve.
 		for k := 0; ; k++ {
 			x := math.Pow(10, float64(k)/10)
 			if x > float64(n) {
 				break
 			}
-			ms := floorMs(bench.Millis(h.v.ValueAtPercentile(100 * (1 - 1/x))))
-			xys = append(xys, plotter.XY{X: x, Y: ms})
+			xs, ys = append(xs, x), append(ys, floorMs(bench.Millis(h.v.ValueAtPercentile(100*(1-1/x)))))
 		}
-		ms := floorMs(bench.Millis(h.v.Max()))
-		xys = append(xys, plotter.XY{X: float64(n), Y: ms})
-		for _, xy := range xys {
-			lo, hi = math.Min(lo, xy.Y), math.Max(hi, xy.Y)
+		xs, ys = append(xs, float64(n)), append(ys, floorMs(bench.Millis(h.v.Max())))
+		for _, y := range ys {
+			lo, hi = math.Min(lo, y), math.Max(hi, y)
 		}
 		right = math.Max(right, float64(n))
-		if err := addLine(p, h.name, i, xys, i == 1); err != nil {
-			return nil, err
-		}
+		c.Series = append(c.Series, line(h.name, i, xs, ys, i == 1))
 	}
 	if math.IsInf(lo, 1) {
 		lo, hi = 0.001, 1
 	}
-	p.X.Min, p.X.Max = 1, math.Pow(10, math.Ceil(math.Log10(right)))
-	p.Y.Min, p.Y.Max = lo/1.5, hi*math.Pow(hi*1.5/lo, 0.4)
-	return SVG(p, 9*vg.Inch, 4.5*vg.Inch)
+	c.X.Min, c.X.Max = 1, math.Pow(10, math.Ceil(math.Log10(right)))
+	c.X.Ticks = spectrumTicks(c.X.Max)
+	c.Y.Min, c.Y.Max = lo/1.5, hi*math.Pow(hi*1.5/lo, 0.4)
+	return c.SVG()
 }

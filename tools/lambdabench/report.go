@@ -2,17 +2,11 @@ package main
 
 import (
 	"fmt"
-	"image/color"
 	"io"
 	"slices"
 	"strings"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
+	"github.com/linkgate/linkgate/internal/svgchart"
 )
 
 // summary is the dashboard of one variant.
@@ -187,49 +181,31 @@ func chart(path string, results []result) error {
 			{"client p99", func(s summary) float64 { return s.clientP99 }},
 		}},
 	}
-	const w, h = 12 * vg.Inch, 4.5 * vg.Inch
-	canvas := vgsvg.New(w, h)
-	dc := draw.New(canvas)
-	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Inch / 4, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
-	canvases := plot.Align([][]*plot.Plot{make([]*plot.Plot, len(panels))}, tiles, dc)
-	width := vg.Points(14)
-	for i, panel := range panels {
-		p := plot.New()
-		p.Title.Text = panel.title
-		p.Y.Label.Text = "ms"
-		p.Y.Min = 0
-		var names []string
-		for _, m := range panel.metrics {
-			names = append(names, m.name)
+	var charts []*svgchart.Chart
+	for _, panel := range panels {
+		c := &svgchart.Chart{Title: panel.title, Width: 576, Height: 432, Y: svgchart.Axis{Label: "ms"},
+			X: svgchart.Axis{Min: -0.5, Max: float64(len(panel.metrics)) - 0.5}}
+		for i, m := range panel.metrics {
+			c.X.Ticks = append(c.X.Ticks, svgchart.Tick{Value: float64(i), Label: m.name})
 		}
 		top := 0.0
 		for j, r := range results {
 			s := summarize(r)
-			var vals plotter.Values
-			for _, m := range panel.metrics {
-				vals = append(vals, m.get(s))
+			bars := svgchart.Series{Name: r.Variant, Color: svgchart.Palette[j%len(svgchart.Palette)], Bars: true}
+			for i, m := range panel.metrics {
+				bars.X, bars.Y = append(bars.X, float64(i)), append(bars.Y, m.get(s))
 				top = max(top, m.get(s))
 			}
-			bars, err := plotter.NewBarChart(vals, width)
-			if err != nil {
-				return err
-			}
-			bars.Color = plotutil.Color(j)
-			bars.LineStyle.Color = color.Black
-			bars.Offset = vg.Length(float64(j)-float64(len(results)-1)/2) * width
-			p.Add(bars)
-			p.Legend.Add(r.Variant, bars)
+			c.Series = append(c.Series, bars)
 		}
-		p.Legend.Top = true
-		p.Y.Max = top * 1.4 // room for the legend above the bars
-		p.NominalX(names...)
-		p.Draw(canvases[0][i])
+		c.Y.Max = max(top*1.4, 1) // room for the legend above the bars
+		charts = append(charts, c)
 	}
 	f, err := createFile(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	_, err = canvas.WriteTo(f)
+	_, err = f.Write(svgchart.Row(charts...))
 	return err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 )
@@ -80,5 +81,31 @@ func TestEMFTurnaround(t *testing.T) {
 	}
 	if got := emfTurnaround("REPORT RequestId: x"); got != nil {
 		t.Errorf("non-EMF line gave %v", got)
+	}
+}
+
+// The chart is one SVG of two panels, averages and maxima, with a bar per
+// metric and variant.
+func TestChart(t *testing.T) {
+	path := t.TempDir() + "/chart.svg"
+	rs := []result{{Variant: "no extension", InitsMs: []float64{4}}, {Variant: "ext <1>", InitsMs: []float64{9}}}
+	for i := range rs {
+		rs[i].Invokes = []invoke{{Cold: true, ClientMs: 9, DurationMs: 3}, {ClientMs: 2, DurationMs: 1, PostRuntimeMs: 0.5}}
+	}
+	if err := chart(path, rs); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := string(b)
+	for _, want := range []string{"averages (ms)", "maxima (ms)", ">no extension</text>", ">ext &lt;1&gt;</text>", ">client p99</text>"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("chart lacks %q", want)
+		}
+	}
+	if n := strings.Count(svg, `stroke-width="0.5"/>`); n != 2*(2*4+2) {
+		t.Errorf("%d bars and legend boxes, want %d", n, 2*(2*4+2))
 	}
 }
