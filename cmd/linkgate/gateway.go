@@ -45,6 +45,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/plugin/requestid"
 	"github.com/linkgate/linkgate/gateway/plugin/responserewrite"
 	"github.com/linkgate/linkgate/gateway/plugin/trafficsplit"
+	"github.com/linkgate/linkgate/gateway/plugin/uriblocker"
 	"github.com/linkgate/linkgate/gateway/proxy"
 	"github.com/linkgate/linkgate/gateway/router"
 	"github.com/linkgate/linkgate/gateway/yamlfile"
@@ -554,6 +555,7 @@ func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Facto
 		trafficsplit.New(),
 		gzip.New(),
 		faultinjection.New(),
+		uriblocker.New(),
 		opentelemetry.New(opentelemetry.Options{Collector: c.otelCollector, Resource: c.otelAttrs, TraceIDSource: c.otelTraceIDSource, Logger: logger}),
 	)
 }
