@@ -19,11 +19,25 @@ bench_workdir() {
 	trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work" "$results_run"' EXIT
 }
 
-# start_nginx_302 DIR PORT starts nginx 1 worker answering every request
-# with `return 302`, pinned to SERVER_CPU, and prints its master PID.
+# start_nginx_302 DIR PORT [CERT_DIR TLS_PORT H2_PORT] starts nginx 1
+# worker answering every request with `return 302`, pinned to SERVER_CPU,
+# and prints its master PID. With CERT_DIR (`benchcmp cert`), it also
+# answers over TLS on TLS_PORT (`ssl`) and HTTP/2 on H2_PORT (`ssl http2`),
+# set up like linkgate's TLS (nginx_tls).
 start_nginx_302() {
-	local dir=$1 port=$2
+	local dir=$1 port=$2 tls=""
 	mkdir -p "$dir/logs"
+	if [ -n "${3:-}" ]; then
+		# nginx ends a connection after 1000 requests by default (HTTP/2
+		# too, where h2load does not reconnect); linkgate does not.
+		tls="$(nginx_tls "$3")
+	server {
+		keepalive_requests 100000000;
+		listen 127.0.0.1:$4 ssl;
+		listen 127.0.0.1:$5 ssl http2;
+		location / { return 302 https://aws.amazon.com/ec2/graviton/; }
+	}"
+	fi
 	cat >"$dir/nginx.conf" <<CONF
 worker_processes 1;
 daemon off;
@@ -42,6 +56,7 @@ http {
 		listen 127.0.0.1:$port;
 		location / { return 302 https://aws.amazon.com/ec2/graviton/; }
 	}
+$tls
 }
 CONF
 	taskset -c "$SERVER_CPU" nginx -p "$dir" -c "$dir/nginx.conf" >"$dir/logs/stdout.log" 2>&1 &

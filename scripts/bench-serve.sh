@@ -27,12 +27,34 @@
 #    that revision's linkgate on its own copy of the store, same pinning,
 #    its redirect rounds (o)/(o1) interleaved with the others, and prints
 #    this tree against it: before/after in one run.
+#
+# BENCH_SERVE_ROWS selects groups of rows (default "plain", everything
+# above; "all" is every group), so that one group runs in a few minutes:
+#   tls   redirects (one id, a static request) over TLS, against nginx
+#         `return 302` on the same core, same certificate (ECDSA P-256 from
+#         `benchcmp cert`), same cipher suite and curve choices (nginx_tls
+#         in lib.sh): linkgate serve --tls CERT,KEY on its own copy of the
+#         store. (s)/(ns) HTTPS keep-alive, wrk; (h)/(nh2) HTTP/2 by ALPN,
+#         h2load -c$H2_CONNS (4) -m10; (k)/(nk) a full handshake per
+#         request (wrk -H 'Connection: close': a new connection each, and
+#         wrk resumes no session) — its CPU per request is the CPU of a
+#         handshake plus one request. Ratios by CPU per request. Alone
+#         (no plain), N defaults to 1000 links.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/bench-lib.sh"
 cd "$LINKGATE_ROOT"
 export GOTOOLCHAIN=local
-N=${N:-1000000}
+ROWS=" ${BENCH_SERVE_ROWS:-plain} "
+[ "$ROWS" = " all " ] && ROWS=" plain tls "
+for r in $ROWS; do
+	case $r in plain | tls) ;; *) die "BENCH_SERVE_ROWS: unknown group $r (plain tls, or all)" ;; esac
+done
+rows() { [[ $ROWS == *" $1 "* ]]; }
+N_DEFAULT=1000000
+rows plain || N_DEFAULT=1000
+N=${N:-$N_DEFAULT}
+H2_CONNS=${H2_CONNS:-4}
 IDS_LIMIT=${IDS_LIMIT:-0}
 HOT=${HOT:-10000}
 BASE=${BASE:-}
@@ -52,6 +74,57 @@ exec 9>"$BENCH_LOCK"
 step "waiting for $BENCH_LOCK"
 flock 9
 echo "server on CPU $SERVER_CPU (GOMAXPROCS=1); wrk -t1 -c$CONNS -d$DURATION on CPU $LOAD_CPU; $ROUNDS rounds; $N preloaded links"
+
+if rows tls; then
+	step "TLS: nginx ssl / http2 and linkgate serve --tls, rounds interleaved"
+	command -v h2load >/dev/null || die "h2load not installed (apt-get install nghttp2-client)"
+	"$benchcmp" cert "$work/tls"
+	cp -r "$links_dir" "$work/links-tls"
+	ngt_port=$(free_port) ngh2_port=$(free_port) lgt_port=$(free_port)
+	ngt_pid=$(start_nginx_302 "$work/nginx-tls" "$(free_port)" "$work/tls" "$ngt_port" "$ngh2_port")
+	pids+=("$ngt_pid")
+	GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$work/linkgate" serve --tls "$work/tls/server.pem,$work/tls/server-key.pem" \
+		--https-addr "127.0.0.1:$lgt_port" --http-addr "127.0.0.1:$(free_port)" \
+		--store "pebble:$work/links-tls" --log-level warn >"$work/linkgate-tls.log" 2>&1 &
+	lgt_pid=$!
+	pids+=("$lgt_pid")
+	wait_tcp 127.0.0.1 "$ngh2_port" 10 || die "nginx (TLS) did not start: $(cat "$work/nginx-tls/logs/error.log")"
+	wait_tcp 127.0.0.1 "$lgt_port" 30 || die "linkgate --tls did not start: $(cat "$work/linkgate-tls.log")"
+	one_id=$(head -1 "$IDS_FILE")
+	for u in "https://localhost:$ngt_port/$one_id" "https://localhost:$lgt_port/$one_id"; do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$work/tls/ca.pem" "$u")" = 302 ] || die "$u: no 302 over TLS"
+	done
+	for p in "$ngh2_port" "$lgt_port"; do # Debian's curl has no HTTP/2
+		h2load -n1 -c1 "https://localhost:$p/$one_id" | grep -q '1 succeeded' || die "no 302 over HTTP/2 on :$p"
+	done
+	tls_res=$work/tls.jsonl
+	close="arg=-H arg=Connection:%20close"
+	h2="gen=h2load c=$H2_CONNS m=10"
+	"$benchcmp" run -o "$tls_res" -cpu "$LOAD_CPU" -rounds "$ROUNDS" -d "$DURATION" -c "$CONNS" \
+		-h2load "$(command -v h2load)" \
+		-target "ns https://localhost:$ngt_port/$one_id pid=$ngt_pid prewarm=2s" \
+		-target "s https://localhost:$lgt_port/$one_id pid=$lgt_pid prewarm=3s" \
+		-target "nh2 https://localhost:$ngh2_port/$one_id pid=$ngt_pid $h2 prewarm=2s" \
+		-target "h https://localhost:$lgt_port/$one_id pid=$lgt_pid $h2 prewarm=2s" \
+		-target "nk https://localhost:$ngt_port/$one_id pid=$ngt_pid $close prewarm=2s" \
+		-target "k https://localhost:$lgt_port/$one_id pid=$lgt_pid $close prewarm=2s"
+	kill "$lgt_pid" "$ngt_pid"
+	step "results (TLS)"
+	table "$tls_res" <<'TABLE'
+redirects over TLS, one id, linkgate serve --tls vs nginx return 302 (1 worker), same core, same certificate and suites:
+CPU per request (µs, median (rounds)); per core = nginx/linkgate, median (range) of per-round ratios:
+  HTTPS keep-alive (wrk):     nginx {{printf "%.2f" (med "ns" "cpu")}} ({{each "%.2f" (vals "ns" "cpu")}}), linkgate {{printf "%.2f" (med "s" "cpu")}} ({{each "%.2f" (vals "s" "cpu")}}) → {{mr "%.3f" (per "ns" "s" "cpu")}}  target ≥ 0.9
+  HTTP/2, 10 streams (h2load): nginx {{printf "%.2f" (med "nh2" "cpu")}} ({{each "%.2f" (vals "nh2" "cpu")}}), linkgate {{printf "%.2f" (med "h" "cpu")}} ({{each "%.2f" (vals "h" "cpu")}}) → {{mr "%.3f" (per "nh2" "h" "cpu")}}  target ≥ 1.0
+  full handshake + 1 request: nginx {{printf "%.2f" (med "nk" "cpu")}} ({{each "%.2f" (vals "nk" "cpu")}}), linkgate {{printf "%.2f" (med "k" "cpu")}} ({{each "%.2f" (vals "k" "cpu")}}) → {{mr "%.3f" (per "nk" "k" "cpu")}}  target ≥ 1.0 (CPU ≤ nginx's)
+req/s, median (range): keep-alive nginx {{mr "%.0f" (vals "ns" "rps")}}, linkgate {{mr "%.0f" (vals "s" "rps")}}; HTTP/2 nginx {{mr "%.0f" (vals "nh2" "rps")}}, linkgate {{mr "%.0f" (vals "h" "rps")}}; handshakes nginx {{mr "%.0f" (vals "nk" "rps")}}, linkgate {{mr "%.0f" (vals "k" "rps")}}
+p99 ms, median: keep-alive nginx {{printf "%.2f" (med "ns" "p99")}}, linkgate {{printf "%.2f" (med "s" "p99")}}; HTTP/2 nginx {{printf "%.2f" (med "nh2" "p99")}}, linkgate {{printf "%.2f" (med "h" "p99")}}; handshakes nginx {{printf "%.2f" (med "nk" "p99")}}, linkgate {{printf "%.2f" (med "k" "p99")}}
+TABLE
+	if grep -qi error "$work/linkgate-tls.log"; then
+		echo "linkgate --tls logged errors:" >&2
+		cat "$work/linkgate-tls.log" >&2
+	fi
+	rows plain || exit 0
+fi
 
 nginx_port=$(free_port)
 pids+=("$(start_nginx_302 "$work/nginx" "$nginx_port")")

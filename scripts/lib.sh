@@ -52,6 +52,25 @@ start_redis() {
 	echo $!
 }
 
+# nginx_tls CERT_DIR prints the http{} directives that make nginx's TLS
+# what linkgate's is (crypto/tls), for the TLS anchors of make bench-*:
+# the certificate of `benchcmp cert CERT_DIR` (ECDSA P-256), TLS 1.2 and
+# 1.3, and the server's choice of the same cipher suites and curves in
+# Go's order (AES-128-GCM first on AES-NI, X25519 first), so both servers
+# negotiate the same suite with the same client. Sessions: tickets on
+# (nginx's and Go's default); no shared cache (wrk and h2load resume none).
+nginx_tls() {
+	cat <<CONF
+	ssl_certificate $1/server.pem;
+	ssl_certificate_key $1/server-key.pem;
+	ssl_protocols TLSv1.2 TLSv1.3;
+	ssl_prefer_server_ciphers on;
+	ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305;
+	ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;
+	ssl_ecdh_curve X25519:prime256v1:secp384r1;
+CONF
+}
+
 # results_begin TARGET notes what `make TARGET` runs with — the settings
 # given in the environment, before a script's defaults — and the load
 # before it, for publish_table. Call it before setting defaults.
@@ -59,7 +78,7 @@ results_begin() {
 	local v
 	results_target=$1
 	results_command="make $1"
-	for v in BASE BEFORE_ARGS BEFORE_REF BENCH_GATEWAY_ROWS BIN BOTH BOTH_STEP CONNS CREATE_CONNS DURATION \
+	for v in BASE BEFORE_ARGS BEFORE_REF BENCH_GATEWAY_ROWS BENCH_SERVE_ROWS BIN BOTH BOTH_STEP CONNS CREATE_CONNS DURATION \
 		FIXED_SHARE FLOOD_CONNS FLOOD_FACTOR FUNCTION_CPU GEN_CPU H2_CONNS HOT IDS_LIMIT INSTANCES LAMBDA \
 		LAMBDA_LIFE LOADGEN LOAD_CPU N OLD_REF PARTS QR_CONNS RATE REDIRECT_RATE ROUNDS RUNS SERVER_CPU \
 		SERVER_CPUS SERVER_PROCS SERVE_ARGS SHAPES STORE STREAMS TARGET_CPU UNITS_DURATION WORKLOADS; do
