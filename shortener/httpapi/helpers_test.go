@@ -81,11 +81,17 @@ func newHandlerLogger(t testing.TB, s setup, logger *slog.Logger) (*httpapi.Hand
 // returns its address.
 func serve(t *testing.T, h *httpapi.Handler, cfg httpapi.ServerConfig) string {
 	t.Helper()
+	return serveLogger(t, h, cfg, slog.New(slog.DiscardHandler))
+}
+
+// serveLogger is serve with the server logging to logger.
+func serveLogger(t *testing.T, h *httpapi.Handler, cfg httpapi.ServerConfig, logger *slog.Logger) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httpapi.NewServer(slog.New(slog.DiscardHandler), h, cfg)
+	srv := httpapi.NewServer(logger, h, cfg)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {

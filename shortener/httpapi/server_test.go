@@ -355,3 +355,49 @@ func TestShutdownResetsNobody(t *testing.T) {
 	}
 	t.Logf("%d answers, %d with Connection: close", answered.Load(), closeHeader.Load())
 }
+
+// A request body is read once, out of fasthttp's stream, and the server
+// logs nothing about it: fasthttp presents even a body read with the
+// headers as a stream, and Request.Body on one logged a warning through
+// the server's logger on every create (a line per request in make
+// bench-serve's create rounds). Known-length and chunked bodies, the
+// seed's create and the REST one.
+func TestServerBodyReadWithoutWarning(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h, _ := newHandler(t, setup{})
+	addr := serveLogger(t, h, httpapi.ServerConfig{}, logger)
+	tests := []struct {
+		name, path, body string
+		chunked          bool
+	}{
+		{"seed create, Content-Length", "/shortenURL", `{"OriginalURL":"https://a.example/1"}`, false},
+		{"seed create, chunked", "/shortenURL", `{"OriginalURL":"https://a.example/2"}`, true},
+		{"REST create, Content-Length", "/api/v1/links", `{"url":"https://a.example/3"}`, false},
+	}
+	for _, tt := range tests {
+		c := dial(t, addr)
+		var req string
+		if tt.chunked {
+			req = fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", tt.path, len(tt.body), tt.body)
+		} else {
+			req = fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", tt.path, len(tt.body), tt.body)
+		}
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Errorf("%s: %d %s", tt.name, resp.StatusCode, body)
+		}
+	}
+	if s := logs.String(); strings.Contains(s, "WARN") || strings.Contains(s, "entire stream") {
+		t.Errorf("the server logged:\n%s", s)
+	}
+}

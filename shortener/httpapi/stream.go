@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http/httputil"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -33,8 +34,12 @@ func streamedBody(ctx *fasthttp.RequestCtx) bool {
 // readBody reads a request body that fasthttp left as a stream, within
 // MaxBodyBytes, before the request is handled (so within its read
 // timeout); false when it answered the request (413, or the error
-// reading it). A body of known length up to the limit was read whole
-// with the headers already.
+// reading it). A body of known length up to the limit was read with
+// the headers already, but fasthttp still presents it as a stream, and
+// Request.Body on a stream logs a warning through the server's logger
+// on every call (fasthttp's http.go): so every body is moved out of its
+// stream here, through a pooled buffer, and handlers' PostBody reads it
+// as a plain body.
 func readBody(ctx *fasthttp.RequestCtx) bool {
 	if !ctx.Request.IsBodyStream() || streamedBody(ctx) {
 		return true
@@ -44,21 +49,27 @@ func readBody(ctx *fasthttp.RequestCtx) bool {
 	case cl > MaxBodyBytes:
 		HandleServerError(ctx, fasthttp.ErrBodyTooLarge)
 		return false
-	case cl >= 0:
-		return true
+	case cl == 0:
+		return true // nothing to read (a GET): no copy on the redirect's path
 	}
-	b, err := io.ReadAll(io.LimitReader(ctx.RequestBodyStream(), MaxBodyBytes+1))
+	buf := bodyBufs.Get().(*bytes.Buffer)
+	defer bodyBufs.Put(buf)
+	buf.Reset()
+	_, err := buf.ReadFrom(io.LimitReader(ctx.RequestBodyStream(), MaxBodyBytes+1))
 	switch {
-	case len(b) > MaxBodyBytes:
+	case buf.Len() > MaxBodyBytes:
 		HandleServerError(ctx, fasthttp.ErrBodyTooLarge)
 		return false
 	case err != nil:
 		HandleServerError(ctx, err)
 		return false
 	}
-	ctx.Request.SetBody(b)
+	ctx.Request.SetBody(buf.Bytes()) // copied into the request's own buffer
 	return true
 }
+
+// bodyBufs are readBody's buffers.
+var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // streamAnswer is an answer written as it goes on a connection taken
 // over from the server: chunked over HTTP/1.1, until the connection
