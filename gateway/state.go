@@ -297,6 +297,9 @@ type ConsumerEntry struct {
 	// CustomID is the consumer's custom_id label (APISIX 3.x sends it
 	// upstream as X-Consumer-Custom-ID).
 	CustomID string
+	// GroupID is the consumer's group_id, "" when it has none
+	// (consumer-restriction's consumer_group_id).
+	GroupID string
 	// Chain holds the consumer's plugins other than authentication; they
 	// override the route's plugins of the same name.
 	Chain Chain
@@ -452,7 +455,7 @@ func compileConsumer(cfg *Config, reg *Registry, name string, cons *Consumer) (c
 	if cons == nil {
 		return nil, nil, errNoValue
 	}
-	ce = &ConsumerEntry{Username: cons.Username, CustomID: cons.Labels["custom_id"]}
+	ce = &ConsumerEntry{Username: cons.Username, CustomID: cons.Labels["custom_id"], GroupID: string(cons.GroupID)}
 	creds = map[string]string{}
 	rest := Plugins{}
 	for _, pname := range sortedKeys(cons.Plugins) {
@@ -537,7 +540,7 @@ func compileCredential(reg *Registry, owner *ConsumerEntry, id string, cr *Crede
 	if cr == nil {
 		return nil, nil, errNoValue
 	}
-	ce = &ConsumerEntry{Username: owner.Username, CredentialID: id, CustomID: owner.CustomID, Chain: owner.Chain}
+	ce = &ConsumerEntry{Username: owner.Username, CredentialID: id, CustomID: owner.CustomID, GroupID: owner.GroupID, Chain: owner.Chain}
 	creds = map[string]string{}
 	for _, pname := range sortedKeys(cr.Plugins) {
 		f, ok := reg.Get(pname)

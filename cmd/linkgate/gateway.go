@@ -26,6 +26,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/control"
 	"github.com/linkgate/linkgate/gateway/etcd"
 	"github.com/linkgate/linkgate/gateway/plugin/basicauth"
+	"github.com/linkgate/linkgate/gateway/plugin/consumerrestriction"
 	"github.com/linkgate/linkgate/gateway/plugin/cors"
 	"github.com/linkgate/linkgate/gateway/plugin/faultinjection"
 	"github.com/linkgate/linkgate/gateway/plugin/gzip"
@@ -556,6 +557,7 @@ func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Facto
 		gzip.New(),
 		faultinjection.New(),
 		uriblocker.New(),
+		consumerrestriction.New(),
 		opentelemetry.New(opentelemetry.Options{Collector: c.otelCollector, Resource: c.otelAttrs, TraceIDSource: c.otelTraceIDSource, Logger: logger}),
 	)
 }
