@@ -230,7 +230,9 @@ func (c PeopleBots) Of(f BotFilter) int64 {
 
 // VisitCounts is what a store counted over a resolved query's range: one
 // point per bucket, every dimension's values, and for all-links queries
-// every link's visits (keyed by store key, LinkKey).
+// the links' visits (keyed by store key, LinkKey): every link's, or when
+// q.Top > 0 at least the q.Top busiest after q.Bots (ties by key), which
+// are all a report names (the pebble store keeps no more of a million).
 type VisitCounts struct {
 	Series []PeopleBots // one per bucket of the range, oldest first
 	Dims   [NumDimensions]map[string]PeopleBots

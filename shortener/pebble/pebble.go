@@ -25,12 +25,13 @@
 // statistics keys carry a domain (issue 13: the same slug may exist on two
 // domains), "" being the default domain, which every link has today:
 //
-//	'm' name                  store metadata: "format" → format version (2)
+//	'm' name                  store metadata: "format" → format version (3)
 //	'l' domain 0x00 id        a link (codec.go)
 //	's' domain 0x00 id        its lifetime visit totals (vrecord.go), or
 //	                          merge operands that the merger adds up
 //	'v' res bucket subject    visit counts of an hour or a day: a link's,
-//	                          or all links', a domain's, a tag's (vrecord.go)
+//	                          or all links', a domain's, a tag's; and a
+//	                          link's series over a span of days (vrecord.go)
 //	'k' id                    an API key (keys.go)
 //	'x' …                     the list's index (listindex.go)
 //
@@ -88,9 +89,10 @@ const (
 )
 
 // format is the store's format version, kept under the meta key "format":
-// 2 since visit statistics are kept by hour and day (vrecord.go); a
-// store of format 1 is migrated when it opens (vmigrate.go).
-const format = 2
+// 2 since visit statistics are kept by hour and day, 3 since links'
+// series are kept by span of days too (vrecord.go); a store of format 1
+// or 2 is migrated when it opens (vmigrate.go).
+const format = 3
 
 var formatKey = []byte{kindMeta, 'f', 'o', 'r', 'm', 'a', 't'}
 
@@ -250,6 +252,10 @@ type Store struct {
 	// retention pruneVisits last applied.
 	visitClock func() time.Time
 	prunedHour atomic.Uint32
+	// scanDayRecords makes all-links queries by day read the links' day
+	// records, as format 2 did, instead of their span records: the
+	// anchor of BenchmarkStatsQueryAllLinks30Days, in the same run.
+	scanDayRecords bool
 }
 
 // LockedError is Open's error for a store another process (or another
@@ -459,8 +465,11 @@ func (s *Store) checkFormat() error {
 	case len(version) == 1 && version[0] == 1:
 		// Format 1 kept lifetime visit statistics (vmigrate.go).
 		return s.migrateVisits()
+	case len(version) == 1 && version[0] == 2:
+		// Format 2 kept no span records (vmigrate.go).
+		return s.migrateSpans()
 	}
-	return fmt.Errorf("unsupported store format %v (this build reads formats 1 and %d)", version, format)
+	return fmt.Errorf("unsupported store format %v (this build reads formats 1 to %d)", version, format)
 }
 
 // commit commits b with o once the free-space guard admits it.

@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -149,6 +150,7 @@ type visitWriter struct {
 	hours  []int32
 	key    []byte
 	rec    []byte
+	span   []byte
 }
 
 // scopeAcc is what a chunk adds to one scope's bucket.
@@ -177,7 +179,8 @@ func (w *visitWriter) link(b *pebbledb.Batch, batch *shortener.VisitBatch, l *sh
 }
 
 // buckets adds the bucket records of link l of batch (of resolutions
-// res) to b, and its counts to the scopes of the chunk.
+// res; with days, its span records too) to b, and its counts to the
+// scopes of the chunk.
 func (w *visitWriter) buckets(b *pebbledb.Batch, batch *shortener.VisitBatch, l *shortener.LinkVisits, tags []string, res ...byte) error {
 	w.hours = w.hours[:0]
 	for _, c := range l.Counts {
@@ -211,6 +214,13 @@ func (w *visitWriter) buckets(b *pebbledb.Batch, batch *shortener.VisitBatch, l 
 			w.key = linkBucketKey(w.key[:0], r, bucket, l.ID)
 			if err := b.Merge(w.key, w.rec, nil); err != nil {
 				return err
+			}
+			if r == resDay {
+				w.key = linkBucketKey(w.key[:0], resSpan, bucket/spanDays, l.ID)
+				w.span = appendSpanDay(append(w.span[:0], spanVersion), byte(bucket%spanDays), people, bots)
+				if err := b.Merge(w.key, w.span, nil); err != nil {
+					return err
+				}
 			}
 			w.scope(r, bucket, subjectAll, "", people, bots)
 			w.scope(r, bucket, subjectDomain, domain, people, bots)
@@ -275,8 +285,8 @@ func (s *Store) statsClock() time.Time {
 	return time.Now()
 }
 
-// pruneVisits drops the bucket records older than the retention, once an
-// hour: two range deletions (not synced; the next synced commit makes
+// pruneVisits drops the bucket records older than the retention, and the
+// span records whose days all are, once an hour: three range deletions (not synced; the next synced commit makes
 // them durable, and a lost one is done again).
 func (s *Store) pruneVisits() error {
 	hour := uint32(s.statsClock().Unix() / 3600)
@@ -285,10 +295,11 @@ func (s *Store) pruneVisits() error {
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	for _, r := range [2]struct {
+	day := hour / 24
+	for _, r := range [3]struct {
 		res    byte
 		before uint32
-	}{{resHour, hour - min(hour, keepHours)}, {resDay, hour/24 - min(hour/24, keepDays)}} {
+	}{{resHour, hour - min(hour, keepHours)}, {resDay, day - min(day, keepDays)}, {resSpan, (day - min(day, keepDays)) / spanDays}} {
 		lo := bucketKey[string](nil, r.res, 0, 0, "")[:2]
 		hi := bucketKey[string](nil, r.res, r.before, 0, "")[:visitsKeyPrefix]
 		if err := b.DeleteRange(lo, hi, nil); err != nil {
@@ -375,57 +386,152 @@ func bucketOf(q *shortener.StatsQuery) (res byte, first uint32) {
 	return resDay, uint32(q.From.Unix() / 86400)
 }
 
-// linkCounts adds every link's visits in q's range to c.Links: the link
-// records of every bucket (of the domain's only with a domain), their
-// series counts only. Each bucket's records are sorted by link, so the
-// buckets are read together and merged (a heap of one iterator per
-// bucket): a link's records come one after another and are added up
-// before it is named and counted once, rather than looked up in a map of
-// every link for every record (which made a million links' 30 days wait
-// on a cache miss per record).
-func (s *Store) linkCounts(ctx context.Context, q *shortener.StatsQuery, res byte, first uint32, c *shortener.VisitCounts) (err error) {
-	h := make(iterHeap, 0, len(c.Series))
-	defer func() {
-		for _, it := range h {
-			it.Close()
+// linkCounts sets c.Links to the links' visits in q's range, their series
+// counts only (the q.Top busiest, shortener.VisitCounts, when q.Top > 0;
+// every link's otherwise): by hour, the link records of every hour bucket;
+// by day, the links' span records (at most two per link for 30 days:
+// a million links' day records, with their dimensions, took 6–8 s of
+// CPU to read), or with s.scanDayRecords their day records as format 2
+// read them (the benchmark's anchor). Of a domain's links only with a
+// domain, of a tag's only with a tag.
+func (s *Store) linkCounts(ctx context.Context, q *shortener.StatsQuery, res byte, first uint32, c *shortener.VisitCounts) error {
+	last := first + uint32(len(c.Series)) - 1
+	rec, lo, hi := res, first, last
+	if res == resDay && !s.scanDayRecords {
+		rec, lo, hi = resSpan, first/spanDays, last/spanDays
+	}
+	h, err := s.linkIters(rec, lo, hi, q)
+	if err != nil {
+		return unavailable("visit counts", err)
+	}
+	top := topLinks{n: q.Top, f: q.Bots}
+	var sum shortener.PeopleBots
+	err = mergeLinks(ctx, h, func(key, v []byte) error {
+		if rec != resSpan {
+			people, bots, _, err := brecHeader(v)
+			sum.Add(shortener.PeopleBots{People: people, Bots: bots})
+			return err
 		}
-	}()
-	var lo, hi []byte
-	for i := range c.Series {
-		lo = bucketKey[string](lo[:0], res, first+uint32(i), subjectLink, "")
+		start := binary.BigEndian.Uint32(key[2:]) * spanDays
+		pb, err := spanSum(v, byte(max(first, start)-start), byte(min(last, start+spanDays-1)-start))
+		sum.Add(pb)
+		return err
+	}, func(link []byte) {
+		switch {
+		case sum == shortener.PeopleBots{}:
+		case q.Tag != "" && !s.hasTag(linkKey(link), q.Tag):
+		case q.Top > 0:
+			top.offer(link, sum)
+		default:
+			c.Links[linkKey(link)] = sum
+		}
+		sum = shortener.PeopleBots{}
+	})
+	for _, l := range top.links {
+		c.Links[l.id] = l.pb
+	}
+	switch {
+	case errors.Is(err, errCorruptVisits):
+		return fmt.Errorf("visit counts: %w", err)
+	case err != nil && ctx.Err() == nil:
+		return unavailable("visit counts", err)
+	}
+	return err
+}
+
+// topLinks keeps the n busiest links offered after filter f, in
+// shortener's order (busiest first, then by key): a link is named (its
+// key made a string) only when it is one of them so far, and a million
+// links are not put in a map (which took 0.9 s of the 1.4 s a million
+// links' 30 days took to count).
+type topLinks struct {
+	n     int
+	f     shortener.BotFilter
+	links []topLink // sorted, at most n
+}
+
+type topLink struct {
+	id string
+	pb shortener.PeopleBots
+	v  int64 // pb.Of(f)
+}
+
+// offer offers the link under pebble key link (the subject of a link
+// record) with its visits pb.
+func (t *topLinks) offer(link []byte, pb shortener.PeopleBots) {
+	v := pb.Of(t.f)
+	if v == 0 {
+		return
+	}
+	full := len(t.links) == t.n
+	if full && v < t.links[t.n-1].v {
+		return
+	}
+	id := linkKey(link)
+	if full && v == t.links[t.n-1].v && id > t.links[t.n-1].id {
+		return
+	}
+	l := topLink{id, pb, v}
+	i, _ := slices.BinarySearchFunc(t.links, l, func(a, b topLink) int {
+		if c := cmp.Compare(b.v, a.v); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	t.links = slices.Insert(t.links, i, l)
+	if len(t.links) > t.n {
+		t.links = t.links[:t.n]
+	}
+}
+
+// linkIters returns the iterators over the link records of buckets (or
+// spans) lo to hi of res, of q's domain's links only with a domain, each
+// at its first record (the empty ones left out).
+func (s *Store) linkIters(res byte, lo, hi uint32, q *shortener.StatsQuery) (iterHeap, error) {
+	var h iterHeap
+	var lk, hk []byte
+	for b := lo; b <= hi; b++ {
+		lk = bucketKey[string](lk[:0], res, b, subjectLink, "")
 		if q.DomainSet {
-			lo = append(append(lo, q.Domain...), 0)
+			lk = append(append(lk, q.Domain...), 0)
 		}
-		hi = append(hi[:0], lo...)
-		hi[len(hi)-1]++
-		it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: slices.Clone(lo), UpperBound: slices.Clone(hi)})
+		hk = append(hk[:0], lk...)
+		hk[len(hk)-1]++
+		it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: slices.Clone(lk), UpperBound: slices.Clone(hk)})
 		if err != nil {
-			return unavailable("visit counts", err)
+			h.close()
+			return nil, err
 		}
 		if !it.First() {
-			err := it.Close()
-			if err != nil {
-				return unavailable("visit counts", err)
+			if err := it.Close(); err != nil {
+				h.close()
+				return nil, err
 			}
 			continue
 		}
 		h = append(h, it)
 	}
+	return h, nil
+}
+
+// mergeLinks reads the records of the iterators of h (linkIters) together
+// in link order, one heap of iterators (each bucket's records are sorted
+// by link): rec is called with every record's key and value, a link's
+// records one after another, then done with the link's key (valid until
+// the next call), so a link is named once rather than looked up in a map
+// of every link for every record (which made a million links' 30 days
+// wait on a cache miss per record). It closes the iterators.
+func mergeLinks(ctx context.Context, h iterHeap, rec func(key, v []byte) error, done func(link []byte)) (err error) {
+	defer func() {
+		if cerr := h.close(); err == nil {
+			err = cerr
+		}
+	}()
 	for i := len(h)/2 - 1; i >= 0; i-- {
 		h.down(i)
 	}
-	var cur []byte // the link key being added up (have: one is)
+	var cur []byte // the link key being read (have: one is)
 	var have bool
-	var sum shortener.PeopleBots
-	count := func() {
-		id := linkKey(cur)
-		if q.Tag != "" && !s.hasTag(id, q.Tag) {
-			return
-		}
-		pb := c.Links[id]
-		pb.Add(sum)
-		c.Links[id] = pb
-	}
 	for n := 0; len(h) > 0; n++ {
 		if n%(1<<16) == 0 {
 			if err := ctx.Err(); err != nil {
@@ -436,36 +542,43 @@ func (s *Store) linkCounts(ctx context.Context, q *shortener.StatsQuery, res byt
 		k := it.Key()[visitsKeyPrefix:]
 		if !have || !bytes.Equal(k, cur) {
 			if have {
-				count()
+				done(cur)
 			}
-			cur, sum, have = append(cur[:0], k...), shortener.PeopleBots{}, true
+			cur, have = append(cur[:0], k...), true
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return unavailable("visit counts", err)
+			return err
 		}
-		people, bots, _, err := brecHeader(v)
-		if err != nil {
-			return fmt.Errorf("visit counts: %w", err)
+		if err := rec(it.Key(), v); err != nil {
+			return err
 		}
-		sum.Add(shortener.PeopleBots{People: people, Bots: bots})
 		if !it.Next() {
 			last := len(h) - 1
 			h[0], h = h[last], h[:last]
 			if err := it.Close(); err != nil {
-				return unavailable("visit counts", err)
+				return err
 			}
 		}
 		h.down(0)
 	}
 	if have {
-		count()
+		done(cur)
 	}
 	return nil
 }
 
 // iterHeap orders bucket iterators by the link of their current record.
 type iterHeap []*pebbledb.Iterator
+
+// close closes the iterators.
+func (h iterHeap) close() error {
+	var err error
+	for _, it := range h {
+		err = errors.Join(err, it.Close())
+	}
+	return err
+}
 
 func (h iterHeap) less(i, j int) bool {
 	return bytes.Compare(h[i].Key()[visitsKeyPrefix:], h[j].Key()[visitsKeyPrefix:]) < 0
@@ -602,7 +715,8 @@ func storedVisits[T string | []byte](s *Store, kb *[]byte, id T) (int64, error) 
 func decodeStatsV1(v []byte) (shortener.VisitStats, error) { return statsrec.Decode(v) }
 
 // merger adds records: the operands of a lifetime totals key are totals
-// records, those of a bucket key bucket records, and so are their sums.
+// records, those of a bucket key bucket records, those of a span key span
+// records, and so are their sums.
 // Other kinds of keys have no merge operands. (Its name is format 1's:
 // pebble refuses a store opened with another merger's name.)
 var merger = &pebbledb.Merger{
@@ -612,7 +726,13 @@ var merger = &pebbledb.Merger{
 			return nil, fmt.Errorf("merge operand under key %q, which is not visit statistics", key)
 		}
 		m := mergers.Get().(*visitsMerger)
-		m.bucket = key[0] == kindVisits
+		m.add = addTotals
+		if key[0] == kindVisits {
+			m.add = mergeBrec
+			if len(key) > 1 && key[1] == resSpan {
+				m.add = mergeSpan
+			}
+		}
 		m.acc = append(m.acc[:0], value...)
 		return m, nil
 	},
@@ -626,18 +746,12 @@ var mergers = sync.Pool{New: func() any { return new(visitsMerger) }}
 // first operand is kept as it is, not decoded: a key with a single
 // operand is what most keys of a flush or a compaction are.
 type visitsMerger struct {
-	bucket     bool
+	add        func(dst, a, b []byte) ([]byte, error) // of the key's records
 	acc, spare []byte
 }
 
-func (m *visitsMerger) add(v []byte) error {
-	var out []byte
-	var err error
-	if m.bucket {
-		out, err = mergeBrec(m.spare[:0], m.acc, v)
-	} else {
-		out, err = addTotals(m.spare[:0], m.acc, v)
-	}
+func (m *visitsMerger) merge(v []byte) error {
+	out, err := m.add(m.spare[:0], m.acc, v)
 	if err != nil {
 		return err
 	}
@@ -666,8 +780,8 @@ func addTotals(dst, a, b []byte) ([]byte, error) {
 }
 
 // MergeNewer and MergeOlder add: the sum does not depend on the order.
-func (m *visitsMerger) MergeNewer(v []byte) error { return m.add(v) }
-func (m *visitsMerger) MergeOlder(v []byte) error { return m.add(v) }
+func (m *visitsMerger) MergeNewer(v []byte) error { return m.merge(v) }
+func (m *visitsMerger) MergeOlder(v []byte) error { return m.merge(v) }
 
 func (m *visitsMerger) Finish(includesBase bool) ([]byte, io.Closer, error) {
 	return m.acc, m, nil

@@ -1,6 +1,8 @@
 package pebble
 
 import (
+	"context"
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -13,13 +15,13 @@ import (
 const migrateChunk = 1000
 
 // migrateVisits turns the lifetime statistics records of format 1 into
-// format 2 (vrecord.go): per link, its totals, and its days as day
-// records (breakdowns in its latest day's: format 1 kept them for the
-// link's whole life), counted into its scopes too. Each chunk of links
-// is one batch, its links' totals records rewritten in the batch that
-// adds their day records, so a migration cut short is resumed where it
-// stopped: records already of format 2 are skipped. The store's format
-// becomes 2 last.
+// those of format 3 (vrecord.go): per link, its totals, and its days as
+// day and span records (breakdowns in its latest day's: format 1 kept
+// them for the link's whole life), counted into its scopes too. Each
+// chunk of links is one batch, its links' totals records rewritten in
+// the batch that adds their day records, so a migration cut short is
+// resumed where it stopped: records already of format 2 are skipped. The
+// store's format becomes 3 last.
 func (s *Store) migrateVisits() error {
 	now := s.statsClock()
 	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: []byte{kindStats}, UpperBound: []byte{kindStats + 1}})
@@ -75,8 +77,8 @@ func (s *Store) migrateVisits() error {
 }
 
 // lifetime adds to b what lifetime statistics st of the link under key
-// (with tags) are in format 2: its totals record (set), and its day
-// records and its scopes' (merged), as AddVisits adds a batch of the
+// (with tags) are in format 3: its totals record (set), and its day and
+// span records and its scopes' (merged), as AddVisits adds a batch of the
 // lifetime form (VisitBatch.HourlyFrom).
 func (w *visitWriter) lifetime(b *pebbledb.Batch, key string, tags []string, st shortener.VisitStats, now time.Time) error {
 	hb := shortener.NewVisitBatch(shortener.VisitDelta{ID: key, Stats: st}).HourlyFrom(now)
@@ -96,4 +98,62 @@ func (w *visitWriter) lifetime(b *pebbledb.Batch, key string, tags []string, st 
 		w.names = append(w.names, []byte(k.Name))
 	}
 	return w.buckets(b, hb, &hb.Links[0], tags, resDay)
+}
+
+// migrateSpans adds the span records of format 3 to a store of format 2:
+// span by span over the retention, each link's day records of the span
+// (read together in link order, as a query reads them) become its span
+// record. The records are Set, not merged, so a migration cut short is
+// done again from the start when the store next opens, counting nothing
+// twice (nothing else writes while a store opens). The store's format
+// becomes 3 last.
+func (s *Store) migrateSpans() error {
+	today := uint32(s.statsClock().Unix() / 86400)
+	b := s.db.NewBatch()
+	defer func() { b.Close() }()
+	var days [spanDays]shortener.PeopleBots
+	var seen uint32 // the days of days that have records
+	var key, rec []byte
+	all := shortener.StatsQuery{}
+	for span := (today - min(today, keepDays)) / spanDays; span <= today/spanDays; span++ {
+		h, err := s.linkIters(resDay, span*spanDays, span*spanDays+spanDays-1, &all)
+		if err != nil {
+			return err
+		}
+		var ferr error // of done: a failed Set or commit
+		err = mergeLinks(context.Background(), h, func(k, v []byte) error {
+			people, bots, _, err := brecHeader(v)
+			day := binary.BigEndian.Uint32(k[2:]) % spanDays
+			days[day].Add(shortener.PeopleBots{People: people, Bots: bots})
+			seen |= 1 << day
+			return err
+		}, func(link []byte) {
+			rec = append(rec[:0], spanVersion)
+			for d := range byte(spanDays) {
+				if seen&(1<<d) != 0 {
+					rec = appendSpanDay(rec, d, days[d].People, days[d].Bots)
+				}
+			}
+			days, seen = [spanDays]shortener.PeopleBots{}, 0
+			key = append(bucketKey[string](key[:0], resSpan, span, subjectLink, ""), link[1:]...)
+			if ferr == nil {
+				ferr = b.Set(key, rec, nil)
+			}
+			if ferr == nil && b.Len() > 4<<20 {
+				ferr = b.Commit(pebbledb.NoSync)
+				b.Close()
+				b = s.db.NewBatch()
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("migrate to span records: %w", err)
+		}
+		if ferr != nil {
+			return fmt.Errorf("migrate to span records: %w", ferr)
+		}
+	}
+	if err := b.Set(formatKey, []byte{format}, nil); err != nil {
+		return err
+	}
+	return b.Commit(pebbledb.Sync)
 }

@@ -2,6 +2,7 @@ package pebble_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -157,4 +158,106 @@ func sameStats(a, b shortener.VisitStats) bool {
 	}
 	return a.Total == b.Total && a.Bots == b.Bots && eq(a.Days, b.Days) && eq(a.Referrers, b.Referrers) &&
 		eq(a.Browsers, b.Browsers) && eq(a.BotAgents, b.BotAgents) && eq(a.Countries, b.Countries)
+}
+
+// format2Now is when testdata/format2-5a7c83a is read. It was written by
+// the store at 5a7c83a (format 2: day records, no span records) through
+// its API: pebble.Open with a VisitClock, the links f2-one (tag
+// "campaign"), f2-two (visit limit 100), go.example.org/f2-three and
+// f2-four created, then one AddVisits per visit row below in the hourly
+// form (people as Firefox from news.example.com in DE, bots as Slack),
+// the clock at each row's hour; 2026-11-24 starts a span of days
+// (20416 = 638 × 32), so ranges cross one. The answers below are what
+// that build gave at format2Now (those across the spans' edge counted
+// from the rows).
+//
+//	f2-one 2026-11-20T09 3+1 bot, 11-23T23 5, 11-24T00 7+2, 12-07T08 2
+//	f2-two 2026-11-20T10 2, 11-24T05 1, 12-07T09 6+1, 12-07T11 1
+//	go.example.org/f2-three 2026-11-23T23 1+1, 12-01T12 4
+var format2Now = time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+
+// A store written by 5a7c83a (format 2) gets its span records when it
+// opens: the all-links queries, which read them for the top links, answer
+// what that build answered over ranges within and across spans, by
+// domain and tag; each link's own answers are unchanged; opening it again
+// counts nothing twice, and new visits add to the migrated ones.
+func TestMigrateFormat2(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "links")
+	if err := os.CopyFS(dir, os.DirFS("testdata/format2-5a7c83a")); err != nil {
+		t.Fatal(err)
+	}
+	day := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	type pb = shortener.PeopleBots
+	p := func(people, bots int64) pb { return pb{People: people, Bots: bots} }
+	cases := []struct {
+		name   string
+		q      shortener.StatsQuery
+		series pb
+		links  map[string]pb
+	}{
+		{"30 days", shortener.StatsQuery{From: day.AddDate(0, 0, -30), To: day.AddDate(0, 0, 1)}, p(32, 5),
+			map[string]pb{"f2-one": p(17, 3), "f2-two": p(10, 1), "go.example.org/f2-three": p(5, 1)}},
+		{"the last span", shortener.StatsQuery{From: day.AddDate(0, 0, -13), To: day.AddDate(0, 0, 1)}, p(21, 3),
+			map[string]pb{"f2-one": p(9, 2), "f2-two": p(8, 1), "go.example.org/f2-three": p(4, 0)}},
+		{"the end of the span before", shortener.StatsQuery{From: day.AddDate(0, 0, -17), To: day.AddDate(0, 0, -13)}, p(11, 2),
+			map[string]pb{"f2-one": p(8, 1), "f2-two": p(2, 0), "go.example.org/f2-three": p(1, 1)}},
+		{"across the spans' edge", shortener.StatsQuery{From: day.AddDate(0, 0, -14), To: day.AddDate(0, 0, -12)}, p(14, 3),
+			map[string]pb{"f2-one": p(12, 2), "f2-two": p(1, 0), "go.example.org/f2-three": p(1, 1)}},
+		{"a domain", shortener.StatsQuery{From: day.AddDate(0, 0, -30), To: day.AddDate(0, 0, 1), DomainSet: true, Domain: "go.example.org"}, p(5, 1),
+			map[string]pb{"go.example.org/f2-three": p(5, 1)}},
+		{"a tag", shortener.StatsQuery{From: day.AddDate(0, 0, -30), To: day.AddDate(0, 0, 1), Tag: "campaign"}, p(17, 3),
+			map[string]pb{"f2-one": p(17, 3)}},
+	}
+	check := func(s *pebble.Store, more pb) {
+		t.Helper()
+		for _, c := range cases {
+			c.q.Granularity = shortener.GranularityDay
+			got, err := s.VisitCounts(ctx, c.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var series pb
+			for _, p := range got.Series {
+				series.Add(p)
+			}
+			want := maps.Clone(c.links)
+			if _, ok := want["f2-two"]; ok && c.q.To.After(format2Now) {
+				w := want["f2-two"]
+				w.Add(more)
+				want["f2-two"] = w
+				series.People -= more.People
+			}
+			if series != c.series || !maps.Equal(got.Links, want) {
+				t.Errorf("%s: series %+v, links %+v; want %+v, %+v", c.name, series, got.Links, c.series, want)
+			}
+		}
+	}
+	opts := pebble.Options{VisitClock: func() time.Time { return format2Now }}
+	for i := range 2 {
+		s, err := pebble.Open(dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(s, pb{})
+		if st, err := s.VisitStats(ctx, "f2-one"); err != nil || st.Total != 20 || st.Bots != 3 || !maps.Equal(st.Days,
+			shortener.Breakdown{"2026-11-20": 4, "2026-11-23": 5, "2026-11-24": 9, "2026-12-07": 2}) || st.Referrers["news.example.com"] != 17 {
+			t.Errorf("f2-one (open %d): %+v, %v", i+1, st, err)
+		}
+		if l, err := s.Get(ctx, "f2-two"); err != nil || l.Visits != 11 {
+			t.Errorf("the limited link's visits (open %d): %d (%v), want 11", i+1, l.Visits, err)
+		}
+		s.Close()
+	}
+	s, err := pebble.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b := shortener.NewVisitBatch(shortener.VisitDelta{ID: "f2-two", Limited: true, Stats: shortener.VisitStats{Total: 2,
+		Days: shortener.Breakdown{"2026-12-07": 2}, Browsers: shortener.Breakdown{"Firefox": 2}}})
+	if err := s.AddVisits(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	check(s, pb{People: 2})
 }

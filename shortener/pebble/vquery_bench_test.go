@@ -29,7 +29,8 @@ import (
 //
 // 100M visits through the visit aggregator would take hours here, so the
 // store is given the records those visits leave directly (writeDayRecords):
-// per link and day one day record, and per day the all-links record, in
+// per link and day one day record, per link and span of days one span
+// record, and per day the all-links record, in
 // the record format AddVisits writes (appendBrec), each a Set where a live
 // store holds a Merge of the flushes' records (a compacted store holds the
 // same single value). Hour records are left out: no query here reads them.
@@ -92,7 +93,9 @@ func BenchmarkStatsQueryLink90Days(b *testing.B) {
 }
 
 // BenchmarkStatsQueryAllLinks30Days: all links' last 30 days by day, with
-// the top links, over 1M links and 100M visits (N and VISITS in the
+// the top links, over 1M links and 100M visits, read from the links' span
+// records (records=span) and, as format 2 read them, from their day
+// records (records=day: the anchor), which must give the same top links (N and VISITS in the
 // environment make it smaller: LINKGATE_BENCH_LINKS, LINKGATE_BENCH_VISITS;
 // LINKGATE_BENCH_STATS_DIR keeps the generated stores there for the next
 // run). LINKGATE_BENCH_SHAPES picks the shapes (default "zipf uniform").
@@ -130,14 +133,26 @@ func BenchmarkStatsQueryAllLinks30Days(b *testing.B) {
 				total, _ = strconv.ParseInt(string(data), 10, 64)
 			}
 			q := shortener.StatsQuery{From: now.AddDate(0, 0, -30), To: now, Granularity: shortener.GranularityDay}
-			benchReport(b, svc, q, func(r *shortener.StatsReport) error {
-				if r.Total != total || len(r.Links) != shortener.DefaultTop {
-					return fmt.Errorf("total %d (want %d), top links %d", r.Total, total, len(r.Links))
-				}
-				return nil
-			})
-			debug.FreeOSMemory() // the generator's counts are garbage now
-			b.ReportMetric(rssAnonMiB(b), "RssAnon-MiB")
+			var top []shortener.LinkCount // the day records' answer, which the span records' must equal
+			for _, records := range []string{"day", "span"} {
+				b.Run("records="+records, func(b *testing.B) {
+					s.scanDayRecords = records == "day"
+					benchReport(b, svc, q, func(r *shortener.StatsReport) error {
+						if r.Total != total || len(r.Links) != shortener.DefaultTop {
+							return fmt.Errorf("total %d (want %d), top links %d", r.Total, total, len(r.Links))
+						}
+						if top != nil && !slices.EqualFunc(top, r.Links, func(a, b shortener.LinkCount) bool {
+							return a.Link.ID == b.Link.ID && a.Count == b.Count
+						}) {
+							return fmt.Errorf("top links %+v, the day records' %+v", r.Links, top)
+						}
+						top = r.Links
+						return nil
+					})
+					debug.FreeOSMemory() // the generator's counts are garbage now
+					b.ReportMetric(rssAnonMiB(b), "RssAnon-MiB")
+				})
+			}
 		})
 	}
 }
@@ -159,9 +174,13 @@ func benchStatsStoreIn(b *testing.B, dir string, now time.Time) (*Store, *shorte
 	} else if err := os.RemoveAll(dir); err != nil {
 		b.Fatal(err)
 	}
+	start := time.Now()
 	s, err := Open(filepath.Join(dir, "links"), Options{VisitClock: func() time.Time { return now }, NoIndex: true})
 	if err != nil {
 		b.Fatal(err)
+	}
+	if !fresh {
+		b.Logf("opened %s in %s (a store of an earlier format is migrated)", dir, time.Since(start).Round(time.Millisecond))
 	}
 	b.Cleanup(func() { s.Close() })
 	return s, shortener.NewService(s, shortener.Options{Now: func() time.Time { return now }}), fresh
@@ -297,6 +316,34 @@ func writeDayRecords(b *testing.B, s *Store, now time.Time, shape string, links,
 			b.Fatal(err)
 		}
 		total += dayPeople
+	}
+	// The links' span records, span by span, links in key order.
+	for span := first / spanDays; span <= today/spanDays; span++ {
+		batch := s.db.NewBatch()
+		for r := range links {
+			val = append(val[:0], spanVersion)
+			for d := range perDay {
+				if day := first + uint32(d); day/spanDays == span && perDay[d][r] > 0 {
+					val = appendSpanDay(val, byte(day%spanDays), int64(perDay[d][r]), 0)
+				}
+			}
+			if len(val) == 1 {
+				continue
+			}
+			key = linkBucketKey(key[:0], resSpan, span, idOf(r))
+			if err := batch.Set(key, val, nil); err != nil {
+				b.Fatal(err)
+			}
+			if batch.Len() > 16<<20 {
+				if err := batch.Commit(pebbledb.NoSync); err != nil {
+					b.Fatal(err)
+				}
+				batch = s.db.NewBatch()
+			}
+		}
+		if err := batch.Commit(pebbledb.NoSync); err != nil {
+			b.Fatal(err)
+		}
 	}
 	created := now.AddDate(0, -2, 0)
 	for r := range min(links, 100) {

@@ -10,13 +10,15 @@ import (
 	"github.com/linkgate/linkgate/shortener"
 )
 
-// Visit statistics, store format 2 (docs/visits.md, "Storage"). Counts are
+// Visit statistics, store format 3 (docs/visits.md, "Storage"). Counts are
 // kept per time bucket, keyed by time first:
 //
 //	'v' res bucket subject        a bucket record (below)
 //	    res      'h' (hours, kept HourRetention) or 'd' (days, kept DayRetention)
 //	    bucket   u32 big-endian: hours or days since 1970-01-01 UTC
 //	    subject  'l' link key | 'a' (all links) | 'd' domain | 't' tag
+//	'v' 's' span 'l' link key     a span record (below)
+//	    span     u32 big-endian: days since 1970-01-01 UTC / spanDays
 //	's' link key                  the link's lifetime totals (below)
 //
 // so a flush writes into the current hour's and day's keys only, which
@@ -35,6 +37,14 @@ import (
 //
 // Two records add in one pass over both (the merge operator).
 //
+// A span record is a link's series (no dimensions) over the days of an
+// aligned span of spanDays days, for the top links of an all-links query:
+// a 30-day range reads at most two per link rather than 31 day records
+// with their dimensions (format 3; format 2 had the day records only):
+//
+//	byte version (1), then per day with visits, by day:
+//	byte day within the span, uvarint people, uvarint bots
+//
 // Lifetime totals ('s'), format 2:
 //
 //	byte version (2) · uvarint total · uvarint bots
@@ -49,7 +59,10 @@ const (
 	subjectAll      = 'a'
 	subjectDomain   = 'd'
 	subjectTag      = 't'
+	resSpan         = 's'
+	spanDays        = 32
 	brecVersion     = 1
+	spanVersion     = 1
 	totalsVersion   = 2
 	visitsKeyPrefix = 1 + 1 + 4
 )
@@ -245,6 +258,110 @@ func addBrec(c *shortener.VisitCounts, i int, v []byte) error {
 		m[string(e.name)] = pb
 	}
 	return nil
+}
+
+// appendSpanDay appends to dst, a span record (its version first), the
+// entry of day (the span's day) counting people and bots; entries are
+// appended by day.
+func appendSpanDay(dst []byte, day byte, people, bots int64) []byte {
+	dst = append(dst, day)
+	dst = binary.AppendUvarint(dst, uint64(people))
+	return binary.AppendUvarint(dst, uint64(bots))
+}
+
+// nextSpanDay reads the entry at the start of b, a span record's entries,
+// and returns the rest.
+func nextSpanDay(b []byte) (day byte, pb shortener.PeopleBots, rest []byte, err error) {
+	if len(b) < 3 || b[0] >= spanDays {
+		return 0, pb, nil, errCorruptVisits
+	}
+	p, k := binary.Uvarint(b[1:])
+	if k <= 0 {
+		return 0, pb, nil, errCorruptVisits
+	}
+	n, m := binary.Uvarint(b[1+k:])
+	if m <= 0 {
+		return 0, pb, nil, errCorruptVisits
+	}
+	return b[0], shortener.PeopleBots{People: int64(p), Bots: int64(n)}, b[1+k+m:], nil
+}
+
+// spanEntries returns a span record's entries.
+func spanEntries(v []byte) ([]byte, error) {
+	if len(v) < 1 || v[0] != spanVersion {
+		return nil, errCorruptVisits
+	}
+	return v[1:], nil
+}
+
+// spanSum returns the visits of span record v on its days lo to hi.
+func spanSum(v []byte, lo, hi byte) (shortener.PeopleBots, error) {
+	var sum shortener.PeopleBots
+	rest, err := spanEntries(v)
+	for err == nil && len(rest) > 0 {
+		var day byte
+		var pb shortener.PeopleBots
+		if day, pb, rest, err = nextSpanDay(rest); err == nil && day >= lo && day <= hi {
+			sum.Add(pb)
+		}
+	}
+	return sum, err
+}
+
+// mergeSpan appends the sum of span records a and b to dst.
+func mergeSpan(dst, a, b []byte) ([]byte, error) {
+	ea, err := spanEntries(a)
+	if err != nil {
+		return dst, err
+	}
+	eb, err := spanEntries(b)
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, spanVersion)
+	var da, db byte
+	var pa, pb shortener.PeopleBots
+	oka, okb := len(ea) > 0, len(eb) > 0
+	if oka {
+		if da, pa, ea, err = nextSpanDay(ea); err != nil {
+			return dst, err
+		}
+	}
+	if okb {
+		if db, pb, eb, err = nextSpanDay(eb); err != nil {
+			return dst, err
+		}
+	}
+	for oka || okb {
+		switch {
+		case oka && (!okb || da < db):
+			dst = appendSpanDay(dst, da, pa.People, pa.Bots)
+			oka = len(ea) > 0
+			if oka {
+				da, pa, ea, err = nextSpanDay(ea)
+			}
+		case okb && (!oka || db < da):
+			dst = appendSpanDay(dst, db, pb.People, pb.Bots)
+			okb = len(eb) > 0
+			if okb {
+				db, pb, eb, err = nextSpanDay(eb)
+			}
+		default: // the same day in both
+			pa.Add(pb)
+			dst = appendSpanDay(dst, da, pa.People, pa.Bots)
+			oka, okb = len(ea) > 0, len(eb) > 0
+			if oka {
+				da, pa, ea, err = nextSpanDay(ea)
+			}
+			if okb && err == nil {
+				db, pb, eb, err = nextSpanDay(eb)
+			}
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
 }
 
 // totals is a link's lifetime totals record: its visits, and the first

@@ -223,7 +223,8 @@ func CheckPowerLoss(p PowerLoss, seed uint64) error {
 		}
 	}
 	if rs, ok := s.(shortener.VisitRangeStore); ok {
-		q := shortener.StatsQuery{From: day, To: day.Add(24 * time.Hour), Granularity: shortener.GranularityDay, Top: 1}
+		// Top 0: every link's counts (shortener.VisitCounts).
+		q := shortener.StatsQuery{From: day, To: day.Add(24 * time.Hour), Granularity: shortener.GranularityDay}
 		all, err := rs.VisitCounts(ctx, q)
 		if err != nil {
 			return fmt.Errorf("visit counts after the power loss: %w", err)
