@@ -31,11 +31,14 @@ const (
 	// KindConsumerGroup is APISIX 3.x's: plugins shared by the consumers
 	// that name it in group_id.
 	KindConsumerGroup Kind = "consumer_groups"
+	// KindPluginMetadata is APISIX's plugin metadata: one configuration per
+	// plugin, shared by all its instances; the id is the plugin's name.
+	KindPluginMetadata Kind = "plugin_metadata"
 )
 
 // Kinds lists every resource kind in dependency order: what a route refers
 // to comes before it.
-var Kinds = []Kind{KindSSL, KindUpstream, KindService, KindPluginConfig, KindConsumerGroup, KindConsumer, KindGlobalRule, KindRoute}
+var Kinds = []Kind{KindPluginMetadata, KindSSL, KindUpstream, KindService, KindPluginConfig, KindConsumerGroup, KindConsumer, KindGlobalRule, KindRoute}
 
 // Singular is the word APISIX uses in messages ("wrong route id").
 func (k Kind) Singular() string {

@@ -227,6 +227,20 @@ type AuthPreparer interface {
 	PrepareConsumer(conf json.RawMessage) (any, error)
 }
 
+// MetadataUser is implemented by factories whose plugin reads APISIX's
+// plugin metadata (/apisix/admin/plugin_metadata/{name}): one
+// configuration of the plugin shared by all its instances. The metadata of
+// a plugin without it is any object, stored and unused, as APISIX injects
+// an empty metadata schema into such plugins.
+type MetadataUser interface {
+	// MetadataSchema validates the metadata and fills its defaults.
+	MetadataSchema() *Schema
+	// NewWithMetadata builds an instance as New does, given the plugin's
+	// metadata as loaded with the same configuration (validated, defaults
+	// filled in), or nil when none is stored.
+	NewWithMetadata(conf, metadata json.RawMessage, scope Scope) (any, error)
+}
+
 // API is an HTTP endpoint a plugin offers (jwt-auth's
 // /apisix/plugin/jwt/sign). As in APISIX, it is served only where a route
 // with the public-api plugin exposes it.
@@ -249,6 +263,36 @@ type Registry struct {
 	// secrets resolves $env:// (and $secret://) references in plugin
 	// configurations when they are built; nil leaves them as written.
 	secrets Secrets
+	// metadata is the plugin metadata of the configuration being built
+	// (withMetadata), by plugin name.
+	metadata map[string]json.RawMessage
+}
+
+// withMetadata returns a registry that builds instances with the plugin
+// metadata md (Compile's, for one configuration).
+func (r *Registry) withMetadata(md map[string]json.RawMessage) *Registry {
+	c := *r
+	c.metadata = md
+	return &c
+}
+
+// anyMetadata is APISIX's injected metadata schema of a plugin that
+// declares none: any object.
+var anyMetadata = &Schema{Type: "object"}
+
+// CheckMetadata validates doc as plugin name's metadata (filling its
+// defaults in), as apisix/admin/plugin_metadata.lua: "invalid plugin
+// name" for a plugin the registry does not have.
+func (r *Registry) CheckMetadata(name string, doc map[string]any) error {
+	f, ok := r.byName[name]
+	if !ok {
+		return &ValidationError{Msg: "invalid plugin name", Reason: SkipUnknownPlugin}
+	}
+	s := anyMetadata
+	if mu, ok := f.(MetadataUser); ok {
+		s = mu.MetadataSchema()
+	}
+	return schemaCheck(s, doc)
 }
 
 // RegistryOptions are what a registry is built with besides its plugins.
@@ -392,7 +436,13 @@ func (r *Registry) Build(plugins Plugins, scope Scope) (Chain, error) {
 				return nil, &buildError{reason: SkipPluginError, err: fmt.Errorf("%s: plugin %s: %w", scope, name, err)}
 			}
 		}
-		impl, err := f.New(raw, scope)
+		var impl any
+		var err error
+		if mu, ok := f.(MetadataUser); ok {
+			impl, err = mu.NewWithMetadata(raw, r.metadata[name], scope)
+		} else {
+			impl, err = f.New(raw, scope)
+		}
 		if err != nil {
 			return nil, &buildError{reason: SkipPluginError, err: fmt.Errorf("%s: plugin %s: %w", scope, name, err)}
 		}

@@ -398,6 +398,18 @@ func Check(k Kind, doc map[string]any, reg *Registry, refs RefChecker) error {
 		return checkPlugins(doc, reg)
 	case KindSSL:
 		return checkSSL(doc, reg.SSLKeys())
+	case KindPluginMetadata:
+		// The id is the plugin's name (the admin API sets it); the
+		// metadata schema sees the rest, as APISIX checks it before
+		// adding the id.
+		name, _ := doc["id"].(string)
+		id, hasID := doc["id"]
+		delete(doc, "id")
+		err := reg.CheckMetadata(name, doc)
+		if hasID {
+			doc["id"] = id
+		}
+		return err
 	}
 	return invalidf("unknown resource kind %q", k)
 }

@@ -28,7 +28,10 @@ type Config struct {
 	// Credentials are APISIX 3.x's consumer credentials, by their
 	// KindConsumer entry id (CredentialKey).
 	Credentials map[string]*Credential
-	Revision    int64
+	// PluginMetadata is each plugin's metadata by plugin name, validated,
+	// with its schema's defaults filled in.
+	PluginMetadata map[string]json.RawMessage
+	Revision       int64
 	// invalid: "kind/id" → why its stored value was not loaded.
 	invalid map[string]*SkipError
 	// revisions: "kind/id" → the ModifiedIndex of the loaded value.
@@ -77,7 +80,7 @@ func NewConfig() *Config {
 	return &Config{
 		Routes: map[string]*Route{}, Upstreams: map[string]*Upstream{}, Services: map[string]*Service{},
 		Consumers: map[string]*Consumer{}, GlobalRules: map[string]*GlobalRule{}, PluginConfigs: map[string]*PluginConfig{},
-		SSLs: map[string]*SSL{}, ConsumerGroups: map[string]*ConsumerGroup{}, Credentials: map[string]*Credential{}, invalid: map[string]*SkipError{}, revisions: map[string]int64{},
+		SSLs: map[string]*SSL{}, ConsumerGroups: map[string]*ConsumerGroup{}, Credentials: map[string]*Credential{}, PluginMetadata: map[string]json.RawMessage{}, invalid: map[string]*SkipError{}, revisions: map[string]int64{},
 	}
 }
 
@@ -87,7 +90,7 @@ func (c *Config) Clone() *Config {
 	return &Config{
 		Routes: maps.Clone(c.Routes), Upstreams: maps.Clone(c.Upstreams), Services: maps.Clone(c.Services),
 		Consumers: maps.Clone(c.Consumers), GlobalRules: maps.Clone(c.GlobalRules), PluginConfigs: maps.Clone(c.PluginConfigs),
-		SSLs: maps.Clone(c.SSLs), ConsumerGroups: maps.Clone(c.ConsumerGroups), Credentials: maps.Clone(c.Credentials), Revision: c.Revision, invalid: maps.Clone(c.invalid), revisions: maps.Clone(c.revisions),
+		SSLs: maps.Clone(c.SSLs), ConsumerGroups: maps.Clone(c.ConsumerGroups), Credentials: maps.Clone(c.Credentials), PluginMetadata: maps.Clone(c.PluginMetadata), Revision: c.Revision, invalid: maps.Clone(c.invalid), revisions: maps.Clone(c.revisions),
 	}
 }
 
@@ -157,6 +160,9 @@ func (c *Config) put(e Entry, reg *Registry) (err error) {
 	if _, _, ok := ParseCredentialKey(e.ID); ok && e.Kind == KindConsumer {
 		return c.putCredential(e, reg)
 	}
+	if e.Kind == KindPluginMetadata {
+		return c.putMetadata(e, reg)
+	}
 	doc, err := DecodeEntry(e.Kind, e.Value, reg)
 	if err != nil {
 		return err
@@ -180,6 +186,29 @@ func (c *Config) put(e Entry, reg *Registry) (err error) {
 		return c.putSSL(e.ID, doc, reg)
 	}
 	return fmt.Errorf("unknown resource kind %q", e.Kind)
+}
+
+// putMetadata loads a plugin's metadata: the entry's id names the plugin
+// (APISIX keys it so; the id in the value is not needed).
+func (c *Config) putMetadata(e Entry, reg *Registry) error {
+	v, err := DecodeJSON(e.Value)
+	if err != nil {
+		return fmt.Errorf("invalid JSON: %w", err)
+	}
+	doc, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Errorf("value is not a JSON object")
+	}
+	delete(doc, "id")
+	if err := reg.CheckMetadata(e.ID, doc); err != nil {
+		return err
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	c.PluginMetadata[e.ID] = b
+	return nil
 }
 
 func (c *Config) putCredential(e Entry, reg *Registry) error {
@@ -230,6 +259,8 @@ func (c *Config) remove(k Kind, id string) {
 		delete(c.ConsumerGroups, id)
 	case KindSSL:
 		delete(c.SSLs, id)
+	case KindPluginMetadata:
+		delete(c.PluginMetadata, id)
 	}
 }
 
@@ -320,7 +351,7 @@ type Compiled struct {
 	Upstreams map[string]*Upstream
 	// credentials: plugin name → credential → consumer.
 	credentials map[string]map[string]*ConsumerEntry
-	// shared: the global rules and consumers served, as Sources.
+	// shared: the plugin metadata, global rules and consumers served, as Sources.
 	shared []string
 	// SSLs are the enabled ssl resources, for the TLS listener.
 	SSLs []*SSLEntry
@@ -344,6 +375,10 @@ func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
 	out := &Compiled{Revision: cfg.Revision, Upstreams: maps.Clone(cfg.Upstreams), credentials: map[string]map[string]*ConsumerEntry{}}
 	var errs []error
 	skip := func(key string, err error) { errs = append(errs, skipErr(key, err)) }
+	reg = reg.withMetadata(cfg.PluginMetadata)
+	for _, name := range sortedKeys(cfg.PluginMetadata) {
+		out.shared = append(out.shared, cfg.source(KindPluginMetadata, name))
+	}
 	for _, id := range sortedKeys(cfg.SSLs) {
 		if s := cfg.SSLs[id]; s != nil && s.Enabled() && s.entry != nil {
 			out.SSLs = append(out.SSLs, s.entry)

@@ -462,7 +462,7 @@ func soakCall(rng *rand.Rand, up string, gen func() string) (method, path, body 
 	var kind string
 	methods := []string{"PUT", "PUT", "POST", "PATCH", "DELETE"}
 	method = methods[rng.IntN(len(methods))]
-	switch rng.IntN(12) {
+	switch rng.IntN(13) {
 	case 0, 1, 2, 3, 4, 5: // routes
 		g := gen()
 		marker := fmt.Sprintf(`"response-rewrite":{"headers":{"X-Soak":%q}}`, g)
@@ -542,12 +542,17 @@ func soakCall(rng *rand.Rand, up string, gen func() string) (method, path, body 
 			return method, "consumer_groups/" + id, ""
 		}
 		return method, "consumer_groups/" + id, fmt.Sprintf(`{"plugins":{"request-id":{"header_name":"X-Group-%d"}}}`, rng.IntN(3))
+	case 11: // plugin metadata: PUT and DELETE, read by the global rules' cors
+		if method == "DELETE" {
+			return method, "plugin_metadata/cors", ""
+		}
+		return "PUT", "plugin_metadata/cors", fmt.Sprintf(`{"allow_origins":{"k%d":"http://soak%s.test"}}`, rng.IntN(2), gen())
 	default: // global rules
 		id = fmt.Sprint(1 + rng.IntN(2))
 		if method == "POST" || method == "PATCH" {
 			method = "PUT"
 		}
-		body = fmt.Sprintf(`{"plugins":{"cors":{"max_age":%d}}}`, rng.IntN(100))
+		body = fmt.Sprintf(`{"plugins":{"cors":{"max_age":%d,"allow_origins_by_metadata":["k%d"]}}}`, rng.IntN(100), rng.IntN(2))
 		return method, "global_rules/" + id, body
 	}
 	if method == "POST" {

@@ -259,6 +259,10 @@ func (a *api) handleAdmin() http.Handler {
 			a.plugins(w, r, id)
 			return
 		}
+		if res == "plugin_metadata" {
+			a.pluginMetadata(w, r, id)
+			return
+		}
 		if res == "stream_routes" {
 			writeErr(w, http.StatusBadRequest, "stream mode is disabled, can not add stream routes")
 			return

@@ -1,6 +1,7 @@
 // Package cors is APISIX's cors plugin: it answers preflight (OPTIONS)
 // requests itself and adds the Access-Control-* headers to every response
-// whose Origin is allowed — listed, matched by a regex, or any.
+// whose Origin is allowed — listed, matched by a regex, named in the
+// plugin metadata's allow_origins (allow_origins_by_metadata), or any.
 package cors
 
 import (
@@ -24,8 +25,9 @@ const (
 type Factory struct{}
 
 var (
-	_ gateway.Factory     = (*Factory)(nil)
-	_ gateway.ConfChecker = (*Factory)(nil)
+	_ gateway.Factory      = (*Factory)(nil)
+	_ gateway.ConfChecker  = (*Factory)(nil)
+	_ gateway.MetadataUser = (*Factory)(nil)
 )
 
 // New returns the plugin factory.
@@ -50,6 +52,14 @@ var schema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Sch
 // Schema is APISIX 2.14's.
 func (*Factory) Schema() *gateway.Schema { return schema }
 
+// metadataSchema is APISIX 3.x's: named origin lists, each as allow_origins.
+var metadataSchema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Schema{
+	"allow_origins": {Type: "object", Values: &gateway.Schema{Type: "string", Pattern: originsPattern}},
+}}
+
+// MetadataSchema is APISIX 3.x's metadata_schema.
+func (*Factory) MetadataSchema() *gateway.Schema { return metadataSchema }
+
 // CheckConf enforces what the schema cannot say.
 func (*Factory) CheckConf(c map[string]any) error {
 	if c["allow_credential"] == true {
@@ -66,9 +76,6 @@ func (*Factory) CheckConf(c map[string]any) error {
 			}
 		}
 	}
-	if _, ok := c["allow_origins_by_metadata"]; ok {
-		return gateway.Unsupported("allow_origins_by_metadata is not supported by linkgate (no plugin metadata)")
-	}
 	return nil
 }
 
@@ -81,10 +88,16 @@ type Conf struct {
 	MaxAge              *int     `json:"max_age"`
 	AllowCredential     bool     `json:"allow_credential"`
 	AllowOriginsByRegex []string `json:"allow_origins_by_regex"`
+	// AllowOriginsByMetadata names lists of the metadata's allow_origins.
+	AllowOriginsByMetadata []string `json:"allow_origins_by_metadata"`
 }
 
 type instance struct {
-	origins  Origins
+	origins Origins
+	any     bool // allow_origins is "*"
+	// byMeta: the metadata's lists named by allow_origins_by_metadata, in
+	// order (a name the metadata lacks matches nothing); nil without it.
+	byMeta   []Origins
 	re       *regexp.Regexp // allow_origins_by_regex, joined with |
 	methods  string
 	headers  string
@@ -94,14 +107,27 @@ type instance struct {
 	withCred bool
 }
 
-// New builds an instance: origins parsed, regexes compiled, header values
-// formatted once.
-func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
+// New builds an instance without plugin metadata.
+func (f *Factory) New(raw json.RawMessage, scope gateway.Scope) (any, error) {
+	return f.NewWithMetadata(raw, nil, scope)
+}
+
+// NewWithMetadata builds an instance: origins parsed (the metadata's too),
+// regexes compiled, header values formatted once.
+func (*Factory) NewWithMetadata(raw, metadata json.RawMessage, _ gateway.Scope) (any, error) {
 	c := Conf{AllowOrigins: "*", AllowMethods: "*", AllowHeaders: "*", ExposeHeaders: "*"}
 	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
-	in := &instance{origins: ParseOrigins(c.AllowOrigins), methods: c.AllowMethods, headers: c.AllowHeaders,
+	var md struct {
+		AllowOrigins map[string]string `json:"allow_origins"`
+	}
+	if len(c.AllowOriginsByMetadata) > 0 && metadata != nil {
+		if err := gateway.Unmarshal(metadata, &md); err != nil {
+			return nil, err
+		}
+	}
+	in := &instance{origins: ParseOrigins(c.AllowOrigins), any: c.AllowOrigins == "*", methods: c.AllowMethods, headers: c.AllowHeaders,
 		reqHdrs: c.AllowHeaders == "**", expose: c.ExposeHeaders, maxAge: "5", withCred: c.AllowCredential}
 	if c.MaxAge != nil {
 		in.maxAge = strconv.Itoa(*c.MaxAge)
@@ -115,6 +141,16 @@ func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 			return nil, err
 		}
 		in.re = re
+	}
+	if len(c.AllowOriginsByMetadata) > 0 {
+		in.byMeta = make([]Origins, 0, len(c.AllowOriginsByMetadata))
+		for _, name := range c.AllowOriginsByMetadata {
+			o := Origins{none: true}
+			if list, ok := md.AllowOrigins[name]; ok {
+				o = ParseOrigins(list)
+			}
+			in.byMeta = append(in.byMeta, o)
+		}
 	}
 	return in, nil
 }
@@ -139,13 +175,7 @@ func (in *instance) FilterHeaders(c gateway.Ctx) {
 	if !saved {
 		origin = c.Var("http_origin") // an earlier plugin answered before our rewrite
 	}
-	allow, ok := in.origins.Allow(origin)
-	if !ok {
-		allow = ""
-		if in.re != nil && origin != "" && in.re.MatchString(origin) {
-			allow = origin
-		}
-	}
+	allow := in.allow(origin)
 	if allow == "" {
 		return
 	}
@@ -166,10 +196,49 @@ func (in *instance) FilterHeaders(c gateway.Ctx) {
 	}
 }
 
+// allow is the Access-Control-Allow-Origin value for origin, "" for none:
+// APISIX 3.x's header_filter. With allow_origins_by_metadata the
+// metadata's lists come first, and the route's own allow_origins (or
+// regexes) only when it is not "*".
+func (in *instance) allow(origin string) string {
+	local, allow := true, ""
+	if in.byMeta != nil {
+		allow = in.metaAllow(origin)
+		local = !matches(origin, allow) && !in.any
+	}
+	if local {
+		var ok bool
+		if allow, ok = in.origins.Allow(origin); !ok {
+			allow = ""
+			if in.re != nil && origin != "" && in.re.MatchString(origin) {
+				allow = origin
+			}
+		}
+	}
+	if !matches(origin, allow) {
+		allow = in.metaAllow(origin)
+	}
+	return allow
+}
+
+// matches is APISIX's match_origins ("" stands for no Origin).
+func matches(origin, allow string) bool { return origin == allow || allow == "*" }
+
+// metaAllow is origin when one of the metadata's lists allows it, else "".
+func (in *instance) metaAllow(origin string) string {
+	for _, o := range in.byMeta {
+		if got, _ := o.Allow(origin); matches(origin, got) {
+			return origin
+		}
+	}
+	return ""
+}
+
 // Origins is a parsed allow_origins: "*" (any), "**" (any, echoed back
 // even with credentials), one origin, or a comma-separated list.
 type Origins struct {
 	any, echo bool
+	none      bool // a metadata list that does not exist: allows nothing
 	one       string
 	list      map[string]struct{}
 }
@@ -199,6 +268,8 @@ func ParseOrigins(s string) Origins {
 // it did not, the regexes get their turn. A decided "" sends no headers.
 func (o Origins) Allow(origin string) (string, bool) {
 	switch {
+	case o.none:
+		return "", false
 	case o.any:
 		return "*", true
 	case o.echo:

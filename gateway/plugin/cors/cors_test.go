@@ -61,6 +61,63 @@ func TestHeaders(t *testing.T) {
 	}
 }
 
+// Cases from APISIX 3.x's t/plugin/cors3.t: origins named in the plugin
+// metadata (allow_origins_by_metadata), loaded and compiled as a gateway
+// does.
+func TestMetadataOrigins(t *testing.T) {
+	const md = `{"allow_origins":{"key_1":"https://domain.com","key_2":"https://sub.domain.com,https://sub2.domain.com","key_3":"*"}}`
+	for _, tc := range []struct {
+		name, conf, md, origin, want string
+	}{
+		{"TEST 4 origin not match", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_1"]}`, md, "http://foo.example.org", ""},
+		{"TEST 5 matches allow_origins", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_1"]}`, md, "https://test.com", "https://test.com"},
+		{"TEST 6 matches metadata", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_1"]}`, md, "https://domain.com", "https://domain.com"},
+		{"TEST 8 first list", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_1","key_2"]}`, md, "https://domain.com", "https://domain.com"},
+		{"TEST 9 second list", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_1","key_2"]}`, md, "https://sub.domain.com", "https://sub.domain.com"},
+		{"TEST 12 wildcard list", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_3"]}`, md, "http://foo.example.org", "http://foo.example.org"},
+		{"TEST 14 allow_origins * ignored", `{"allow_origins":"*","allow_origins_by_metadata":["key_1"]}`, md, "http://foo.example.org", ""},
+		{"TEST 15 allow_origins *, metadata match", `{"allow_origins":"*","allow_origins_by_metadata":["key_1"]}`, md, "https://domain.com", "https://domain.com"},
+		{"a list the metadata lacks", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_9"]}`, md, "https://domain.com", ""},
+		{"no metadata stored", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_1"]}`, "", "https://domain.com", ""},
+		{"no metadata stored, own origin", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_1"]}`, "", "https://test.com", "https://test.com"},
+	} {
+		res := map[string]string{"routes/1": `{"uri":"/hello","plugins":{"cors":` + tc.conf + `}}`}
+		if tc.md != "" {
+			res["plugin_metadata/cors"] = tc.md
+		}
+		c := plugintest.Compile(t, gateway.NewRegistry(New()), res)
+		in := c.Routes[0].Chain[0].Impl.(gateway.HeaderFilter)
+		ctx := plugintest.NewCtx(map[string]string{"http_origin": tc.origin})
+		in.FilterHeaders(ctx)
+		if got := ctx.ResponseHeader(acao); got != tc.want {
+			t.Errorf("%s: %s = %q, want %q", tc.name, acao, got, tc.want)
+		}
+	}
+}
+
+// The metadata's allow_origins as APISIX 3.x's cors3.t TEST 1 validates them.
+func TestMetadataSchema(t *testing.T) {
+	reg := gateway.NewRegistry(New())
+	good := `{"allow_origins":{"key_1":"*","key_2":"**","key_3":"null","key_4":"http://y.com.uk","key_5":"https://x.com","key_6":"https://x.com,http://y.com.uk","key_7":"https://x.com,http://y.com.uk,http://c.tv","key_8":"https://x.com,http://y.com.uk:12000,http://c.tv"}}`
+	if err := reg.CheckMetadata(Name, decode(t, good)); err != nil {
+		t.Errorf("good: %v", err)
+	}
+	for _, bad := range []string{"", "*a", "*,http://y.com", "nulll", "http//y.com.uk", "x.com", "https://x.com,y.com.uk", "https://x.com,*,https://y.com.uk", "https://x.com,http://y.com.uk,http:c.tv"} {
+		if err := reg.CheckMetadata(Name, map[string]any{"allow_origins": map[string]any{"key": bad}}); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func decode(t *testing.T, s string) map[string]any {
+	t.Helper()
+	v, err := gateway.DecodeJSON([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.(map[string]any)
+}
+
 func TestPreflight(t *testing.T) {
 	in := plugintest.New(t, New(), `{}`).(gateway.Rewriter)
 	if rep := in.Rewrite(plugintest.NewCtx(map[string]string{"request_method": "OPTIONS"})); rep.Status != 200 || len(rep.Body) != 0 {
