@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/internal/testcert"
+	"github.com/linkgate/linkgate/internal/testdep"
 )
 
 func sslBody(t *testing.T, p testcert.Pair, snis ...string) string {
@@ -126,4 +129,48 @@ func TestGatewayTLS(t *testing.T) {
 		}
 		return err != nil
 	})
+}
+
+// TestGatewayTestSSL: testssl.sh (Debian's) finds nothing rated HIGH or
+// CRITICAL in the gateway's TLS (--listen-tls, a certificate uploaded as
+// an ssl resource for SNI localhost, a route proxying /hello): protocols,
+// ciphers, server defaults, headers and the vulnerabilities it checks.
+func TestGatewayTestSSL(t *testing.T) {
+	testdep.Binary(t, "LINKGATE_TEST_TESTSSL", "testssl")
+	g := startGatewayCmd(t, "--config-store", "bolt:"+filepath.Join(t.TempDir(), "gw.db"))
+	ca := testcert.NewCA(t, "gateway testssl CA")
+	// As a public CA's certificate names a revocation service (testssl
+	// rates one naming none HIGH, whoever serves it).
+	pair := ca.Issue(t, testcert.Options{DNS: []string{"localhost"}, NotAfter: time.Now().Add(90 * 24 * time.Hour),
+		OCSPServer: "http://127.0.0.1:9/ocsp"})
+	if code, body := do(t, "PUT", g.url+"/apisix/admin/ssl/1", sslBody(t, pair, "localhost"), "X-API-KEY", seedKey); code != 201 {
+		t.Fatalf("PUT ssl: %d %s", code, body)
+	}
+	route := `{"uri":"/hello","upstream":{"type":"roundrobin","nodes":{"` + helloUpstream(t) + `":1}}}`
+	if code, body := do(t, "PUT", g.url+"/apisix/admin/routes/1", route, "X-API-KEY", seedKey); code != 201 {
+		t.Fatalf("PUT route: %d %s", code, body)
+	}
+	_, port, err := net.SplitHostPort(g.tlsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://localhost:" + port + "/hello"
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, g.tlsAddr)
+		}}}
+	eventually.True(t, 2*time.Second, "the route and certificate served", func() bool {
+		resp, err := client.Get(url)
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == 200 && string(b) == "1234567890"
+	})
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, []byte(ca.PEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testSSL(t, "gateway", url, caFile)
 }

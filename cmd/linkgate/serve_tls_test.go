@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -245,52 +244,12 @@ func TestServeH2Spec(t *testing.T) {
 	h2spec.Run(t, addr, true)
 }
 
-// testsslFinding is one finding of testssl.sh's --jsonfile.
-type testsslFinding struct {
-	ID, Severity, Finding string
-}
-
 // TestServeTestSSL: testssl.sh (Debian's) finds nothing rated HIGH or
 // CRITICAL in serve's TLS: protocols, ciphers, server defaults, headers
 // and the vulnerabilities it checks (a whole run, --fast: about 100 s on
 // a loaded 2-core machine, most of it testssl's own openssl processes).
 func TestServeTestSSL(t *testing.T) {
-	bin := testdep.Binary(t, "LINKGATE_TEST_TESTSSL", "testssl")
+	testdep.Binary(t, "LINKGATE_TEST_TESTSSL", "testssl")
 	addr, caFile := startServeTLSFiles(t, "--hsts", "8760h")
-	out := filepath.Join(t.TempDir(), "testssl.json")
-	if dir := os.Getenv("LINKGATE_TEST_ARTIFACTS"); dir != "" {
-		out = filepath.Join(dir, "testssl-serve.json")
-		os.Remove(out)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--quiet", "--warnings", "off", "--color", "0", "--fast", "--nodns", "none",
-		"--connect-timeout", "5", "--openssl-timeout", "5", "--add-ca", caFile,
-		"--severity", "LOW", "--jsonfile", out, "https://"+addr+"/healthz")
-	log, err := cmd.CombinedOutput()
-	b, rerr := os.ReadFile(out)
-	if rerr != nil {
-		t.Fatalf("testssl wrote no JSON (%v, exit %v):\n%s", rerr, err, log)
-	}
-	var findings []testsslFinding
-	if err := json.Unmarshal(b, &findings); err != nil {
-		t.Fatalf("testssl JSON: %v", err)
-	}
-	if len(findings) == 0 {
-		t.Fatalf("testssl reported nothing:\n%s", log)
-	}
-	bySeverity := map[string]int{}
-	for _, f := range findings {
-		bySeverity[f.Severity]++
-		switch f.Severity {
-		case "HIGH", "CRITICAL":
-			t.Errorf("testssl %s %s: %s", f.Severity, f.ID, f.Finding)
-		case "MEDIUM", "LOW", "WARN":
-			t.Logf("testssl %s %s: %s", f.Severity, f.ID, f.Finding)
-		}
-		if f.ID == "scanProblem" {
-			t.Errorf("testssl could not scan: %s", f.Finding)
-		}
-	}
-	t.Logf("testssl findings by severity: %v (%s)", bySeverity, out)
+	testSSL(t, "serve", "https://"+addr+"/healthz", caFile)
 }

@@ -104,7 +104,7 @@ func get(t *testing.T, url string, hdr ...string) (int, http.Header, string) {
 }
 
 // upstream answers with its name and echoes what it received.
-func upstream(t *testing.T, name string, h http.HandlerFunc) string {
+func upstream(t testing.TB, name string, h http.HandlerFunc) string {
 	t.Helper()
 	if h == nil {
 		h = func(w http.ResponseWriter, r *http.Request) {

@@ -33,11 +33,14 @@ type tlsGateway struct {
 	certs   *certs.Manager
 }
 
-func startTLSGateway(t *testing.T, opts proxy.Options) *tlsGateway {
+// opts.Certs, when set, is used instead of a new certs.Manager.
+func startTLSGateway(t testing.TB, opts proxy.Options) *tlsGateway {
 	t.Helper()
 	ca := testcert.NewCA(t, "proxy test CA")
-	m := certs.NewManager(nil)
-	opts.Certs = m
+	if opts.Certs == nil {
+		opts.Certs = certs.NewManager(nil)
+	}
+	m := opts.Certs
 	if opts.ServerHeader == "" {
 		opts.ServerHeader = "linkgate"
 	}
