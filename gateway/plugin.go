@@ -175,8 +175,12 @@ type LogEntry struct {
 	Node                    string // host of the upstream node that answered, "" if none
 	RequestTime             time.Duration
 	UpstreamTime            time.Duration // 0 when no upstream was reached
-	RequestLength           int64
-	BytesSent               int64
+	// UpstreamStatus is the status of the last upstream attempt, as the
+	// last of nginx's $upstream_status: 502 or 504 for a failed attempt,
+	// 0 when no upstream was tried (a plugin answered).
+	UpstreamStatus int
+	RequestLength  int64
+	BytesSent      int64
 }
 
 // Scope names the resource a plugin instance is configured on: its

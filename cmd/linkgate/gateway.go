@@ -25,6 +25,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/certs"
 	"github.com/linkgate/linkgate/gateway/control"
 	"github.com/linkgate/linkgate/gateway/etcd"
+	"github.com/linkgate/linkgate/gateway/plugin/apibreaker"
 	"github.com/linkgate/linkgate/gateway/plugin/basicauth"
 	"github.com/linkgate/linkgate/gateway/plugin/consumerrestriction"
 	"github.com/linkgate/linkgate/gateway/plugin/cors"
@@ -558,6 +559,7 @@ func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Facto
 		faultinjection.New(),
 		uriblocker.New(),
 		consumerrestriction.New(),
+		apibreaker.New(nil),
 		opentelemetry.New(opentelemetry.Options{Collector: c.otelCollector, Resource: c.otelAttrs, TraceIDSource: c.otelTraceIDSource, Logger: logger}),
 	)
 }

@@ -248,7 +248,13 @@ func init() {
 			if code < 100 {
 				code = 500
 			}
-			w.Header().Set("Content-Type", "text/html")
+			// ngx.exit(code): nginx's error page for an error, else an
+			// empty body of the server's default_type.
+			if code >= 300 {
+				w.Header().Set("Content-Type", "text/html")
+			} else {
+				w.Header().Set("Content-Type", "text/plain")
+			}
 			w.WriteHeader(code)
 			if code >= 400 {
 				io.WriteString(w, nginxPage(code))

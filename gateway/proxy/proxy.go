@@ -791,6 +791,7 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		}
 		if err == nil {
 			status := fc.Response.StatusCode()
+			rc.log.UpstreamStatus = status
 			up.passive(n, outcomeHTTP, status)
 			if status >= 500 || g.opts.ShowUpstreamStatus {
 				rc.upStatus = strconv.AppendInt(rc.upStatus, int64(status), 10)
@@ -820,8 +821,10 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 		fc.Response.Reset()
 		if classify(err) == outcomeTimeout {
 			rc.upStatus = append(rc.upStatus, "504, "...)
+			rc.log.UpstreamStatus = http.StatusGatewayTimeout
 		} else {
 			rc.upStatus = append(rc.upStatus, "502, "...)
+			rc.log.UpstreamStatus = http.StatusBadGateway
 		}
 		if g.log.Enabled(context.Background(), slog.LevelDebug) {
 			g.log.Debug("upstream attempt failed", "node", n.addr, "route", rc.route.e.ID, "err", err)

@@ -60,6 +60,17 @@ func (m *Map[V]) Update(key string, now int64, f func(v *V, found bool) (keep bo
 	}
 }
 
+// UpdateExisting calls f with key's value under its shard's lock, if key
+// has one (f returning false removes it); it allocates nothing.
+func (m *Map[V]) UpdateExisting(key string, f func(v *V) (keep bool)) {
+	sh := &m.shards[maphash.String(m.seed, key)%uint64(len(m.shards))]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if v, found := sh.m[key]; found && !f(v) {
+		delete(sh.m, key)
+	}
+}
+
 func (sh *shard[V]) sweep(now int64, expired func(*V, int64) bool) {
 	sh.lastSweep = now
 	for k, v := range sh.m {
