@@ -272,6 +272,30 @@ func (c *VisitCounts) Add(o *VisitCounts) {
 	}
 }
 
+// AddKey adds n visits counted under k, a key of the hourly form
+// (VisitKey.Hour set), to c when its hour is in q's range: to the series
+// (KindHour) or to a dimension. It returns what it added to the series.
+func (c *VisitCounts) AddKey(q *StatsQuery, k VisitKey, n int64) PeopleBots {
+	t := time.Unix(int64(k.Hour)*3600, 0)
+	if t.Before(q.From) || !t.Before(q.To) {
+		return PeopleBots{}
+	}
+	pb := PeopleBots{People: n}
+	if k.Bot {
+		pb = PeopleBots{Bots: n}
+	}
+	if k.Kind == KindHour {
+		c.Series[int(t.Sub(q.From)/q.Granularity.Step())].Add(pb)
+		return pb
+	}
+	if d, ok := KindDimension(k.Kind); ok {
+		v := c.Dims[d][k.Name]
+		v.Add(pb)
+		c.Dims[d][k.Name] = v
+	}
+	return PeopleBots{}
+}
+
 // ErrNoRanges is what VisitCounts returns when the store underneath keeps
 // no statistics by range (a decorator over DynamoDB).
 var ErrNoRanges = errors.New("this store keeps no statistics by range")

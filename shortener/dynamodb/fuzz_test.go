@@ -64,8 +64,12 @@ func FuzzDecodeItem(f *testing.F) {
 // panics, and what it accepts encodes to something that decodes the same.
 func FuzzDecodeDeltas(f *testing.F) {
 	f.Add(sampleSet().encode(nil))
+	f.Add(hourlySet().encodeRaw(nil))
+	f.Add(version1Set())
 	f.Add([]byte{deltaVersion, 0, 0})
-	f.Add([]byte{deltaVersion, 1, 9, 3, 'a', 'b', 'c'})
+	f.Add([]byte{deltaVersion, 1, 9, 0, 0, 3, 'a', 'b', 'c'})
+	f.Add([]byte{deltaVersion, 1, 9, 1, 0xe0, 0xa4, 0x1b, 3, 'a', 'b', 'c'})
+	f.Add([]byte{deltaVersionV1, 1, 9, 3, 'a', 'b', 'c'})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		set := newDeltaSet()
 		if err := set.decodeInto(b); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -107,17 +108,16 @@ func (s *deltaSet) addAll(src *deltaSet) {
 	}
 }
 
-// addVisits adds a link's visits of one batch: day counts to their
-// months; everything else (total, bots, referrers, browsers…) to the
-// month of the latest day, or of now without days. A batch covers a few
+// addVisits adds a link's visits of one batch: counts of the hourly form
+// (the aggregator's) to the months of their hours, day counts of the
+// lifetime form to their months; the total and bots to the month of the
+// latest hour or day, or of now without either. A batch covers a few
 // seconds, so only one across a month's end splits.
 func (s *deltaSet) addVisits(b *shortener.VisitBatch, l *shortener.LinkVisits, total int64, now time.Time) {
 	latest := int32(-1)
 	for _, c := range l.Counts {
-		if k := b.Keys[c.Key]; k.Kind == shortener.KindDay {
-			if m, ok := monthOf(k.Name); ok && m > latest {
-				latest = m
-			}
+		if m, ok := keyMonth(b.Keys[c.Key]); ok && m > latest {
+			latest = m
 		}
 	}
 	if latest < 0 {
@@ -130,10 +130,8 @@ func (s *deltaSet) addVisits(b *shortener.VisitBatch, l *shortener.LinkVisits, t
 	for _, c := range l.Counts {
 		k := b.Keys[c.Key]
 		rk := main
-		if k.Kind == shortener.KindDay {
-			if m, ok := monthOf(k.Name); ok {
-				rk.Month = m
-			}
+		if m, ok := keyMonth(k); ok {
+			rk.Month = m
 		}
 		// row may grow s.rows: a row's address holds until the next one.
 		s.count(s.row(rk), s.key(k), c.N)
@@ -149,11 +147,74 @@ func (s *deltaSet) addStats(id string, createdAt int64, st shortener.VisitStats,
 	}
 }
 
-// stats returns the statistics of row r.
+// rangeCounts adds the counts of row r within q's range to c. Counts of
+// the lifetime form (rows written before the hourly form) count as
+// shortener.VisitBatch.HourlyFrom places them: a day's as people's visits
+// in its first hour, the breakdowns in the first hour of the row's latest
+// day (of its month's first day without days).
+func (s *deltaSet) rangeCounts(r *row, q *shortener.StatsQuery, c *shortener.VisitCounts) {
+	latest := int32(-1)
+	for _, kc := range r.Counts {
+		if k := &s.keys[kc.Key]; k.Hour == 0 && k.Kind == shortener.KindDay {
+			if t, err := time.Parse(shortener.DayFormat, k.Name); err == nil && t.Unix() > 0 {
+				latest = max(latest, int32(t.Unix()/3600))
+			}
+		}
+	}
+	if latest < 0 {
+		latest = int32(time.Date(1970+int(r.Month)/12, time.Month(r.Month%12+1), 1, 0, 0, 0, 0, time.UTC).Unix() / 3600)
+	}
+	for _, kc := range r.Counts {
+		k := s.keys[kc.Key]
+		if k.Hour == 0 {
+			if k.Kind != shortener.KindDay {
+				k = shortener.VisitKey{Kind: k.Kind, Name: k.Name, Hour: latest, Bot: k.Kind == shortener.KindBot}
+			} else if t, err := time.Parse(shortener.DayFormat, k.Name); err == nil && t.Unix() > 0 {
+				k = shortener.VisitKey{Kind: shortener.KindHour, Hour: int32(t.Unix() / 3600)}
+			} else {
+				continue
+			}
+		}
+		c.AddKey(q, k, kc.N)
+	}
+}
+
+// keyMonth returns the month a key counts in: its hour's (hourly form),
+// its day's (a day of the lifetime form); false for the lifetime form's
+// other keys.
+func keyMonth(k shortener.VisitKey) (int32, bool) {
+	switch {
+	case k.Hour != 0:
+		return monthOfTime(time.Unix(int64(k.Hour)*3600, 0)), true
+	case k.Kind == shortener.KindDay:
+		return monthOf(k.Name)
+	}
+	return 0, false
+}
+
+// lifetimeKey returns the key of the lifetime form (VisitStats) that a
+// key counts under: an hourly key's day or breakdown; false for the
+// dimensions VisitStats does not keep.
+func lifetimeKey(k shortener.VisitKey) (shortener.VisitKey, bool) {
+	switch {
+	case k.Hour == 0:
+		return k, true
+	case k.Kind == shortener.KindHour:
+		return shortener.VisitKey{Kind: shortener.KindDay, Name: time.Unix(int64(k.Hour)*3600, 0).UTC().Format(shortener.DayFormat)}, true
+	case k.Kind < shortener.NumVisitKinds:
+		return shortener.VisitKey{Kind: k.Kind, Name: k.Name}, true
+	}
+	return k, false
+}
+
+// stats returns the statistics of row r, in the lifetime form.
 func (s *deltaSet) stats(r *row) shortener.VisitStats {
 	st := shortener.VisitStats{Total: r.Total, Bots: r.Bots}
 	for _, c := range r.Counts {
-		k := s.keys[c.Key]
+		k, ok := lifetimeKey(s.keys[c.Key])
+		if !ok {
+			continue
+		}
 		bd := st.Breakdown(k.Kind)
 		if *bd == nil {
 			*bd = shortener.Breakdown{}
@@ -163,26 +224,104 @@ func (s *deltaSet) stats(r *row) shortener.VisitStats {
 	return st
 }
 
-// bound trims row r to the stored bounds (shortener.VisitStats.Bound): a
-// link's referrers, browsers, bots and countries beyond them are counted
-// under shortener.OtherKey.
-func (s *deltaSet) bound(r *row) {
-	var perKind [shortener.NumVisitKinds]int
+// bound trims row r to the stored bounds. Counts of the lifetime form
+// (rows written before the hourly form) as shortener.VisitStats.Bound
+// does: a link's referrers, browsers, bots and countries beyond them are
+// counted under shortener.OtherKey. Counts of the hourly form by name:
+// of each dimension, the MaxDimValues names with the most visits in the
+// row's month keep theirs, the others' visits are counted under
+// shortener.OtherKey in their hours; and hours older than dayAfter (0:
+// none) are counted in the first hour of their day, since only days are
+// asked for beyond shortener.HourRetention.
+func (s *deltaSet) bound(r *row, dayAfter int32) {
+	var perKind [shortener.NumKinds]int
+	hourly, lifetime := false, false
 	for _, c := range r.Counts {
-		perKind[s.keys[c.Key].Kind]++
+		k := &s.keys[c.Key]
+		if k.Hour == 0 {
+			perKind[k.Kind]++
+			lifetime = true
+			continue
+		}
+		hourly = true
 	}
-	if perKind[shortener.KindReferrer] <= shortener.MaxStatReferrers && perKind[shortener.KindBrowser] <= shortener.MaxStatKeys &&
-		perKind[shortener.KindBot] <= shortener.MaxStatKeys && perKind[shortener.KindCountry] <= shortener.MaxStatKeys &&
-		perKind[shortener.KindDay] <= shortener.MaxStatDays {
+	if lifetime && (perKind[shortener.KindReferrer] > shortener.MaxStatReferrers || perKind[shortener.KindBrowser] > shortener.MaxStatKeys ||
+		perKind[shortener.KindBot] > shortener.MaxStatKeys || perKind[shortener.KindCountry] > shortener.MaxStatKeys ||
+		perKind[shortener.KindDay] > shortener.MaxStatDays) {
+		old := shortener.VisitStats{}
+		counts := r.Counts[:0:0]
+		for _, c := range r.Counts {
+			k := s.keys[c.Key]
+			if k.Hour != 0 {
+				counts = append(counts, c)
+				continue
+			}
+			bd := old.Breakdown(k.Kind)
+			if *bd == nil {
+				*bd = shortener.Breakdown{}
+			}
+			(*bd)[k.Name] += c.N
+		}
+		old.Bound()
+		r.Counts = counts
+		for kind := range shortener.NumVisitKinds {
+			for name, n := range *old.Breakdown(kind) {
+				s.count(r, s.key(shortener.VisitKey{Kind: kind, Name: name}), n)
+			}
+		}
+	}
+	if hourly {
+		s.boundHourly(r, dayAfter)
+	}
+}
+
+// MaxDimValues is how many names of each dimension a link keeps per
+// month on DynamoDB; the rest of its visits count under
+// shortener.OtherKey (docs/dynamodb.md, "Statistics by range").
+const MaxDimValues = 1000
+
+// boundHourly bounds the hourly counts of row r (see bound).
+func (s *deltaSet) boundHourly(r *row, dayAfter int32) {
+	var names [shortener.NumKinds]map[string]int64
+	over := false
+	for _, c := range r.Counts {
+		k := &s.keys[c.Key]
+		if k.Hour == 0 || k.Kind == shortener.KindHour {
+			over = over || k.Hour >= 24 && k.Hour < dayAfter && k.Hour%24 != 0
+			continue
+		}
+		if names[k.Kind] == nil {
+			names[k.Kind] = map[string]int64{}
+		}
+		names[k.Kind][k.Name] += c.N
+		over = over || len(names[k.Kind]) > MaxDimValues || k.Hour >= 24 && k.Hour < dayAfter && k.Hour%24 != 0
+	}
+	if !over {
 		return
 	}
-	st := s.stats(r)
-	st.Bound()
-	r.Counts = r.Counts[:0]
-	for kind := range shortener.NumVisitKinds {
-		for name, n := range *st.Breakdown(kind) {
-			s.count(r, s.key(shortener.VisitKey{Kind: kind, Name: name}), n)
+	var kept [shortener.NumKinds]map[string]bool
+	for kind, m := range names {
+		if len(m) <= MaxDimValues {
+			continue
 		}
+		kept[kind] = map[string]bool{}
+		for _, c := range shortener.Breakdown(m).Sorted()[:MaxDimValues-1] {
+			kept[kind][c.Key] = true
+		}
+	}
+	counts := r.Counts
+	r.Counts = nil
+	for _, c := range counts {
+		k := s.keys[c.Key]
+		if k.Hour != 0 {
+			if kept[k.Kind] != nil && !kept[k.Kind][k.Name] {
+				k.Name = shortener.OtherKey
+			}
+			if k.Hour < dayAfter && k.Hour >= 24 {
+				k.Hour -= k.Hour % 24
+			}
+		}
+		s.count(r, s.key(k), c.N)
 	}
 }
 
@@ -217,19 +356,28 @@ func keyHash(id string) uint64 {
 
 // The encoding of a deltaSet:
 //
-//	byte    version (1)
-//	uvarint number of keys; per key: byte kind, uvarint length, name
+//	byte    version (2)
+//	uvarint number of keys; per key: byte kind, byte bot (0, 1),
+//	        uvarint hour (hours since 1970; 0: the lifetime form),
+//	        uvarint length, name
 //	uvarint number of rows; per row, sorted by id, month, CreatedAt:
 //	        uvarint id length, id; varint CreatedAt; uvarint month;
 //	        uvarint total; uvarint bots;
 //	        uvarint number of counts; per count, by key number:
-//	        uvarint key number, uvarint n
+//	        uvarint key number << 1 | (n == 1), then uvarint n unless
+//	        n is 1 (most rows of a record are one visit of a link)
 //
-// Keys are sorted by kind and name, so equal sets encode alike. What is
+// Keys are sorted by kind, bot, hour and name, so equal sets encode
+// alike. Version 1, written before the hourly form, had no bot and hour
+// (keys of the lifetime form) and wrote every count's n; it is still
+// read. What is
 // stored is that encoding compressed with zstd (github.com/klauspost/
 // compress), when that is smaller: ids, counts and names compress to about
 // half, and write units are billed per byte stored.
-const deltaVersion = 1
+const (
+	deltaVersion   = 2
+	deltaVersionV1 = 1
+)
 
 var (
 	zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
@@ -279,14 +427,15 @@ func (s *deltaSet) encodeRaw(keep func(*row) bool) []byte {
 	}
 	slices.SortFunc(order, func(a, b uint32) int {
 		ka, kb := s.keys[a], s.keys[b]
-		return cmp.Or(cmp.Compare(ka.Kind, kb.Kind), strings.Compare(ka.Name, kb.Name))
+		return cmp.Or(cmp.Compare(ka.Kind, kb.Kind), boolCmp(ka.Bot, kb.Bot), cmp.Compare(ka.Hour, kb.Hour), strings.Compare(ka.Name, kb.Name))
 	})
 	renum := make([]uint32, len(s.keys))
 	b := []byte{deltaVersion}
 	b = binary.AppendUvarint(b, uint64(len(order)))
 	for i, k := range order {
 		renum[k] = uint32(i)
-		b = append(b, byte(s.keys[k].Kind))
+		b = append(b, byte(s.keys[k].Kind), boolByte(s.keys[k].Bot))
+		b = binary.AppendUvarint(b, uint64(max(s.keys[k].Hour, 0)))
 		b = binary.AppendUvarint(b, uint64(len(s.keys[k].Name)))
 		b = append(b, s.keys[k].Name...)
 	}
@@ -306,8 +455,14 @@ func (s *deltaSet) encodeRaw(keep func(*row) bool) []byte {
 		slices.SortFunc(counts, func(a, b shortener.KeyCount) int { return cmp.Compare(a.Key, b.Key) })
 		b = binary.AppendUvarint(b, uint64(len(counts)))
 		for _, c := range counts {
-			b = binary.AppendUvarint(b, uint64(c.Key))
-			b = binary.AppendUvarint(b, uint64(c.N))
+			one := uint64(0)
+			if c.N == 1 {
+				one = 1
+			}
+			b = binary.AppendUvarint(b, uint64(c.Key)<<1|one)
+			if one == 0 {
+				b = binary.AppendUvarint(b, uint64(c.N))
+			}
 		}
 	}
 	return b
@@ -324,7 +479,8 @@ func (s *deltaSet) decodeInto(b []byte) error {
 		b = raw
 	}
 	r := reader{b: b}
-	if r.byte() != deltaVersion {
+	version := r.byte()
+	if version != deltaVersion && version != deltaVersionV1 {
 		return errCorrupt
 	}
 	nkeys := r.uvarint()
@@ -333,12 +489,20 @@ func (s *deltaSet) decodeInto(b []byte) error {
 	}
 	keys := make([]uint32, nkeys)
 	for i := range keys {
-		kind := shortener.VisitKind(r.byte())
-		name := r.string()
-		if r.err != nil || kind >= shortener.NumVisitKinds {
+		k := shortener.VisitKey{Kind: shortener.VisitKind(r.byte())}
+		if version == deltaVersion {
+			bot, hour := r.byte(), r.uvarint()
+			if bot > 1 || hour > math.MaxInt32 {
+				return errCorrupt
+			}
+			k.Bot, k.Hour = bot == 1, int32(hour)
+		}
+		k.Name = r.string()
+		if r.err != nil || k.Kind >= shortener.NumKinds || k.Hour == 0 && (k.Kind >= shortener.NumVisitKinds || k.Bot) ||
+			k.Hour != 0 && k.Kind == shortener.KindDay {
 			return errCorrupt
 		}
-		keys[i] = s.key(shortener.VisitKey{Kind: kind, Name: name})
+		keys[i] = s.key(k)
 	}
 	n := r.uvarint()
 	if n > uint64(len(b)) {
@@ -357,7 +521,17 @@ func (s *deltaSet) decodeInto(b []byte) error {
 		d.Total += total
 		d.Bots += bots
 		for range nc {
-			key, c := r.uvarint(), r.count()
+			var key uint64
+			var c int64
+			if version == deltaVersionV1 {
+				key, c = r.uvarint(), r.count()
+			} else {
+				x := r.uvarint()
+				key, c = x>>1, 1
+				if x&1 == 0 {
+					c = r.count()
+				}
+			}
 			if r.err != nil || key >= nkeys {
 				return errCorrupt
 			}
@@ -369,6 +543,15 @@ func (s *deltaSet) decodeInto(b []byte) error {
 	}
 	return nil
 }
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func boolCmp(a, b bool) int { return cmp.Compare(boolByte(a), boolByte(b)) }
 
 // reader reads an encoding; the first error sticks.
 type reader struct {

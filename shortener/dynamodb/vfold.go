@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/linkgate/linkgate/shortener"
 )
 
 // The fold merges log records into state items: per month, the month's
@@ -233,7 +235,16 @@ func (v *visitLog) fold(ctx context.Context, now time.Time) (FoldResult, error) 
 			months[m] = mm
 		}
 	}
-	p := &foldPlan{old: f.months, months: months, logBytes: logBytes}
+	p := &foldPlan{old: f.months, months: months, logBytes: logBytes, dayAfter: dayAfter(now)}
+	// A month that outgrew its shards is spread over more in every range:
+	// planned before the first, not at its first row, or the ranges before
+	// that row would leave their links in the old items, which the month
+	// table no longer names (TestFoldSpreadsAGrowingMonth lost visits so).
+	for m, mm := range f.months {
+		if shardBits(mm.bytes) > mm.k {
+			p.month(m)
+		}
+	}
 	small := map[int64]*deltaSet{} // parts of small records span several ranges: read them once
 	for r := range foldRanges {
 		if r > 0 {
@@ -276,6 +287,13 @@ type foldPlan struct {
 	old, months map[int32]monthMeta // as the fold found them, as it leaves them
 	logBytes    int64
 	planned     map[int32]bool
+	dayAfter    int32 // hours before it are kept by day (deltaSet.bound)
+}
+
+// dayAfter returns the first hour whose counts the fold keeps by hour at
+// now: a day beyond shortener.HourRetention.
+func dayAfter(now time.Time) int32 {
+	return int32(shortener.HourStart(now).Add(-shortener.HourRetention-24*time.Hour).Unix() / 3600)
 }
 
 // month returns the k a month is written with in this fold, and its k
@@ -562,7 +580,7 @@ func (s *Store) foldRange(ctx context.Context, p *foldPlan, rows *deltaSet, r in
 		for _, i := range it.rows {
 			set.addRow(rows, &rows.rows[i])
 		}
-		set = compact(set)
+		set = compact(set, p.dayAfter)
 		n, err := s.writeState(ctx, k, set, st, target)
 		if err != nil {
 			return err
@@ -606,8 +624,8 @@ func (s *Store) deleteShards(ctx context.Context, m int32, k int) error {
 
 // compact returns set with each link's rows of earlier links under its id
 // dropped (a link deleted and created again starts from zero), and every
-// row bounded.
-func compact(set *deltaSet) *deltaSet {
+// row bounded (hours before dayAfter by day).
+func compact(set *deltaSet, dayAfter int32) *deltaSet {
 	latest := map[string]int64{}
 	for i := range set.rows {
 		r := &set.rows[i]
@@ -622,7 +640,7 @@ func compact(set *deltaSet) *deltaSet {
 		out.addRow(set, r)
 	}
 	for i := range out.rows {
-		out.bound(&out.rows[i])
+		out.bound(&out.rows[i], dayAfter)
 	}
 	return out
 }

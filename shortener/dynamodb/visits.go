@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -15,7 +16,10 @@ import (
 	"github.com/linkgate/linkgate/shortener"
 )
 
-var _ shortener.VisitStore = (*Store)(nil)
+var (
+	_ shortener.VisitStore      = (*Store)(nil)
+	_ shortener.VisitRangeStore = (*Store)(nil)
+)
 
 // Visit statistics live apart from the links (docs/dynamodb.md, "Visit
 // statistics"): in a log of records, each the visits of many links over
@@ -63,16 +67,6 @@ const visitWriters = 64
 // marked Applied; when the buffer is full, the links it could not take
 // are not, and AddVisits returns an error.
 func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) error {
-	if batch.Hourly() {
-		// This store keeps the lifetime form (VisitStats), by month.
-		orig, legacy := batch, batch.Legacy()
-		defer func() {
-			for i := range orig.Links {
-				orig.Links[i].Applied = legacy.Links[i].Applied
-			}
-		}()
-		batch = legacy
-	}
 	v := s.visits
 	v.run()
 	now := v.now()
@@ -162,29 +156,80 @@ func (s *Store) FoldVisits(ctx context.Context) (FoldResult, error) {
 // was created with, those of a limited link, the old layout's attributes),
 // its rows in the state items of the months since it was created, its rows
 // in the records not folded into them yet, and what this process holds and
-// has not written. It reads the link's item, the counter and the fold item
-// (consistently), then the state items and record headers, then the
-// records' parts for the link: three round trips.
+// has not written (linkRows).
 func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats, error) {
-	if !validKey(id) {
-		return shortener.VisitStats{}, shortener.ErrNotFound
-	}
-	s.visits.run() // migrations of the old layout start with a read
-	items, err := s.batchGet(ctx, []string{id, keySeq, keyFold}, true)
+	var rows shortener.VisitStats
+	item, _, err := s.linkRows(ctx, id, nil, func(set *deltaSet, r *row) { rows.Add(set.stats(r)) })
 	if err != nil {
 		return shortener.VisitStats{}, err
-	}
-	item := items[id]
-	if item == nil {
-		return shortener.VisitStats{}, shortener.ErrNotFound
-	}
-	l, err := decode(item)
-	if err != nil {
-		return shortener.VisitStats{}, fmt.Errorf("visit stats %q: malformed item: %w", id, err)
 	}
 	st, err := decodeStats(item)
 	if err != nil {
 		return shortener.VisitStats{}, fmt.Errorf("visit stats %q: malformed item: %w", id, err)
+	}
+	st.Add(rows)
+	st.Bound()
+	return st, nil
+}
+
+// VisitCounts implements shortener.VisitRangeStore for one link (q.ID):
+// its rows of the months the range meets (linkRows), their counts of the
+// hourly form within the range; rows written before it (lifetime form)
+// and the old layout's attributes count as shortener.VisitBatch.HourlyFrom
+// says. Across links (q.ID == "") it answers shortener.ErrNoRanges.
+func (s *Store) VisitCounts(ctx context.Context, q shortener.StatsQuery) (shortener.VisitCounts, error) {
+	if q.ID == "" {
+		return shortener.VisitCounts{}, shortener.ErrNoRanges
+	}
+	c := shortener.NewVisitCounts(&q)
+	first, last := monthOfTime(q.From), monthOfTime(q.To.Add(-time.Nanosecond))
+	item, created, err := s.linkRows(ctx, q.ID, func(m int32) bool { return m >= first && m <= last },
+		func(set *deltaSet, r *row) { set.rangeCounts(r, &q, &c) })
+	if err != nil {
+		return c, err
+	}
+	if legacy := legacyAttrs(item); len(legacy) > 0 {
+		sub := map[string]types.AttributeValue{}
+		for _, a := range legacy {
+			sub[a] = item[a]
+		}
+		st, err := decodeStats(sub)
+		if err != nil {
+			return c, fmt.Errorf("visit counts %q: malformed item: %w", q.ID, err)
+		}
+		set := newDeltaSet()
+		set.addStats(q.ID, created, st, s.visits.now())
+		for i := range set.rows {
+			set.rangeCounts(&set.rows[i], &q, &c)
+		}
+	}
+	return c, nil
+}
+
+// linkRows calls add for every row of link id that the table and this
+// process hold, of the months for which month is true (nil: every month
+// since the link was created): its rows in the state items, in the records
+// not folded into them yet, and what this process holds and has not
+// written. It reads the link's item, the counter and the fold item
+// (consistently), then the state items and record headers, then the
+// records' parts for the link: three round trips. It returns the link's
+// item and its CreatedAt (Unix seconds, 0: unknown).
+func (s *Store) linkRows(ctx context.Context, id string, month func(int32) bool, add func(*deltaSet, *row)) (map[string]types.AttributeValue, int64, error) {
+	if !validKey(id) {
+		return nil, 0, shortener.ErrNotFound
+	}
+	s.visits.run() // migrations of the old layout start with a read
+	items, err := s.batchGet(ctx, []string{id, keySeq, keyFold}, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	item := items[id]
+	if item == nil {
+		return nil, 0, shortener.ErrNotFound
+	}
+	l, err := decode(item)
+	if err != nil {
+		return nil, 0, fmt.Errorf("visit stats %q: malformed item: %w", id, err)
 	}
 	var created int64
 	if !l.CreatedAt.IsZero() {
@@ -193,30 +238,32 @@ func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats
 	numbered, _ := integer(items[keySeq], attrN)
 	f, err := decodeFold(items[keyFold])
 	if err != nil {
-		return shortener.VisitStats{}, err
+		return nil, 0, err
 	}
 	h := keyHash(id)
-	add := func(set *deltaSet, r *row) { st.Add(set.stats(r)) }
+	wanted := func(r *row) bool {
+		return r.ID == id && sameLink(r.CreatedAt, created) && (month == nil || month(r.Month))
+	}
 
 	// State items: the link's shard of each month with state since the
 	// link was created.
 	var stateKeys []string
 	var months []int32
 	for m, mm := range f.months {
-		if created == 0 || m >= monthOfTime(l.CreatedAt) {
+		if (created == 0 || m >= monthOfTime(l.CreatedAt)) && (month == nil || month(m)) {
 			stateKeys = append(stateKeys, stateKey(m, mm.k, shardOf(h, mm.k)))
 			months = append(months, m)
 		}
 	}
 	states, err := s.readState(ctx, stateKeys)
 	if err != nil {
-		return shortener.VisitStats{}, err
+		return nil, 0, err
 	}
 	upto := map[int32]int64{}
 	for i, k := range stateKeys {
 		sk := states[k]
 		for j := range sk.set.rows {
-			if r := &sk.set.rows[j]; r.ID == id && sameLink(r.CreatedAt, created) {
+			if r := &sk.set.rows[j]; wanted(r) {
 				add(sk.set, r)
 			}
 		}
@@ -230,7 +277,7 @@ func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats
 	}
 	hdrs, err := s.batchGet(ctx, recKeys, true)
 	if err != nil {
-		return shortener.VisitStats{}, err
+		return nil, 0, err
 	}
 	committed := map[int64]bool{}
 	sets := map[int64]*deltaSet{}
@@ -248,7 +295,7 @@ func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats
 		case hd.parts == 1:
 			set := newDeltaSet()
 			if err := set.decodeInto(hd.data); err != nil {
-				return shortener.VisitStats{}, fmt.Errorf("visit record %d: %w", n, err)
+				return nil, 0, fmt.Errorf("visit record %d: %w", n, err)
 			}
 			sets[n] = set
 		default:
@@ -259,7 +306,7 @@ func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats
 	}
 	partItems, err := s.batchGet(ctx, partKeys, true)
 	if err != nil {
-		return shortener.VisitStats{}, err
+		return nil, 0, err
 	}
 	for _, k := range partKeys {
 		d, ok := partItems[k][attrData].(*types.AttributeValueMemberB)
@@ -268,22 +315,25 @@ func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats
 		}
 		set := newDeltaSet()
 		if err := set.decodeInto(d.Value); err != nil {
-			return shortener.VisitStats{}, fmt.Errorf("visit record part %s: %w", k, err)
+			return nil, 0, fmt.Errorf("visit record part %s: %w", k, err)
 		}
 		sets[partRecord[k]] = set
 	}
 	for n, set := range sets {
 		for i := range set.rows {
-			if r := &set.rows[i]; r.ID == id && sameLink(r.CreatedAt, created) && n > upto[r.Month] {
+			if r := &set.rows[i]; wanted(r) && n > upto[r.Month] {
 				add(set, r)
 			}
 		}
 	}
 
-	s.visits.local(id, created, add, func(n int64) bool { return committed[n] })
+	s.visits.local(id, created, func(set *deltaSet, r *row) {
+		if month == nil || month(r.Month) {
+			add(set, r)
+		}
+	}, func(n int64) bool { return committed[n] })
 	s.visits.noticeLegacy(id, item)
-	st.Bound()
-	return st, nil
+	return item, created, nil
 }
 
 // decodeStats reads the statistics on a link's item: its visits attribute

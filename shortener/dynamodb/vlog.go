@@ -508,10 +508,16 @@ func (v *visitLog) close(ctx context.Context) error {
 	return v.flushAll(ctx)
 }
 
-// local adds to st what this process holds of id's visits and has not
-// committed: the buffer, and the record being written unless committed
-// is true of its number.
+// local calls add for each row of id that this process holds and has
+// not committed (localRows).
 func (v *visitLog) local(id string, createdAt int64, add func(*deltaSet, *row), committed func(n int64) bool) {
+	v.localRows(func(r *row) bool { return r.ID == id && sameLink(r.CreatedAt, createdAt) }, committed, add)
+}
+
+// localRows calls add for each row for which want is true that this
+// process holds and has not committed: the buffer, and the record being
+// written unless committed is true of its number.
+func (v *visitLog) localRows(want func(*row) bool, committed func(n int64) bool, add func(*deltaSet, *row)) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	sets := []*deltaSet{v.buf}
@@ -520,7 +526,7 @@ func (v *visitLog) local(id string, createdAt int64, add func(*deltaSet, *row), 
 	}
 	for _, set := range sets {
 		for i := range set.rows {
-			if r := &set.rows[i]; r.ID == id && sameLink(r.CreatedAt, createdAt) {
+			if r := &set.rows[i]; want(r) {
 				add(set, r)
 			}
 		}

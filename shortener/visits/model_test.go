@@ -3,6 +3,7 @@ package visits_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
@@ -11,7 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/linkgate/linkgate/internal/testdep"
 	"github.com/linkgate/linkgate/shortener"
+	"github.com/linkgate/linkgate/shortener/dynamodb"
 	"github.com/linkgate/linkgate/shortener/pebble"
 	"github.com/linkgate/linkgate/shortener/useragent"
 	"github.com/linkgate/linkgate/shortener/visits"
@@ -33,6 +41,66 @@ type modelVisit struct {
 // bounds (hourly for 7 days, daily for 400) hold over any range, nothing
 // is lost or counted twice, and nothing is cut per batch.
 func TestStatsAgainstModel(t *testing.T) {
+	testStatsAgainstModel(t, func(t *testing.T, clock func() time.Time) modelStore {
+		st, err := pebble.Open(filepath.Join(t.TempDir(), "links"), pebble.Options{VisitClock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return modelStore{Store: st, allLinks: true}
+	})
+}
+
+// modelStore is a store the model test runs against.
+type modelStore struct {
+	shortener.Store
+	allLinks bool // it answers statistics across links
+	// flushed, when set, is called after the aggregator's flushes, with
+	// a random number: a store with work of its own does it (DynamoDB:
+	// writes its visit log, folds it).
+	flushed func(t *testing.T, r int)
+}
+
+// TestStatsAgainstModelDynamoDB runs the model test against the DynamoDB
+// store over DynamoDB Local (LINKGATE_TEST_DYNAMODB_ENDPOINT), its visit
+// log written and folded at random.
+func TestStatsAgainstModelDynamoDB(t *testing.T) {
+	endpoint := testdep.Env(t, testdep.DynamoDBEndpoint)
+	testStatsAgainstModel(t, func(t *testing.T, clock func() time.Time) modelStore {
+		c := dynamodb.NewClient(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")},
+			func(o *ddb.Options) { o.BaseEndpoint = aws.String(endpoint) })
+		table := fmt.Sprintf("lg-model-%d", time.Now().UnixNano())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := dynamodb.CreateTable(ctx, c, table, true, 30*time.Second, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.DeleteTable(context.Background(), &ddb.DeleteTableInput{TableName: &table}) })
+		// Visit records expire (TTL) 30 days after the test clock's now,
+		// which is long past for DynamoDB Local, which deletes them.
+		if _, err := c.UpdateTimeToLive(ctx, &ddb.UpdateTimeToLiveInput{TableName: &table, TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(dynamodb.AttrExpiresAt), Enabled: aws.Bool(false)}}); err != nil {
+			t.Fatal(err)
+		}
+		st := dynamodb.New(c, dynamodb.Options{Table: table, Clock: clock, ManualVisits: true, Timeout: 10 * time.Second})
+		t.Cleanup(func() { st.Close() })
+		return modelStore{Store: st, flushed: func(t *testing.T, r int) {
+			if r%2 == 0 {
+				return // left in the store's buffer: read from there
+			}
+			if err := st.FlushVisits(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if r%3 == 0 {
+				if _, err := st.FoldVisits(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}}
+	})
+}
+
+func testStatsAgainstModel(t *testing.T, open func(t *testing.T, clock func() time.Time) modelStore) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 27))
@@ -40,11 +108,8 @@ func TestStatsAgainstModel(t *testing.T) {
 	clock := func() time.Time { return now }
 	created := now.Truncate(time.Second)
 
-	st, err := pebble.Open(filepath.Join(t.TempDir(), "links"), pebble.Options{VisitClock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	ms := open(t, clock)
+	st := ms.Store
 	type link struct {
 		key  string
 		tags []string
@@ -66,6 +131,15 @@ func TestStatsAgainstModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { agg.Close(context.Background()) })
+	flush := func() {
+		t.Helper()
+		if err := agg.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if ms.flushed != nil {
+			ms.flushed(t, rng.IntN(6))
+		}
+	}
 	svc := shortener.NewService(st, shortener.Options{Now: clock, Visits: agg})
 
 	agents := []string{firefoxUA, "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1",
@@ -173,23 +247,19 @@ func TestStatsAgainstModel(t *testing.T) {
 			}
 		}
 		if rng.IntN(3) == 0 {
-			if err := agg.Flush(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			flush()
 		}
 		check(false) // one link: stored plus pending
 		if step%4 == 0 {
-			if err := agg.Flush(context.Background()); err != nil {
-				t.Fatal(err)
+			flush()
+			if ms.allLinks {
+				check(true)
 			}
-			check(true)
 		}
 	}
-	if err := agg.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	flush()
 	for range 150 {
-		check(rng.IntN(2) == 0)
+		check(ms.allLinks && rng.IntN(2) == 0)
 	}
 	t.Logf("%d visits over %s", len(model), now.Sub(model[0].t).Round(time.Hour))
 }

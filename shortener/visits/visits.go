@@ -388,24 +388,8 @@ func (a *Aggregator) VisitCounts(ctx context.Context, q shortener.StatsQuery) (s
 // batchRangeCounts adds the visits of link i of b (hourly form) within
 // q's range to c.
 func batchRangeCounts(b *shortener.VisitBatch, i int, q *shortener.StatsQuery, c *shortener.VisitCounts) {
-	step := q.Granularity.Step()
 	for _, kc := range b.Links[i].Counts {
-		k := b.Keys[kc.Key]
-		t := time.Unix(int64(k.Hour)*3600, 0)
-		if t.Before(q.From) || !t.Before(q.To) {
-			continue
-		}
-		n := shortener.PeopleBots{People: kc.N}
-		if k.Bot {
-			n = shortener.PeopleBots{Bots: kc.N}
-		}
-		if k.Kind == shortener.KindHour {
-			c.Series[int(t.Sub(q.From)/step)].Add(n)
-		} else if d, ok := shortener.KindDimension(k.Kind); ok {
-			v := c.Dims[d][k.Name]
-			v.Add(n)
-			c.Dims[d][k.Name] = v
-		}
+		c.AddKey(q, b.Keys[kc.Key], kc.N)
 	}
 }
 
