@@ -26,36 +26,105 @@ func docPages(t *testing.T) []string {
 	return append(pages, filepath.Join(repoRoot, "README.md"))
 }
 
-var helpBlockRE = regexp.MustCompile("(?s)```text\n\\$ linkgate ([^\n]*)\n(.*?)```")
+// knownFlags returns the flags of every command and subcommand, by
+// "command" and "command subcommand".
+func knownFlags(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	out := map[string]map[string]bool{}
+	add := func(key, help string) {
+		out[key] = map[string]bool{}
+		for _, f := range flagsOf(help) {
+			out[key][f] = true
+		}
+	}
+	for name := range commands {
+		help := helpText(t, name)
+		add(name, help)
+		for _, sub := range subcommands(t, name, help) {
+			add(name+" "+sub, helpText(t, name, sub))
+		}
+	}
+	return out
+}
 
-// Every fenced block that shows `$ linkgate help X` or `$ linkgate X [Y]
-// --help`, on any page (not only inside a command page's generated part),
-// is what that prints now.
-func TestDocsHelpBlocks(t *testing.T) {
+var (
+	longFlagRE    = regexp.MustCompile(`(?:^|[\s\x60'"(\[/])(--[a-z][a-z0-9_-]*[a-z0-9])`)
+	codeSpanRE    = regexp.MustCompile("\x60[^\x60\n]+\x60")
+	commandLineRE = regexp.MustCompile(`\blinkgate ([a-z][a-z0-9-]*)(?: ([a-z][a-z0-9-]*))?`)
+	pastedHelpRE  = regexp.MustCompile(`(?m)^\$ linkgate (help [a-z]+|.*--help$)`)
+)
+
+// The CLI is the flags' reference and the pages name flags without
+// copying it: every --flag a page names is one linkgate has — one of the
+// command's (or a subcommand's) on a line of a code block or in a code
+// span that runs it (`linkgate serve … --tls`), else one of any
+// command's. Another program's flag goes with the program's name
+// (`etcd --client-cert-auth`), and no page pastes a --help: `linkgate
+// help X` prints it, current.
+func TestDocsFlags(t *testing.T) {
+	known := knownFlags(t)
+	// has says whether cmd ("" for any command), with its subcommands,
+	// has flag f.
+	has := func(cmd, f string) bool {
+		for key, flags := range known {
+			if (cmd == "" || key == cmd || strings.HasPrefix(key, cmd+" ")) && flags[f] {
+				return true
+			}
+		}
+		return f == "--help"
+	}
 	n := 0
 	for _, page := range docPages(t) {
 		b, err := os.ReadFile(page)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range helpBlockRE.FindAllStringSubmatch(string(b), -1) {
-			args := strings.Fields(m[1])
-			switch {
-			case len(args) == 2 && args[0] == "help":
-				args = args[1:]
-			case len(args) >= 2 && args[len(args)-1] == "--help":
-				args = args[:len(args)-1]
-			default:
-				continue // an example run, not a help block
+		if m := pastedHelpRE.FindString(string(b)); m != "" {
+			t.Errorf("%s pastes the output of `%s`: name the flags and let `linkgate help` be the reference", rel(page), strings.TrimPrefix(m, "$ "))
+		}
+		fenced := false
+		for i, line := range strings.Split(string(b), "\n") {
+			if fenceRE.MatchString(line) {
+				fenced = !fenced
+				continue
 			}
-			n++
-			if got := helpText(t, args...); got != m[2] {
-				t.Errorf("%s: the block of `linkgate %s` differs from what it prints now (go generate ./... rewrites the generated ones)", rel(page), m[1])
+			// The pieces of the line to check, each with its command ("":
+			// any); a piece running another program is skipped.
+			type piece struct{ text, cmd string }
+			var pieces []piece
+			ofLinkgate := func(text string) {
+				if m := commandLineRE.FindStringSubmatch(text); m != nil && known[m[1]] != nil {
+					pieces = append(pieces, piece{text, m[1]})
+				}
+			}
+			if fenced {
+				ofLinkgate(line)
+			} else {
+				pieces = append(pieces, piece{codeSpanRE.ReplaceAllString(line, " "), ""})
+				for _, span := range codeSpanRE.FindAllString(line, -1) {
+					if strings.HasPrefix(span, "\x60-") {
+						pieces = append(pieces, piece{span, ""})
+					} else {
+						ofLinkgate(span)
+					}
+				}
+			}
+			for _, p := range pieces {
+				for _, m := range longFlagRE.FindAllStringSubmatch(p.text, -1) {
+					n++
+					if !has(p.cmd, m[1]) {
+						where := "no command has"
+						if p.cmd != "" {
+							where = "linkgate " + p.cmd + " does not have"
+						}
+						t.Errorf("%s:%d names %s, which %s", rel(page), i+1, m[1], where)
+					}
+				}
 			}
 		}
 	}
 	if n == 0 {
-		t.Fatal("no help block found: the pattern is stale")
+		t.Fatal("no flag found on any page: the pattern is stale")
 	}
 }
 

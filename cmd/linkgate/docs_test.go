@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-var updateDocs = flag.Bool("update-docs", false, "rewrite the generated help blocks of docs/<command>.md (go generate ./...)")
+var updateDocs = flag.Bool("update-docs", false, "rewrite the generated flag indexes of docs/<command>.md (go generate ./...)")
 
 const docsDir = "../../docs"
 
@@ -52,17 +52,50 @@ func subcommands(t *testing.T, name, help string) []string {
 	return subs
 }
 
-// helpBlock is the generated part of a command's page: its help and its
-// subcommands', between markers.
+// flagRE finds the flags a --help lists: lines indented by two spaces
+// that begin with -x or --name.
+var flagRE = regexp.MustCompile(`(?m)^  (--?[A-Za-z][A-Za-z0-9_-]*)`)
+
+// flagsOf returns the flags help lists, in its order.
+func flagsOf(help string) []string {
+	var out []string
+	for _, m := range flagRE.FindAllStringSubmatch(help, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// helpBlock is the generated part of a command's page: an index of its
+// flags and its subcommands', between markers. `linkgate help` prints
+// what each does: the CLI is the reference, the page says where to look.
 func helpBlock(t *testing.T, name string) string {
 	t.Helper()
 	help := helpText(t, name)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n## Reference: `linkgate %s`\n\n", beginMarker(name), name)
-	b.WriteString("Every flag can also be set with the environment variable shown in brackets; a flag on the command line wins.\n")
-	fmt.Fprintf(&b, "\n```text\n$ linkgate help %s\n%s```\n", name, help)
-	for _, sub := range subcommands(t, name, help) {
-		fmt.Fprintf(&b, "\n```text\n$ linkgate %s %s --help\n%s```\n", name, sub, helpText(t, name, sub))
+	fmt.Fprintf(&b, "`linkgate help %s` prints what each flag does and its default", name)
+	subs := subcommands(t, name, help)
+	if len(subs) > 0 {
+		fmt.Fprintf(&b, ", `linkgate %s SUBCOMMAND --help` a subcommand's", name)
+	}
+	b.WriteString("; every flag is also read from the environment variable LINKGATE_ and its name in capitals, - as _ (`--store`: LINKGATE_STORE), and a flag on the command line wins.\n\n")
+	index := func(cmd, help string) {
+		fmt.Fprintf(&b, "- `linkgate %s`:", cmd)
+		flags := flagsOf(help)
+		if len(flags) == 0 {
+			b.WriteString(" no flags")
+		}
+		for i, f := range flags {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, " `%s`", f)
+		}
+		b.WriteString("\n")
+	}
+	index(name, help)
+	for _, sub := range subs {
+		index(name+" "+sub, helpText(t, name, sub))
 	}
 	fmt.Fprintf(&b, "%s\n", endMarker(name))
 	return b.String()
@@ -74,9 +107,9 @@ func beginMarker(name string) string {
 
 func endMarker(name string) string { return "<!-- END generated: linkgate help " + name + " -->" }
 
-// Every command's page, docs/<command>.md, shows exactly what `linkgate
-// help <command>` (and its subcommands' --help) prints, so the reference
-// cannot drift from the flags.
+// Every command's page, docs/<command>.md, ends with the index of the
+// flags `linkgate help <command>` (and its subcommands' --help) lists, so
+// the index cannot drift from the flags.
 func TestHelpDocs(t *testing.T) {
 	names := slices.Sorted(func(yield func(string) bool) {
 		for n := range commands {
