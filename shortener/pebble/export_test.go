@@ -63,18 +63,29 @@ func DropListIndex(s *Store) error {
 	return s.db.DeleteRange([]byte{kindListIndex}, []byte{kindListIndex + 1}, pebbledb.Sync)
 }
 
-// DropExpiryIndex leaves the list's index as 02908ad wrote it: no 'e'
-// records, the marker "built"; the next Open adds them.
-func DropExpiryIndex(s *Store) error {
+// OlderListIndex leaves the list's index as the binary of version v
+// wrote it: 1 (02908ad) has no 'e' or 'g' records and the marker "built",
+// 2 (a410a59) no 'g' records and "built2"; the next Open rebuilds it.
+// With newer, the current marker stays too: an older binary opened a
+// newer store, and every link is one it wrote since.
+func OlderListIndex(s *Store, v int, newer bool) error {
 	b := s.db.NewBatch()
 	defer b.Close()
-	if err := b.DeleteRange([]byte{kindListIndex, 'e'}, []byte{kindListIndex, 'e' + 1}, nil); err != nil {
-		return err
+	kinds := []byte{'g'}
+	if v == 1 {
+		kinds = append(kinds, 'e')
 	}
-	if err := b.Delete(listIndexBuilt, nil); err != nil {
-		return err
+	for _, k := range kinds {
+		if err := b.DeleteRange([]byte{kindListIndex, k}, []byte{kindListIndex, k + 1}, nil); err != nil {
+			return err
+		}
 	}
-	if err := b.Set(listIndexBuiltV1, nil, nil); err != nil {
+	if !newer {
+		if err := b.Delete(listIndexBuilt, nil); err != nil {
+			return err
+		}
+	}
+	if err := b.Set(listIndexOlder[v-1], nil, nil); err != nil {
 		return err
 	}
 	return b.Commit(pebbledb.Sync)

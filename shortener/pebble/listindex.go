@@ -2,10 +2,12 @@ package pebble
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
@@ -25,7 +27,8 @@ import (
 //	'x' 't' tag 0x00 order             a link with that tag
 //	'x' 'd' domain 0x00 order          a link of that domain ("" the default)
 //	'x' 'e' order → expiry             a link that can expire (an expiry or a visit limit)
-//	'x' 'm' "built2"                   the index covers every link
+//	'x' 'g' trigram order              a link whose id or URL holds the trigram
+//	'x' 'm' "built3"                   the index covers every link
 //
 // where order is the creation time (8 bytes, big-endian: 0 for links
 // without one, else Unix seconds with the sign bit flipped), the id,
@@ -34,10 +37,10 @@ import (
 // backwards for newest first, seeks to the cursor, narrows a creation-time
 // range to its keys, and checks each candidate link against the whole
 // filter. A tag filter walks that tag's records, a domain filter its
-// domain's, any other filter every link's: a filter that few links pass
-// (a search, a state, a tag with a domain) still reads links until the
-// page is full. Tags and domains never contain 0x00, ids are
-// shortener.ValidID.
+// domain's, a search its trigrams' too (below), any other filter every
+// link's: a filter that few links pass (a state, a tag with a domain)
+// still reads links until the page is full. Tags and domains never
+// contain 0x00, ids are shortener.ValidID.
 //
 // The state "expired" walks the links that can expire ('e'): most links
 // never do, and the newest seldom have yet. Their records' value (the
@@ -46,15 +49,91 @@ import (
 // still ahead without reading it; one with a visit limit is read (its
 // visits are counted elsewhere).
 //
-// A store written before the index, or before its 'e' records ("built",
-// not "built2"), gets it when it is opened (buildListIndex), once.
+// A search (f.Query) is a substring of the id or the URL, ASCII letters
+// compared without case. Every three bytes of a link's id and of its URL
+// that are all ASCII, letters in lower case, are a trigram ('g'), one
+// record per distinct trigram (about 50 a link: BenchmarkListPage's
+// store of 1M links with 45-byte URLs grew from 89 to 774 MB). A link
+// holding the query holds each of the query's trigrams, so Find walks
+// the lists of (up to maxQueryGrams of) the query's trigrams, and the
+// tag's, domain's or expiry's list if the filter names one, in step (a
+// leapfrog join: join): the smallest (pebble's estimate) leads, each
+// other list catches up with it, a few steps and then a seek, or moves
+// it on; only the links in all of them are read, and f.Match checks the
+// substring. A query that matches nothing is answered once one of its
+// lists runs out; what a page costs is about the size of the smallest
+// list (from the cursor), not of the store. A query shorter than three
+// bytes, or with a byte that is not ASCII (a non-ASCII letter may match
+// another case of it), walks without trigrams: it reads links until the
+// page is full, every link if none matches.
+//
+// A store written before the index, or before its latest records (its
+// marker is an older one: "built" lacks 'e', "built2" 'g'), gets it when
+// it is opened (buildListIndex), once: its index records are dropped and
+// written again. A binary of before 'g' that opens such a store rebuilds
+// its own records and marks "built2" without 'g' for the links it then
+// writes; the next newer binary sees "built2" and rebuilds again.
 const kindListIndex = 'x'
 
 var (
-	listIndexBuilt = []byte{kindListIndex, 'm', 'b', 'u', 'i', 'l', 't', '2'}
-	// listIndexBuiltV1 marks an index without 'e' records (02908ad).
-	listIndexBuiltV1 = []byte{kindListIndex, 'm', 'b', 'u', 'i', 'l', 't'}
+	listIndexBuilt = []byte{kindListIndex, 'm', 'b', 'u', 'i', 'l', 't', '3'}
+	// listIndexOlder marks the indexes of older binaries: "built" (02908ad)
+	// has no 'e' records, "built2" (a410a59) no 'g' records.
+	listIndexOlder = [][]byte{
+		{kindListIndex, 'm', 'b', 'u', 'i', 'l', 't'},
+		{kindListIndex, 'm', 'b', 'u', 'i', 'l', 't', '2'},
+	}
 )
+
+// maxQueryGrams bounds the trigram lists a search walks in step: more
+// narrow the candidates further, each costs a seek per step.
+const maxQueryGrams = 8
+
+// trigrams appends to dst the distinct trigrams of the strings (see
+// above), sorted.
+func trigrams(dst [][3]byte, ss ...string) [][3]byte {
+	for _, s := range ss {
+		for i := 0; i+3 <= len(s); i++ {
+			g := [3]byte{lowerASCII(s[i]), lowerASCII(s[i+1]), lowerASCII(s[i+2])}
+			if g[0]|g[1]|g[2] < 0x80 {
+				dst = append(dst, g)
+			}
+		}
+	}
+	slices.SortFunc(dst, func(a, b [3]byte) int { return bytes.Compare(a[:], b[:]) })
+	return slices.Compact(dst)
+}
+
+// queryGrams returns the prefixes of the trigram lists a search for q
+// walks: none if q is shorter than three bytes or not ASCII; up to
+// maxQueryGrams, spread over q.
+func queryGrams(q string) [][]byte {
+	for i := range len(q) {
+		if q[i] >= 0x80 {
+			return nil
+		}
+	}
+	grams := trigrams(nil, q)
+	if len(grams) > maxQueryGrams {
+		spread := make([][3]byte, maxQueryGrams)
+		for i := range spread {
+			spread[i] = grams[i*(len(grams)-1)/(maxQueryGrams-1)]
+		}
+		grams = spread
+	}
+	prefixes := make([][]byte, len(grams))
+	for i, g := range grams {
+		prefixes[i] = []byte{kindListIndex, 'g', g[0], g[1], g[2]}
+	}
+	return prefixes
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
 
 // expiryValue is the value of a link's 'e' record.
 func expiryValue(dst []byte, l *shortener.Link) []byte {
@@ -114,7 +193,7 @@ func orderKey(order []byte) (string, bool) {
 func writeIndex(b *pebbledb.Batch, key string, l *shortener.Link, del bool) error {
 	var scratch [2 + shortener.MaxKeyLength + 8 + 64 + 1]byte
 	var value [9]byte
-	domain, _ := shortener.SplitKey(key)
+	domain, id := shortener.SplitKey(key)
 	put := func(k []byte) error {
 		if del {
 			return b.Delete(k, nil)
@@ -146,6 +225,11 @@ func writeIndex(b *pebbledb.Batch, key string, l *shortener.Link, del bool) erro
 			return err
 		}
 	}
+	for _, g := range trigrams(nil, id, l.URL) {
+		if err := put(appendOrder(append(scratch[:0], kindListIndex, 'g', g[0], g[1], g[2]), key, l.CreatedAt)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -165,15 +249,32 @@ func unindexLink(b *pebbledb.Batch, key string, l *shortener.Link) error {
 	return writeIndex(b, key, l, true)
 }
 
-// buildListIndex indexes every link of a store that has no index yet, in
-// batches, then marks the index built. Creates, edits and deletes are
-// not running yet (Open calls it).
+// buildListIndex indexes every link of a store that has no index yet, or
+// an older one (see above), in batches, then marks the index built.
+// Creates, edits and deletes are not running yet (Open calls it).
 func (s *Store) buildListIndex() error {
-	if _, closer, found, err := s.get(listIndexBuilt); err != nil {
-		return err
-	} else if found {
-		closer.Close()
+	built := false
+	for _, m := range append([][]byte{listIndexBuilt}, listIndexOlder...) {
+		_, closer, found, err := s.get(m)
+		if err != nil {
+			return err
+		}
+		if found {
+			closer.Close()
+		}
+		if bytes.Equal(m, listIndexBuilt) {
+			built = found
+		} else if found {
+			built = false // an older binary wrote links since
+		}
+	}
+	if built {
 		return nil
+	}
+	// The records of an older index go, markers too: a crash before the
+	// new marker starts this again.
+	if err := s.db.DeleteRange([]byte{kindListIndex}, []byte{kindListIndex + 1}, pebbledb.Sync); err != nil {
+		return err
 	}
 	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: linksLower, UpperBound: linksUpper})
 	if err != nil {
@@ -198,7 +299,7 @@ func (s *Store) buildListIndex() error {
 			b.Close()
 			return err
 		}
-		if n++; n%10_000 == 0 {
+		if n++; n%1_000 == 0 {
 			if err := b.Commit(pebbledb.NoSync); err != nil {
 				b.Close()
 				return err
@@ -212,10 +313,6 @@ func (s *Store) buildListIndex() error {
 		return err
 	}
 	if err := b.Set(listIndexBuilt, nil, nil); err != nil {
-		b.Close()
-		return err
-	}
-	if err := b.Delete(listIndexBuiltV1, nil); err != nil {
 		b.Close()
 		return err
 	}
@@ -243,57 +340,41 @@ func (s *Store) Find(ctx context.Context, after *shortener.Link, limit int, f sh
 	default:
 		prefix = []byte{kindListIndex, 'c'}
 	}
-	// Bounds: the prefix, narrowed to the creation-time range (whole
-	// seconds, which is what is stored; f.Match checks exactly).
-	lower, upper := prefix, prefixEnd(prefix)
-	if !f.CreatedAfter.IsZero() {
-		lower = binary.BigEndian.AppendUint64(bytes.Clone(prefix), uint64(f.CreatedAfter.Unix())^1<<63)
+	lists := [][]byte{prefix}
+	if grams := queryGrams(f.Query); len(grams) > 0 && prefix[1] == 'c' {
+		lists = grams // every link is in 'c': the trigrams' lists alone
+	} else {
+		lists = append(lists, grams...)
 	}
-	if !f.CreatedBefore.IsZero() {
-		upper = binary.BigEndian.AppendUint64(bytes.Clone(prefix), (uint64(f.CreatedBefore.Unix())^1<<63)+1)
-	}
-	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
-		return shortener.Page{}, unavailable("find links", err)
-	}
-	defer it.Close()
-	var ok bool
-	switch {
-	case after == nil && f.Oldest:
-		ok = it.First()
-	case after == nil:
-		ok = it.Last()
-	case f.Oldest: // just after the cursor's key
-		ok = it.SeekGE(append(appendOrder(bytes.Clone(prefix), after.Key(), after.CreatedAt), 0))
-	default: // just before it
-		ok = it.SeekLT(appendOrder(bytes.Clone(prefix), after.Key(), after.CreatedAt))
-	}
-	var p shortener.Page
-	for n := 0; ok; n++ {
-		if n%1024 == 1023 {
-			if err := ctx.Err(); err != nil {
-				return shortener.Page{}, unavailable("find links", err)
-			}
+	j := join{oldest: f.Oldest, expiry: -1}
+	defer j.close()
+	for _, p := range lists {
+		if err := j.add(s.db, p, f, after); err != nil {
+			return shortener.Page{}, unavailable("find links", err)
 		}
+	}
+	j.smallestFirst()
+	var p shortener.Page
+	ok, err := j.align(ctx)
+	for ; ok && err == nil; ok, err = j.next(ctx) {
+		main := j.lists[0]
 		read := true
-		if prefix[1] == 'e' {
-			v, err := it.ValueAndErr()
+		if j.expiry >= 0 {
+			v, err := j.lists[j.expiry].it.ValueAndErr()
 			if err != nil {
 				return shortener.Page{}, unavailable("find links", err)
 			}
 			read = !unexpired(v, f.Now) // an expiry still ahead: not read
 		}
-		var l shortener.Link
-		var err error
-		if read {
-			key, valid := orderKey(it.Key()[len(prefix):])
-			if !valid {
-				return shortener.Page{}, fmt.Errorf("find links: index record %q", it.Key())
-			}
-			l, err = s.Get(ctx, key)
+		if !read {
+			continue
 		}
+		key, valid := orderKey(main.order())
+		if !valid {
+			return shortener.Page{}, fmt.Errorf("find links: index record %q", main.it.Key())
+		}
+		l, err := s.Get(ctx, key)
 		switch {
-		case !read:
 		case errors.Is(err, shortener.ErrNotFound): // deleted since the iterator's snapshot
 		case err != nil:
 			return shortener.Page{}, err
@@ -310,20 +391,168 @@ func (s *Store) Find(ctx context.Context, after *shortener.Link, limit int, f sh
 				p.Links = append(p.Links, l)
 			}
 		}
-		if f.Oldest {
-			ok = it.Next()
-		} else {
-			ok = it.Prev()
-		}
 	}
-	if err := it.Error(); err != nil {
+	if err != nil {
 		return shortener.Page{}, unavailable("find links", err)
 	}
 	return p, nil
 }
 
+// join walks index record lists in step, in f's order: at each position
+// every list holds the same order suffix, the candidate (a leapfrog join;
+// lists[0], the smallest, leads).
+type join struct {
+	lists  []list
+	oldest bool
+	expiry int // the index of the 'e' list, or -1
+	steps  int
+	seek   []byte
+}
+
+// list is one index record list being walked: its records are prefix,
+// then an order suffix.
+type list struct {
+	it     *pebbledb.Iterator
+	prefix []byte
+	size   uint64 // pebble's estimate of its tables' bytes in the walk's bounds
+}
+
+func (l *list) order() []byte { return l.it.Key()[len(l.prefix):] }
+
+// add opens the list of prefix, bounded by f's creation-time range
+// (whole seconds, which is what is stored; f.Match checks exactly), and
+// puts it at the first record of the walk: the start, or just past the
+// cursor after.
+func (j *join) add(db *pebbledb.DB, prefix []byte, f shortener.ListFilter, after *shortener.Link) error {
+	lower, upper := prefix, prefixEnd(prefix)
+	if !f.CreatedAfter.IsZero() {
+		lower = binary.BigEndian.AppendUint64(bytes.Clone(prefix), uint64(f.CreatedAfter.Unix())^1<<63)
+	}
+	if !f.CreatedBefore.IsZero() {
+		upper = binary.BigEndian.AppendUint64(bytes.Clone(prefix), (uint64(f.CreatedBefore.Unix())^1<<63)+1)
+	}
+	size, err := db.EstimateDiskUsage(lower, upper)
+	if err != nil {
+		return err
+	}
+	it, err := db.NewIter(&pebbledb.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	j.lists = append(j.lists, list{it: it, prefix: prefix, size: size})
+	switch {
+	case after == nil && j.oldest:
+		it.First()
+	case after == nil:
+		it.Last()
+	case j.oldest: // just after the cursor's key
+		it.SeekGE(append(appendOrder(bytes.Clone(prefix), after.Key(), after.CreatedAt), 0))
+	default: // just before it
+		it.SeekLT(appendOrder(bytes.Clone(prefix), after.Key(), after.CreatedAt))
+	}
+	return nil
+}
+
+// smallestFirst orders the lists by their estimated size: the smallest
+// leads the walk (its every record is a step), the next smallest rule out
+// most of its candidates before a larger list is moved. Records not yet
+// flushed to a table are not in the estimate: it only ranks the lists.
+func (j *join) smallestFirst() {
+	slices.SortStableFunc(j.lists, func(a, b list) int { return cmp.Compare(a.size, b.size) })
+	for i, l := range j.lists {
+		if l.prefix[1] == 'e' {
+			j.expiry = i
+		}
+	}
+}
+
+// align moves the lists forward (in the walk's order) to the first order
+// suffix that all of them hold, from where they are: false when one of
+// them runs out. It checks ctx every 1024 steps.
+func (j *join) align(ctx context.Context) (bool, error) {
+	for {
+		for i := range j.lists {
+			if !j.lists[i].it.Valid() {
+				return false, j.lists[i].it.Error()
+			}
+		}
+		if j.steps++; j.steps%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return false, err
+			}
+		}
+		target := j.lists[0].order()
+		agreed := true
+		for i := 1; i < len(j.lists) && agreed; i++ {
+			c := bytes.Compare(j.lists[i].order(), target)
+			if c != 0 && (c < 0) == j.oldest { // behind the target
+				if !j.catchUp(&j.lists[i], target) {
+					return false, j.lists[i].it.Error()
+				}
+				c = bytes.Compare(j.lists[i].order(), target)
+			}
+			if c != 0 { // past it: the first list goes there
+				agreed = false
+				j.catchUp(&j.lists[0], j.lists[i].order())
+			}
+		}
+		if agreed {
+			return true, nil
+		}
+	}
+}
+
+// next moves past the current candidate to the next one.
+func (j *join) next(ctx context.Context) (bool, error) {
+	if j.oldest {
+		j.lists[0].it.Next()
+	} else {
+		j.lists[0].it.Prev()
+	}
+	return j.align(ctx)
+}
+
+// catchUp moves l, which is behind order, to the first record at or past
+// it: a few steps first (a list that most links are in is seldom far
+// behind, and a step costs less than a seek), then a seek.
+func (j *join) catchUp(l *list, order []byte) bool {
+	for range 64 {
+		var ok bool
+		if j.oldest {
+			ok = l.it.Next()
+		} else {
+			ok = l.it.Prev()
+		}
+		if !ok {
+			return false
+		}
+		if c := bytes.Compare(l.order(), order); c == 0 || (c < 0) != j.oldest {
+			return true
+		}
+	}
+	return j.seekTo(l, order)
+}
+
+// seekTo moves l to the first record at or past order in the walk's
+// order.
+func (j *join) seekTo(l *list, order []byte) bool {
+	j.seek = append(append(j.seek[:0], l.prefix...), order...)
+	if j.oldest {
+		return l.it.SeekGE(j.seek)
+	}
+	// The last record at or before order: no order is another followed
+	// by 0x00 (a domain holds no 0x00).
+	return l.it.SeekLT(append(j.seek, 0))
+}
+
+func (j *join) close() {
+	for _, l := range j.lists {
+		l.it.Close()
+	}
+}
+
 // prefixEnd returns the smallest key after every key with prefix p (p's
-// last byte is never 0xff here: 'c', or 0x00).
+// last byte is never 0xff here: 'c', 'e', 0x00 or an ASCII trigram's).
 func prefixEnd(p []byte) []byte {
 	end := bytes.Clone(p)
 	end[len(end)-1]++

@@ -108,15 +108,21 @@ func BenchmarkListPage(b *testing.B) {
 		name   string
 		f      shortener.ListFilter
 		cursor string
+		none   bool // the page is empty: no link passes
 	}{
-		{"newest", shortener.ListFilter{}, ""},
-		{"newest-page-400", shortener.ListFilter{}, deep},
-		{"oldest", shortener.ListFilter{Oldest: true}, ""},
-		{"tag", shortener.ListFilter{Tag: "tag07"}, ""},
-		{"domain", shortener.ListFilter{Domain: str("go.example")}, ""},
-		{"created-in-march", shortener.ListFilter{CreatedAfter: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), CreatedBefore: time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)}, ""},
-		{"search-common", shortener.ListFilter{Query: "site1"}, ""},
-		{"state-expired", shortener.ListFilter{State: shortener.StateExpired, Now: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}, ""},
+		{"newest", shortener.ListFilter{}, "", false},
+		{"newest-page-400", shortener.ListFilter{}, deep, false},
+		{"oldest", shortener.ListFilter{Oldest: true}, "", false},
+		{"tag", shortener.ListFilter{Tag: "tag07"}, "", false},
+		{"domain", shortener.ListFilter{Domain: str("go.example")}, "", false},
+		{"created-in-march", shortener.ListFilter{CreatedAfter: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), CreatedBefore: time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)}, "", false},
+		{"search-common", shortener.ListFilter{Query: "site1"}, "", false},
+		// 11 links: path/12345 and path/123450 to path/123459.
+		{"search-rare", shortener.ListFilter{Query: "PATH/12345"}, "", false},
+		{"search-none", shortener.ListFilter{Query: "github.com"}, "", true},
+		// Sites go to site999: each trigram of it is common, the whole in no URL.
+		{"search-none-common-trigrams", shortener.ListFilter{Query: "site1000"}, "", true},
+		{"state-expired", shortener.ListFilter{State: shortener.StateExpired, Now: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}, "", false},
 	} {
 		for _, svc := range []struct {
 			name string
@@ -129,7 +135,7 @@ func BenchmarkListPage(b *testing.B) {
 					t0 := time.Now()
 					p, err := svc.s.Find(ctx, c.cursor, 50, c.f)
 					times = append(times, time.Since(t0))
-					if err != nil || len(p.Links) == 0 {
+					if err != nil || (len(p.Links) == 0) != c.none {
 						b.Fatalf("%d links, %v", len(p.Links), err)
 					}
 				}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,11 +41,12 @@ func pages(t testing.TB, s *shortener.Service, f shortener.ListFilter, limit int
 }
 
 // The index answers every filter, in both orders and at every page size,
-// exactly as the scan of every link does — also after edits (tags added
-// and removed, a new expiry), deletes, imports, visits reaching a link's
-// limit, and once more after it is dropped and rebuilt by Open (a store
-// written before the index), and after its expiry records alone are
-// dropped (a store indexed by 02908ad, whose marker says "built").
+// exactly as the scan of every link does — also after edits (tags, URL
+// and expiry), deletes, imports, visits reaching a link's limit, and once
+// more after Open rebuilds it: dropped (a store written before the
+// index), as 02908ad left it (marker "built", no expiry or trigram
+// records), as a410a59 did ("built2", no trigram records), and as a410a59
+// did when it opened a newer store and wrote links (both markers).
 func TestListIndexAgreesWithScan(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "links")
 	store, err := pebble.Open(dir, pebble.Options{})
@@ -57,8 +59,9 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 	now := base.Add(50 * time.Second)
 	domains := []string{"", "go.example", "sho.example"}
 	tags := []string{"red", "green", "blue"}
+	paths := []string{"", "Path/A1", "path/b2?q=Xy", "café/ÉTÉ", "KELVIN-\u212a", "a/Path/a1", "xss\u212akk"}
 	randomLink := func(i int) shortener.Link {
-		l := shortener.Link{ID: fmt.Sprintf("r%03d", i), URL: fmt.Sprintf("https://s%d.example/", rng.IntN(5)),
+		l := shortener.Link{ID: fmt.Sprintf("r%03d", i), URL: fmt.Sprintf("https://s%d.example/%s", rng.IntN(5), paths[rng.IntN(len(paths))]),
 			CreatedAt: base.Add(time.Duration(rng.IntN(100)) * time.Second)}
 		if rng.IntN(10) == 0 {
 			l.CreatedAt = time.Time{} // the seed's items have none
@@ -91,14 +94,14 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 	if _, err := store.ImportRecords(ctx, recs); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 60 { // edits: tags and expiry
+	for i := range 60 { // edits: tags, URL and expiry
 		l := randomLink(i)
 		id := l.ID
 		if _, err := store.Get(ctx, id); err != nil {
 			continue // another domain this time
 		}
 		tg := l.Tags
-		if _, err := store.Update(ctx, id, shortener.LinkUpdate{Tags: &tg, ExpiresAt: &l.ExpiresAt}); err != nil {
+		if _, err := store.Update(ctx, id, shortener.LinkUpdate{Tags: &tg, URL: &l.URL, ExpiresAt: &l.ExpiresAt}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -128,15 +131,16 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 		}
 	}
 	// Every link has exactly its records: one in the order, one in its
-	// domain's, one per tag, one if it can expire; none of a link deleted
-	// or of a tag removed.
+	// domain's, one per tag, one if it can expire, one per trigram of its
+	// id and URL; none of a link deleted, of a tag removed or of a URL
+	// replaced.
 	wantRecords := 0
 	all, err := shortener.NewService(scanOnly{store}, shortener.Options{}).Find(ctx, "", shortener.MaxPageSize, shortener.ListFilter{Query: "r"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range all.Links {
-		wantRecords += 2 + len(l.Tags)
+		wantRecords += 2 + len(l.Tags) + len(asciiTrigrams(l.ID, l.URL))
 		if !l.ExpiresAt.IsZero() || l.MaxVisits > 0 {
 			wantRecords++
 		}
@@ -163,6 +167,19 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 		{State: shortener.StateActive, Now: now},
 		{State: shortener.StateActive, Now: now, Tag: "red"},
 		{Query: "nothing matches this"},
+		{Query: "PATH/a"},
+		{Query: "path", Tag: "red"},
+		{Query: "S3.ex", Domain: str("go.example")},
+		{Query: "h/b2?", State: shortener.StateExpired, Now: now},
+		{Query: "ath/a1", CreatedAfter: base.Add(40 * time.Second)},
+		{Query: "https://s1.example/path/"}, // more trigrams than a search walks
+		{Query: "r01"},
+		{Query: "2?"},  // too short for a trigram
+		{Query: "été"}, // not ASCII: É is é
+		{Query: "kelvin-k"},
+		{Query: "xſſkkk"}, // ſ is s and K (Kelvin) is k: "xss\u212akk", 8 bytes each, though "kkk" is not in it
+		{Query: "example/café"},
+		{Query: "xyz"},
 	}
 	check := func(t *testing.T) {
 		indexed := shortener.NewService(store, shortener.Options{})
@@ -181,25 +198,46 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 	}
 	t.Run("maintained", check)
 
-	if err := pebble.DropListIndex(store); err != nil {
-		t.Fatal(err)
+	reopen := func(t *testing.T, older func() error) {
+		t.Helper()
+		if err := older(); err != nil {
+			t.Fatal(err)
+		}
+		store.Close()
+		if store, err = pebble.Open(dir, pebble.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := pebble.ListIndexRecords(store); err != nil || n != wantRecords {
+			t.Errorf("rebuilt: %d index records (%v), want %d", n, err, wantRecords)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		older func() error
+	}{
+		{"rebuilt", func() error { return pebble.DropListIndex(store) }},
+		{"rebuilt from 02908ad", func() error { return pebble.OlderListIndex(store, 1, false) }},
+		{"rebuilt from a410a59", func() error { return pebble.OlderListIndex(store, 2, false) }},
+		{"rebuilt after a410a59 wrote", func() error { return pebble.OlderListIndex(store, 2, true) }},
+	} {
+		reopen(t, c.older)
+		t.Run(c.name, check)
 	}
 	store.Close()
-	if store, err = pebble.Open(dir, pebble.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Run("rebuilt", check)
+}
 
-	if err := pebble.DropExpiryIndex(store); err != nil {
-		t.Fatal(err)
+// asciiTrigrams is the set of every three bytes of id (without its
+// domain) and url that are all ASCII, in lower case.
+func asciiTrigrams(key, url string) map[string]bool {
+	_, id := shortener.SplitKey(key)
+	set := map[string]bool{}
+	for _, s := range []string{id, url} {
+		s := []byte(s)
+		for i := 0; i+3 <= len(s); i++ {
+			if s[i] < 0x80 && s[i+1] < 0x80 && s[i+2] < 0x80 {
+				set[strings.ToLower(string(s[i:i+3]))] = true
+			}
+		}
 	}
-	store.Close()
-	if store, err = pebble.Open(dir, pebble.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	if n, err := pebble.ListIndexRecords(store); err != nil || n != wantRecords {
-		t.Errorf("after the expiry records were rebuilt: %d index records (%v), want %d", n, err, wantRecords)
-	}
-	t.Run("expiry rebuilt", check)
+	return set
 }

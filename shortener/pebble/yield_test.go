@@ -155,6 +155,11 @@ func TestVisitFlushPaced(t *testing.T) {
 	if _, err := s.ImportRecords(t.Context(), recs); err != nil {
 		t.Fatal(err)
 	}
+	// The links and their index records flushed and compacted now, not
+	// during the visits' batch: only its own pauses are counted.
+	if err := s.Compact(); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	pauses = nil
 	mu.Unlock()
