@@ -5,10 +5,12 @@
 // always_off, trace_id_ratio, parent_base), exported in batches over
 // OTLP/HTTP or OTLP/gRPC to one collector.
 //
-// APISIX 3.x reads the collector, resource and batch settings from the
-// plugin's metadata; linkgate takes them from the gateway's flags
-// (Options), as APISIX 2.x's plugin_attr did. A route without the plugin
-// pays nothing: the exporter starts with the first instance.
+// The collector, resource, trace id source and batch settings are the
+// plugin metadata's, as APISIX 3.x's (/apisix/admin/plugin_metadata/
+// opentelemetry); what the metadata leaves out, or all of it when none is
+// stored, comes from the gateway's flags (Options), whose defaults are
+// APISIX's. A route without the plugin pays nothing: an exporter starts
+// with the first instance that needs it.
 package opentelemetry
 
 import (
@@ -21,6 +23,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,25 +73,45 @@ type Options struct {
 	// blocks a request.
 	BatchTimeout time.Duration
 	MaxQueueSize int
-	Logger       *slog.Logger
+	// MaxExportBatchSize caps the spans of one export (max_export_batch_size).
+	MaxExportBatchSize int
+	Logger             *slog.Logger
 }
 
-// Factory makes opentelemetry instances; they share one exporter and
-// batch span processor, started by the first instance.
+// Factory makes opentelemetry instances. Instances built with the same
+// metadata share one exporter and batch span processor (a pipeline),
+// started by the first of them.
 type Factory struct {
 	opts Options
 
-	mu      sync.Mutex
-	started bool
-	bsp     sdktrace.SpanProcessor
-	res     *resource.Resource
-	err     error
+	mu sync.Mutex
+	// pipes by metadata (its JSON; "" for none), the most recently used
+	// last; at most keepPipelines, the oldest shut down (its queued spans
+	// exported) when a newer metadata needs one.
+	pipes map[string]*pipeline
+	order []string
 
 	spans sync.Map // handle → trace.Span, from rewrite to log
 	next  atomic.Int64
 }
 
-var _ gateway.Factory = (*Factory)(nil)
+// keepPipelines: the current metadata's pipeline and the one before it,
+// which requests still running on the previous configuration may use.
+const keepPipelines = 2
+
+// pipeline is an exporter and its batch span processor, with the resource
+// and trace id source of one metadata.
+type pipeline struct {
+	bsp        sdktrace.SpanProcessor
+	res        *resource.Resource
+	requestIDs bool // trace_id_source x-request-id
+	err        error
+}
+
+var (
+	_ gateway.Factory      = (*Factory)(nil)
+	_ gateway.MetadataUser = (*Factory)(nil)
+)
 
 // New returns the plugin factory.
 func New(opts Options) *Factory {
@@ -101,7 +124,7 @@ func New(opts Options) *Factory {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Factory{opts: opts}
+	return &Factory{opts: opts, pipes: map[string]*pipeline{}}
 }
 
 func (*Factory) Name() string  { return Name }
@@ -131,6 +154,114 @@ var schema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Sch
 // Schema is APISIX 3.x's.
 func (*Factory) Schema() *gateway.Schema { return schema }
 
+var scalar = &gateway.Schema{OneOf: []*gateway.Schema{{Type: "boolean"}, {Type: "number"}, {Type: "string"}}}
+
+// metadataSchema is APISIX 3.x's metadata_schema without its defaults of
+// trace_id_source and collector: what it leaves out is the flags'.
+var metadataSchema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Schema{
+	"trace_id_source": {Type: "string", Enum: []any{"x-request-id", "random"}, Description: "the source of trace id"},
+	"resource":        {Type: "object", Values: scalar, Description: "additional resource"},
+	"collector": {Type: "object", Description: "opentelemetry collector", Properties: map[string]*gateway.Schema{
+		"address":         {Type: "string", Description: "host:port"},
+		"request_timeout": {Type: "integer", Description: "second uint"},
+		"request_headers": {Type: "object", Values: scalar, Description: "http headers"},
+	}},
+	"batch_span_processor": {Type: "object", Default: map[string]any{}, Description: "batch span processor", Properties: map[string]*gateway.Schema{
+		"drop_on_queue_full":    {Type: "boolean"},
+		"max_queue_size":        {Type: "integer"},
+		"batch_timeout":         {Type: "number"},
+		"inactive_timeout":      {Type: "number"},
+		"max_export_batch_size": {Type: "integer"},
+	}},
+	"set_ngx_var": {Type: "boolean", Default: false, Description: "set nginx variables"},
+}}
+
+// MetadataSchema is APISIX 3.x's (see metadataSchema).
+func (*Factory) MetadataSchema() *gateway.Schema { return metadataSchema }
+
+// metadata is the plugin metadata as the pipeline reads it.
+type metadata struct {
+	TraceIDSource string         `json:"trace_id_source"`
+	Resource      map[string]any `json:"resource"`
+	Collector     struct {
+		Address        string         `json:"address"`
+		RequestTimeout int            `json:"request_timeout"`
+		RequestHeaders map[string]any `json:"request_headers"`
+	} `json:"collector"`
+	Batch struct {
+		MaxQueueSize       int     `json:"max_queue_size"`
+		BatchTimeout       float64 `json:"batch_timeout"`
+		MaxExportBatchSize int     `json:"max_export_batch_size"`
+	} `json:"batch_span_processor"`
+}
+
+// settings are the flags overlaid with what md sets.
+func (f *Factory) settings(md json.RawMessage) (Options, []attribute.KeyValue, error) {
+	o := f.opts
+	attrs := make([]attribute.KeyValue, 0, len(o.Resource))
+	for _, k := range sortedKeys(o.Resource) {
+		attrs = append(attrs, attribute.String(k, o.Resource[k]))
+	}
+	if md == nil {
+		return o, attrs, nil
+	}
+	var m metadata
+	if err := gateway.Unmarshal(md, &m); err != nil {
+		return o, nil, err
+	}
+	if m.TraceIDSource != "" {
+		o.TraceIDSource = m.TraceIDSource
+	}
+	if m.Collector.Address != "" {
+		o.Collector = m.Collector.Address
+	}
+	if m.Collector.RequestTimeout > 0 {
+		o.Timeout = time.Duration(m.Collector.RequestTimeout) * time.Second
+	}
+	if len(m.Collector.RequestHeaders) > 0 {
+		o.Headers = map[string]string{}
+		for k, v := range f.opts.Headers {
+			o.Headers[k] = v
+		}
+		for k, v := range m.Collector.RequestHeaders {
+			o.Headers[k] = fmt.Sprint(v)
+		}
+	}
+	if m.Batch.MaxQueueSize > 0 {
+		o.MaxQueueSize = m.Batch.MaxQueueSize
+	}
+	if m.Batch.BatchTimeout > 0 {
+		o.BatchTimeout = time.Duration(m.Batch.BatchTimeout * float64(time.Second))
+	}
+	if m.Batch.MaxExportBatchSize > 0 {
+		o.MaxExportBatchSize = m.Batch.MaxExportBatchSize
+	}
+	for _, k := range sortedKeys(m.Resource) {
+		switch v := m.Resource[k].(type) {
+		case bool:
+			attrs = append(attrs, attribute.Bool(k, v))
+		case float64:
+			if v == float64(int64(v)) {
+				attrs = append(attrs, attribute.Int64(k, int64(v)))
+			} else {
+				attrs = append(attrs, attribute.Float64(k, v))
+			}
+		default:
+			attrs = append(attrs, attribute.String(k, fmt.Sprint(v)))
+		}
+	}
+	return o, attrs, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
 type samplerConf struct {
 	Name    string `json:"name"`
 	Options struct {
@@ -159,8 +290,9 @@ func neverSamples(name string, fraction float64) bool {
 }
 
 type instance struct {
-	f      *Factory
-	tracer trace.Tracer
+	f          *Factory
+	requestIDs bool // trace_id_source x-request-id
+	tracer     trace.Tracer
 	// never: the sampler drops every root span (always_off, a ratio of
 	// 0, parent_base over those); with parentBased a sampled parent is
 	// still followed. Such requests take the fast path: the traceparent
@@ -170,9 +302,14 @@ type instance struct {
 	prefixes           []string // additional_header_prefix_attributes
 }
 
-// New builds an instance: a tracer with the route's sampler on the shared
-// span processor.
-func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
+// New builds an instance with the flags' settings (no plugin metadata).
+func (f *Factory) New(raw json.RawMessage, scope gateway.Scope) (any, error) {
+	return f.NewWithMetadata(raw, nil, scope)
+}
+
+// NewWithMetadata builds an instance: a tracer with the route's sampler on
+// the span processor of the metadata's pipeline.
+func (f *Factory) NewWithMetadata(raw, md json.RawMessage, _ gateway.Scope) (any, error) {
 	var c struct {
 		Sampler  samplerConf `json:"sampler"`
 		Attrs    []string    `json:"additional_attributes"`
@@ -182,7 +319,8 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
-	if err := f.start(); err != nil {
+	p, err := f.pipeline(md)
+	if err != nil {
 		return nil, err
 	}
 	s := sampler(c.Sampler.Name, c.Sampler.Options.Fraction)
@@ -194,58 +332,82 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 		}
 		s, never = sdktrace.ParentBased(root), rootNever
 	}
-	opts := []sdktrace.TracerProviderOption{sdktrace.WithSampler(s), sdktrace.WithSpanProcessor(f.bsp), sdktrace.WithResource(f.res)}
-	if f.opts.TraceIDSource == "x-request-id" {
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithSampler(s), sdktrace.WithSpanProcessor(p.bsp), sdktrace.WithResource(p.res)}
+	if p.requestIDs {
 		opts = append(opts, sdktrace.WithIDGenerator(requestIDs{}))
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
-	in := &instance{f: f, tracer: tp.Tracer("linkgate/gateway"), vars: c.Attrs, never: never, parentBased: c.Sampler.Name == "parent_base"}
+	in := &instance{f: f, requestIDs: p.requestIDs, tracer: tp.Tracer("linkgate/gateway"), vars: c.Attrs, never: never, parentBased: c.Sampler.Name == "parent_base"}
 	for _, p := range c.Prefixes {
 		in.prefixes = append(in.prefixes, strings.ToLower(p))
 	}
 	return in, nil
 }
 
-// start creates the exporter and the batch span processor once.
-func (f *Factory) start() error {
+// pipeline returns md's pipeline, started on first use.
+func (f *Factory) pipeline(md json.RawMessage) (*pipeline, error) {
+	key := string(md)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.started {
-		return f.err
+	if i := slices.Index(f.order, key); i >= 0 {
+		f.order = append(slices.Delete(f.order, i, i+1), key)
+		p := f.pipes[key]
+		return p, p.err
 	}
-	f.started = true
-	exp, err := f.exporter()
-	if err != nil {
-		f.err = fmt.Errorf("opentelemetry collector %q: %w", f.opts.Collector, err)
-		return f.err
+	p := f.start(md)
+	f.pipes[key] = p
+	f.order = append(f.order, key)
+	if len(f.order) > keepPipelines {
+		old := f.pipes[f.order[0]]
+		delete(f.pipes, f.order[0])
+		f.order = f.order[1:]
+		if old.bsp != nil {
+			go func() { // exports what it holds, bounded by the export timeout
+				if err := old.bsp.Shutdown(context.Background()); err != nil {
+					f.opts.Logger.Warn("opentelemetry: spans of a replaced plugin metadata not exported", "err", err)
+				}
+			}()
+		}
 	}
-	var bo []sdktrace.BatchSpanProcessorOption
-	if f.opts.BatchTimeout > 0 {
-		bo = append(bo, sdktrace.WithBatchTimeout(f.opts.BatchTimeout))
-	}
-	if f.opts.MaxQueueSize > 0 {
-		bo = append(bo, sdktrace.WithMaxQueueSize(f.opts.MaxQueueSize))
-	}
-	f.bsp = sdktrace.NewBatchSpanProcessor(exp, bo...)
-	attrs := []attribute.KeyValue{attribute.String("service.name", "APISIX")}
-	if h, err := os.Hostname(); err == nil {
-		attrs = append(attrs, attribute.String("hostname", h))
-	}
-	for k, v := range f.opts.Resource {
-		attrs = append(attrs, attribute.String(k, v))
-	}
-	f.res = resource.NewSchemaless(attrs...) // later keys win: the operator's service.name
-	return nil
+	return p, p.err
 }
 
-func (f *Factory) exporter() (*otlptrace.Exporter, error) {
+// start creates a pipeline's exporter and batch span processor.
+func (f *Factory) start(md json.RawMessage) *pipeline {
+	o, attrs, err := f.settings(md)
+	if err != nil {
+		return &pipeline{err: err}
+	}
+	exp, err := exporter(o)
+	if err != nil {
+		return &pipeline{err: fmt.Errorf("opentelemetry collector %q: %w", o.Collector, err)}
+	}
+	var bo []sdktrace.BatchSpanProcessorOption
+	if o.BatchTimeout > 0 {
+		bo = append(bo, sdktrace.WithBatchTimeout(o.BatchTimeout))
+	}
+	if o.MaxQueueSize > 0 {
+		bo = append(bo, sdktrace.WithMaxQueueSize(o.MaxQueueSize))
+	}
+	if o.MaxExportBatchSize > 0 {
+		bo = append(bo, sdktrace.WithMaxExportBatchSize(o.MaxExportBatchSize))
+	}
+	base := []attribute.KeyValue{attribute.String("service.name", "APISIX")}
+	if h, err := os.Hostname(); err == nil {
+		base = append(base, attribute.String("hostname", h))
+	}
+	return &pipeline{bsp: sdktrace.NewBatchSpanProcessor(exp, bo...), requestIDs: o.TraceIDSource == "x-request-id",
+		res: resource.NewSchemaless(append(base, attrs...)...)} // later keys win: the operator's service.name
+}
+
+func exporter(o Options) (*otlptrace.Exporter, error) {
 	ctx := context.Background()
-	addr := f.opts.Collector
+	addr := o.Collector
 	if rest, ok := strings.CutPrefix(addr, "grpc://"); ok {
 		return otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(rest), otlptracegrpc.WithInsecure(),
-			otlptracegrpc.WithTimeout(f.opts.Timeout), otlptracegrpc.WithHeaders(f.opts.Headers))
+			otlptracegrpc.WithTimeout(o.Timeout), otlptracegrpc.WithHeaders(o.Headers))
 	}
-	opts := []otlptracehttp.Option{otlptracehttp.WithTimeout(f.opts.Timeout), otlptracehttp.WithHeaders(f.opts.Headers)}
+	opts := []otlptracehttp.Option{otlptracehttp.WithTimeout(o.Timeout), otlptracehttp.WithHeaders(o.Headers)}
 	if strings.Contains(addr, "://") {
 		u, err := url.Parse(addr)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -264,12 +426,16 @@ func (f *Factory) exporter() (*otlptrace.Exporter, error) {
 // Shutdown exports the spans still queued; call it when the gateway stops.
 func (f *Factory) Shutdown(ctx context.Context) error {
 	f.mu.Lock()
-	bsp := f.bsp
+	pipes := f.pipes
+	f.pipes, f.order = map[string]*pipeline{}, nil
 	f.mu.Unlock()
-	if bsp == nil {
-		return nil
+	var errs []error
+	for _, p := range pipes {
+		if p.bsp != nil {
+			errs = append(errs, p.bsp.Shutdown(ctx))
+		}
 	}
-	return bsp.Shutdown(ctx)
+	return errors.Join(errs...)
 }
 
 // carrier reads the request's headers and writes the upstream request's.
@@ -296,7 +462,7 @@ func (in *instance) Rewrite(c gateway.Ctx) gateway.Reply {
 		}
 	}
 	ctx := propagator.Extract(context.Background(), carrier{c})
-	if in.f.opts.TraceIDSource == "x-request-id" {
+	if in.requestIDs {
 		ctx = context.WithValue(ctx, requestIDKey{}, c.Var("http_x_request_id"))
 	}
 	method := c.Var("request_method")
@@ -349,7 +515,7 @@ func (in *instance) unsampled(c gateway.Ctx, parent traceparent, hasParent bool)
 	tid := parent.traceID
 	if !hasParent {
 		var id string
-		if in.f.opts.TraceIDSource == "x-request-id" {
+		if in.requestIDs {
 			id = c.Var("http_x_request_id")
 		}
 		tid = traceIDOr(id)

@@ -319,3 +319,76 @@ func TestCollectorAddress(t *testing.T) {
 		}
 	}
 }
+
+// The plugin metadata (APISIX 3.x's) decides the collector, resource and
+// trace id source, over the flags; a metadata change takes effect with the
+// configuration that carries it, and what it leaves out is the flags'.
+func TestMetadata(t *testing.T) {
+	flagsCh, mdCh := make(chan span, 64), make(chan span, 64)
+	g, _ := gw(t, opentelemetry.Options{Collector: otlpHTTP(t, flagsCh), Resource: map[string]string{"deployment.environment": "flags"}})
+	for _, tc := range []struct {
+		name, md    string
+		ch, quiet   chan span
+		requestID   string
+		wantTraceID string
+		wantRes     map[string]string
+	}{
+		{name: "no metadata: the flags", ch: flagsCh, quiet: mdCh, wantRes: map[string]string{"deployment.environment": "flags"}},
+		{name: "the metadata's collector, resource and trace id source",
+			md: `{"collector":{"address":"` + startGRPC(t, mdCh) + `","request_timeout":5},"resource":{"deployment.environment":"md","answer":42,"on":true},"trace_id_source":"x-request-id"}`,
+			ch: mdCh, quiet: flagsCh, requestID: "0af7651916cd43dd8448eb211c80319c", wantTraceID: "0af7651916cd43dd8448eb211c80319c",
+			wantRes: map[string]string{"deployment.environment": "md", "answer": "42", "on": "bool_value:true"}},
+		{name: "a metadata without a collector: the flags' collector", md: `{"resource":{"deployment.environment":"md2"}}`,
+			ch: flagsCh, quiet: mdCh, requestID: "0af7651916cd43dd8448eb211c80319c", wantRes: map[string]string{"deployment.environment": "md2"}},
+	} {
+		if tc.md != "" {
+			g.Load(t, map[string]string{"plugin_metadata/opentelemetry": tc.md})
+		}
+		g.Do(t, "GET", "/on", "", "X-Request-Id", tc.requestID)
+		spans := caseSpans(t, g, tc.ch)
+		if len(spans) != 1 {
+			t.Fatalf("%s: %d spans", tc.name, len(spans))
+		}
+		s := spans[0]
+		if tc.wantTraceID != "" && s.traceID != tc.wantTraceID || tc.wantTraceID == "" && s.traceID == tc.requestID {
+			t.Errorf("%s: trace id %s, want %q", tc.name, s.traceID, tc.wantTraceID)
+		}
+		for k, v := range tc.wantRes {
+			if s.resource[k] != v {
+				t.Errorf("%s: resource %s = %q, want %q (%v)", tc.name, k, s.resource[k], v, s.resource)
+			}
+		}
+		if s.resource["service.name"] != "APISIX" {
+			t.Errorf("%s: service.name %q", tc.name, s.resource["service.name"])
+		}
+		select {
+		case s := <-tc.quiet:
+			t.Errorf("%s: a span went to the other collector: %+v", tc.name, s)
+		default:
+		}
+	}
+}
+
+// APISIX 3.x's metadata_schema (opentelemetry.t: "metadata_schema rejects
+// non-scalar resource and collector.request_headers values").
+func TestMetadataSchema(t *testing.T) {
+	reg := gateway.NewRegistry(opentelemetry.New(opentelemetry.Options{}))
+	for md, ok := range map[string]bool{
+		`{}`: true,
+		`{"trace_id_source":"x-request-id","resource":{"a":"b","n":1,"t":true},"collector":{"address":"127.0.0.1:4318","request_timeout":3,"request_headers":{"foo":"bar","n":1}},"batch_span_processor":{"max_queue_size":10,"batch_timeout":0.5},"set_ngx_var":true}`: true,
+		`{"trace_id_source":"header"}`:                       false,
+		`{"resource":{"a":{"nested":1}}}`:                    false,
+		`{"resource":{"a":["x"]}}`:                           false,
+		`{"collector":{"request_headers":{"foo":{"a":1}}}}`:  false,
+		`{"collector":{"request_timeout":"3"}}`:              false,
+		`{"batch_span_processor":{"max_queue_size":"many"}}`: false,
+	} {
+		v, err := gateway.DecodeJSON([]byte(md))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.CheckMetadata(opentelemetry.Name, v.(map[string]any)); (err == nil) != ok {
+			t.Errorf("%s: %v, want ok=%v", md, err, ok)
+		}
+	}
+}
