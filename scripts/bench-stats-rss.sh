@@ -12,9 +12,12 @@
 #    GOMAXPROCS=1, visits counted; DURATION of redirects over every link
 #    (scripts/bench/visits.lua, Debian wrk pinned to LOAD_CPU), which the
 #    visit aggregator counts and flushes into the store;
-#  - QUERIES times each: all links over the last 30 days with the top
-#    links (GET /api/v1/stats) and one link over 90 days by day (the
-#    busiest link's /api/v1/links/{id}/stats), their time as curl sees it;
+#  - QUERIES (5) times all links over the last 30 days with the top links
+#    (GET /api/v1/stats), LINK_QUERIES (100) times one link over 90 days
+#    by day (the busiest link's /api/v1/links/{id}/stats): their time as
+#    curl sees it, and the server's CPU time per query (from /proc, which
+#    a loaded machine's waits do not inflate; the aggregator's flushes
+#    count too);
 #  - RssAnon (and VmRSS) from /proc after the start, the redirects and the
 #    queries.
 set -euo pipefail
@@ -26,7 +29,8 @@ VISITS=${VISITS:-100000000}
 DAYS=${DAYS:-30}
 DURATION=${DURATION:-20s}
 CONNS=${CONNS:-50}
-QUERIES=${QUERIES:-3}
+QUERIES=${QUERIES:-5}
+LINK_QUERIES=${LINK_QUERIES:-100}
 SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 command -v wrk >/dev/null || die "wrk not installed (apt-get install wrk)"
@@ -65,17 +69,23 @@ echo "after the redirects: $(mem)"
 
 day() { date -u -d "$1" +%Y-%m-%d; }
 busiest=$(head -1 "$IDS_FILE") # benchprep: the first link created gets the most visits
-query() { # NAME PATH
-	local i
-	for i in $(seq "$QUERIES"); do
-		curl -sS -o "$work/answer.json" -w "$1: HTTP %{http_code}, %{time_total} s\n" -H "Authorization: Bearer $key" "$url$2"
-	done
+# cpu: the server's CPU time so far, in clock ticks (user + system).
+cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+query() { # NAME TIMES PATH: the answers' times as curl sees them, and the server's CPU per query
+	local i c0 c1
+	c0=$(cpu)
+	for i in $(seq "$2"); do
+		curl -sS -o "$work/answer.json" -w "%{http_code} %{time_total}\n" -H "Authorization: Bearer $key" "$url$3"
+	done | sort -k2 -n | awk -v name="$1" '$1 != 200 {bad++} {t[NR] = $2} END {
+		printf "%s: %d queries, %d not 200, wall min %.3f s, median %.3f s, max %.3f s\n", name, NR, bad, t[1], t[int((NR + 1) / 2)], t[NR]}'
+	c1=$(cpu)
+	echo "  server CPU per query: $(awk -v d=$((c1 - c0)) -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f ms", d * 1000 / hz / n}')"
 }
-step "queries, $QUERIES times each"
-query "all links, 30 days by day, top links" "/api/v1/stats?from=$(day '30 days ago')&to=$(day tomorrow)&granularity=day"
+step "queries"
+query "all links, 30 days by day, top links" "$QUERIES" "/api/v1/stats?from=$(day '30 days ago')&to=$(day tomorrow)&granularity=day"
 head -c 300 "$work/answer.json"
 echo
-query "one link, 90 days by day" "/api/v1/links/$busiest/stats?from=$(day '89 days ago')&to=$(day tomorrow)&granularity=day"
+query "one link, 90 days by day" "$LINK_QUERIES" "/api/v1/links/$busiest/stats?from=$(day '89 days ago')&to=$(day tomorrow)&granularity=day"
 echo "after the queries: $(mem)"
 curl -s "$url/metrics" | grep -E '^linkgate_visits_(recorded|flushed|dropped)_total' || true
 if grep -qi error "$work/serve.log"; then

@@ -46,7 +46,7 @@
 // # Visits
 //
 // A visit batch is a few pebble batches, the last synced, with Merges of
-// each visited link's totals and bucket records, and of its scopes'
+// each visited link's totals, bucket and span records, and of its scopes'
 // (visits.go, vrecord.go); reads and compactions add operands together.
 // AddVisits and Delete exclude each other, so visits are merged only into
 // links that exist.

@@ -1,7 +1,8 @@
-// Package statsrec is the binary record of one link's visit statistics,
-// shared by the embedded stores: the pebble store keeps one per link (its
-// merge operator adds records together), the read-only reader of the old
-// bolt format decodes them.
+// Package statsrec is the binary record of one link's lifetime visit
+// statistics of the embedded stores' older formats: pebble store format 1
+// kept one per link, which the pebble store reads only to migrate it (and
+// to add it up should one still be a merge operand); the read-only reader
+// of the old bolt format decodes them.
 //
 // A record:
 //
