@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -142,9 +143,9 @@ func TestVisitsFlushedSurviveCrash(t *testing.T) {
 func TestMaxVisitsOnDynamoDB(t *testing.T) {
 	localAWSEnv(t)
 	table := createTable(t)
-	args := []string{"--store", "dynamodb:" + table, "--store-timeout", "10s", "--stats-public"}
+	args := []string{"--store", "dynamodb:" + table, "--store-timeout", "10s", "--stats-public", "--admin-key", "root", "--dynamodb-visit-interval", "2s"}
 	a := startServe(t, nil, args...)
-	status, _, body := call(t, "POST", a.URL+"/api/v1/links", `{"url":"https://limited.example/","slug":"max-visits-3","max_visits":3}`)
+	status, _, body := call(t, "POST", a.URL+"/api/v1/links", `{"url":"https://limited.example/","slug":"max-visits-3","max_visits":3}`, "Authorization", "Bearer root")
 	if status != 201 {
 		t.Fatalf("create: %d %s", status, body)
 	}
@@ -166,9 +167,24 @@ func TestMaxVisitsOnDynamoDB(t *testing.T) {
 	if status, _, body := call(t, "GET", b.URL+"/max-visits-3", ""); status != http.StatusGone {
 		t.Errorf("another instance after the flush: %d %s, want 410", status, body)
 	}
-	for _, s := range []*served{a, b} {
-		if status, _, body := call(t, "GET", s.URL+"/api/v1/links/max-visits-3/stats", ""); status != 200 || !regexp.MustCompile(`"total":3\b`).MatchString(body) {
-			t.Errorf("stats: %d %s, want total 3", status, body)
-		}
+	// Statistics by range: at once on the instance that counted the
+	// visits; on another once the first has written its visit log
+	// (--dynamodb-visit-interval, 2 s here).
+	if status, _, body := call(t, "GET", a.URL+"/api/v1/links/max-visits-3/stats", ""); status != 200 || !regexp.MustCompile(`"total":3\b`).MatchString(body) {
+		t.Errorf("stats: %d %s, want total 3", status, body)
+	}
+	var body3 string
+	if !eventually.Within(20*time.Second, func() bool {
+		var status int
+		status, _, body3 = call(t, "GET", b.URL+"/api/v1/links/max-visits-3/stats", "")
+		return status == 200 && regexp.MustCompile(`"total":3\b`).MatchString(body3)
+	}) {
+		t.Errorf("stats on another instance: %s, want total 3 within 20 s", body3)
+	}
+	// Across links, on the instance that counted them (the others read
+	// the visit log, written every --dynamodb-visit-interval).
+	if status, _, body := call(t, "GET", a.URL+"/api/v1/stats", "", "Authorization", "Bearer root"); status != 200 || !regexp.MustCompile(`"total":3\b`).MatchString(body) ||
+		!strings.Contains(body, `"max-visits-3"`) {
+		t.Errorf("stats across links: %d %s, want total 3 and the link among the top links", status, body)
 	}
 }

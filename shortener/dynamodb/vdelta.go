@@ -151,8 +151,10 @@ func (s *deltaSet) addStats(id string, createdAt int64, st shortener.VisitStats,
 // the lifetime form (rows written before the hourly form) count as
 // shortener.VisitBatch.HourlyFrom places them: a day's as people's visits
 // in its first hour, the breakdowns in the first hour of the row's latest
-// day (of its month's first day without days).
-func (s *deltaSet) rangeCounts(r *row, q *shortener.StatsQuery, c *shortener.VisitCounts) {
+// day (of its month's first day without days). It returns what it added
+// to the series.
+func (s *deltaSet) rangeCounts(r *row, q *shortener.StatsQuery, c *shortener.VisitCounts) shortener.PeopleBots {
+	var series shortener.PeopleBots
 	latest := int32(-1)
 	for _, kc := range r.Counts {
 		if k := &s.keys[kc.Key]; k.Hour == 0 && k.Kind == shortener.KindDay {
@@ -175,8 +177,9 @@ func (s *deltaSet) rangeCounts(r *row, q *shortener.StatsQuery, c *shortener.Vis
 				continue
 			}
 		}
-		c.AddKey(q, k, kc.N)
+		series.Add(c.AddKey(q, k, kc.N))
 	}
+	return series
 }
 
 // keyMonth returns the month a key counts in: its hour's (hourly form),

@@ -176,10 +176,10 @@ func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats
 // its rows of the months the range meets (linkRows), their counts of the
 // hourly form within the range; rows written before it (lifetime form)
 // and the old layout's attributes count as shortener.VisitBatch.HourlyFrom
-// says. Across links (q.ID == "") it answers shortener.ErrNoRanges.
+// says. Across links (q.ID == ""): allCounts.
 func (s *Store) VisitCounts(ctx context.Context, q shortener.StatsQuery) (shortener.VisitCounts, error) {
 	if q.ID == "" {
-		return shortener.VisitCounts{}, shortener.ErrNoRanges
+		return s.allCounts(ctx, &q)
 	}
 	c := shortener.NewVisitCounts(&q)
 	first, last := monthOfTime(q.From), monthOfTime(q.To.Add(-time.Nanosecond))

@@ -517,17 +517,7 @@ func TestFoldResumes(t *testing.T) {
 	c := newClock()
 	in := instances(t, c, 2)
 	a, b := in[0], in[1]
-	created := c.Now().Truncate(time.Second)
-	var ids []string
-	var deltas []shortener.VisitDelta
-	for i := range 200 { // ids in every fold range
-		id := fmt.Sprintf("resume%04d", i)
-		ids = append(ids, id)
-		if err := a.Create(ctxT(t), shortener.Link{ID: id, URL: "https://r.example/", CreatedAt: created}); err != nil {
-			t.Fatal(err)
-		}
-		deltas = append(deltas, visitsOn(id, created, int64(i%7+1), c.today(), "(direct)", "Chrome"))
-	}
+	ids, deltas := visitedLinks(t, a, c, "resume", 7)
 	add(t, a, deltas...)
 	if err := a.FlushVisits(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -540,9 +530,13 @@ func TestFoldResumes(t *testing.T) {
 	if res, err := b.FoldVisits(ctxT(t)); err != nil || !res.Unavailable {
 		t.Fatalf("fold while the lease runs: %+v, %v; want it refused", res, err)
 	}
+	all := linksOf(t, b, c.Now())
 	for i, id := range ids {
 		if got := statsOf(t, b, id).Total; got != int64(i%7+1) {
 			t.Fatalf("%s: total %d half-way through a fold, want %d", id, got, i%7+1)
+		}
+		if got := all[id].People; got != int64(i%7+1) {
+			t.Fatalf("%s: %d visits across links half-way through a fold, want %d", id, got, i%7+1)
 		}
 	}
 	c.Advance(2 * time.Minute)
@@ -550,11 +544,45 @@ func TestFoldResumes(t *testing.T) {
 		t.Fatalf("resumed fold: %+v, %v", res, err)
 	}
 	add(t, b, deltas...)
+	all = linksOf(t, b, c.Now())
 	for i, id := range ids {
 		if got := statsOf(t, b, id).Total; got != 2*int64(i%7+1) {
 			t.Fatalf("%s: total %d after the resumed fold, want %d", id, got, 2*(i%7+1))
 		}
+		if got := all[id].People; got != 2*int64(i%7+1) {
+			t.Fatalf("%s: %d visits across links after the resumed fold, want %d", id, got, 2*(i%7+1))
+		}
 	}
+}
+
+// visitedLinks creates 200 links, prefix0000 to prefix0199, and returns
+// them with visits of today: i%mod+1 for the i-th.
+func visitedLinks(t *testing.T, s *dynamodb.Store, c *clock, prefix string, mod int) ([]string, []shortener.VisitDelta) {
+	t.Helper()
+	created := c.Now().Truncate(time.Second)
+	var ids []string
+	var deltas []shortener.VisitDelta
+	for i := range 200 {
+		id := fmt.Sprintf("%s%04d", prefix, i)
+		ids = append(ids, id)
+		if err := s.Create(ctxT(t), shortener.Link{ID: id, URL: "https://v.example/", CreatedAt: created}); err != nil {
+			t.Fatal(err)
+		}
+		deltas = append(deltas, visitsOn(id, created, int64(i%mod+1), c.today(), "(direct)", "Chrome"))
+	}
+	return ids, deltas
+}
+
+// linksOf returns every link's visits of now's day, from a query across
+// links.
+func linksOf(t *testing.T, s *dynamodb.Store, now time.Time) map[string]shortener.PeopleBots {
+	t.Helper()
+	q := shortener.StatsQuery{From: shortener.DayStart(now), To: shortener.DayStart(now).Add(24 * time.Hour), Granularity: shortener.GranularityDay}
+	c, err := s.VisitCounts(ctxT(t), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Links
 }
 
 // Concurrent instances writing records and folding lose no visit and count
@@ -665,6 +693,45 @@ func TestFoldSpreadsAGrowingMonth(t *testing.T) {
 	for i, want := range watched {
 		if got := statsOf(t, a, id(i)).Total; got != want {
 			t.Errorf("%s: %d visits, want %d", id(i), got, want)
+		}
+	}
+}
+
+// Half-way through a fold into a month that has state, some state items
+// hold the fold's records and others not yet: a query across links, and
+// one of a link, count each visit once.
+func TestCountsHalfWayThroughAFold(t *testing.T) {
+	c := newClock()
+	in := instances(t, c, 2)
+	a, b := in[0], in[1]
+	ids, deltas := visitedLinks(t, a, c, "halfway", 5)
+	for round := range 2 {
+		add(t, a, deltas...)
+		if err := a.FlushVisits(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		if round == 0 {
+			if _, err := a.FoldVisits(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	died := errors.New("the process died")
+	a.StopFoldAfter(13, died) // these ids fall in ranges 13 and 14
+	if _, err := a.FoldVisits(ctxT(t)); !errors.Is(err, died) {
+		t.Fatalf("fold: %v, want it to stop after range 13", err)
+	}
+	all := linksOf(t, b, c.Now())
+	q := shortener.StatsQuery{From: shortener.DayStart(c.Now()), To: shortener.DayStart(c.Now()).Add(24 * time.Hour), Granularity: shortener.GranularityDay}
+	for i, id := range ids {
+		want := 2 * int64(i%5+1)
+		q.ID = id
+		one, err := b.VisitCounts(ctxT(t), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if all[id].People != want || one.Series[0].People != want {
+			t.Fatalf("%s: %d visits across links, %d in its own query, want %d", id, all[id].People, one.Series[0].People, want)
 		}
 	}
 }

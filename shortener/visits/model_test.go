@@ -84,7 +84,7 @@ func TestStatsAgainstModelDynamoDB(t *testing.T) {
 		}
 		st := dynamodb.New(c, dynamodb.Options{Table: table, Clock: clock, ManualVisits: true, Timeout: 10 * time.Second})
 		t.Cleanup(func() { st.Close() })
-		return modelStore{Store: st, flushed: func(t *testing.T, r int) {
+		return modelStore{Store: st, allLinks: true, flushed: func(t *testing.T, r int) {
 			if r%2 == 0 {
 				return // left in the store's buffer: read from there
 			}
