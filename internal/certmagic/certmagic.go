@@ -83,6 +83,10 @@ type Config struct {
 	// how often certificates are checked (certmagic's default when 0).
 	RenewalWindowRatio float64
 	RenewCheckInterval time.Duration
+	// OCSPCheckInterval is how often the OCSP staples are refreshed when
+	// stale (certmagic's default, 1 h, when 0); a certificate whose fresh
+	// staple says Revoked is replaced at once (TestRevocation).
+	OCSPCheckInterval time.Duration
 	// Logger receives certmagic's log lines and the outcome of each order
 	// (the domain, and the CA's reason when it is refused).
 	Logger *slog.Logger
@@ -168,6 +172,7 @@ func New(cfg Config) (*Manager, error) {
 	m.cache = cm.NewCache(cm.CacheOptions{
 		GetConfigForCert:   m.configFor,
 		RenewCheckInterval: cfg.RenewCheckInterval,
+		OCSPCheckInterval:  cfg.OCSPCheckInterval,
 		Logger:             zl,
 	})
 	tmpl := cm.Config{

@@ -49,6 +49,10 @@ type Options struct {
 	Port int
 	// Blocklist are names pebble refuses to issue for (rejectedIdentifier).
 	Blocklist []string
+	// OCSP names an OCSP responder in the certificates and runs it: it
+	// answers from pebble's revocation state, signed by pebble's
+	// intermediate, valid for OCSPValidity (pebble runs none itself).
+	OCSP bool
 }
 
 // CA is a running pebble.
@@ -106,6 +110,13 @@ func New(tb testing.TB, o Options) *CA {
 		o.Validity = 90 * 24 * time.Hour
 	}
 	mgmt := "127.0.0.1:" + strconv.Itoa(FreePort(tb))
+	ocspURL, keyAlg := "", "ecdsa"
+	if o.OCSP {
+		keyAlg = "rsa" // pebble's management API hands out its intermediate's key only when RSA
+		r := startOCSP(c)
+		tb.Cleanup(r.srv.Close)
+		ocspURL = r.srv.URL
+	}
 	blocklist := o.Blocklist
 	if blocklist == nil {
 		blocklist = []string{}
@@ -117,10 +128,10 @@ func New(tb testing.TB, o Options) *CA {
 		"privateKey":              keyFile,
 		"httpPort":                o.HTTPPort,
 		"tlsPort":                 o.TLSPort,
-		"ocspResponderURL":        "",
+		"ocspResponderURL":        ocspURL,
 		"domainBlocklist":         blocklist,
 		"retryAfter":              map[string]int{"authz": 1, "order": 1},
-		"keyAlgorithm":            "ecdsa",
+		"keyAlgorithm":            keyAlg,
 		"profiles": map[string]any{"default": map[string]any{
 			"description": "linkgate tests", "validityPeriod": int(o.Validity / time.Second),
 		}},
