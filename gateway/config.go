@@ -162,11 +162,20 @@ func (n Node) Addr() string { return net.JoinHostPort(n.Host, strconv.Itoa(n.Por
 // Nodes accepts APISIX's two forms: {"host:port": weight} or [{host, port, weight}].
 type Nodes []Node
 
-// UnmarshalJSON reads either form. A node without a port gets 0; the
+// UnmarshalJSON reads either form. A node without a port gets the one of
+// its host:port (APISIX 3.x's array nodes may leave port out), else 0: the
 // upstream's scheme decides it later (80 or 443).
 func (ns *Nodes) UnmarshalJSON(b []byte) error {
 	var list []Node
 	if err := json.Unmarshal(b, &list); err == nil {
+		for i, n := range list {
+			if n.Port != 0 {
+				continue
+			}
+			if host, port, err := SplitHostPort(n.Host); err == nil && port != 0 {
+				list[i].Host, list[i].Port = host, port
+			}
+		}
 		*ns = list
 		return nil
 	}

@@ -95,11 +95,14 @@ var (
 		}},
 	}, AnyOf: []*Schema{{Required: []string{"active"}}, {Required: []string{"active", "passive"}}}}
 
+	// nodesDef is 3.x's: a node of the array form may leave its port out
+	// (its host may be host:port; else the scheme's port), where 2.14
+	// required it.
 	nodesDef = &Schema{AnyOf: []*Schema{
 		{Type: "object", Values: &Schema{Type: "integer", Minimum: Num(0), Description: "weight of node"}},
-		{Type: "array", Items: &Schema{Type: "object", Required: []string{"host", "port", "weight"}, Properties: map[string]*Schema{
+		{Type: "array", Items: &Schema{Type: "object", Required: []string{"host", "weight"}, Properties: map[string]*Schema{
 			"host":     hostDef,
-			"port":     {Type: "integer", Minimum: Num(1), Description: "port of node"},
+			"port":     {Type: "integer", Minimum: Num(1), Maximum: Num(65535), Description: "port of node"},
 			"weight":   {Type: "integer", Minimum: Num(0), Description: "weight of node"},
 			"priority": {Type: "integer", Default: 0, Description: "priority of node"},
 			"metadata": {Type: "object", Description: "metadata of node"},

@@ -144,3 +144,27 @@ func BenchmarkUnmarshal(b *testing.B) {
 		}
 	}
 }
+
+// APISIX 3.x's array nodes may leave the port out: a host:port host gives
+// it, else the scheme decides (0).
+func TestNodesPort(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want gateway.Nodes
+	}{
+		{`[{"host":"127.0.0.1:1980","weight":1}]`, gateway.Nodes{{Host: "127.0.0.1", Port: 1980, Weight: 1}}},
+		{`[{"host":"[::1]:1980","weight":1}]`, gateway.Nodes{{Host: "::1", Port: 1980, Weight: 1}}},
+		{`[{"host":"example.com","weight":1}]`, gateway.Nodes{{Host: "example.com", Weight: 1}}},
+		{`[{"host":"[::1]","weight":1}]`, gateway.Nodes{{Host: "[::1]", Weight: 1}}},
+		{`[{"host":"127.0.0.1","port":80,"weight":1}]`, gateway.Nodes{{Host: "127.0.0.1", Port: 80, Weight: 1}}},
+		{`{"127.0.0.1:1980":2}`, gateway.Nodes{{Host: "127.0.0.1", Port: 1980, Weight: 2}}},
+	} {
+		var got gateway.Nodes
+		if err := json.Unmarshal([]byte(tc.in), &got); err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}
