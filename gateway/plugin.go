@@ -53,6 +53,10 @@ type Ctx interface {
 	AddResponseHeader(name, value string)
 	// ResponseHeader returns a header of the response (header filter phase).
 	ResponseHeader(name string) string
+	// ResponseHeaders calls fn with each header of the response (its name
+	// lowercased) once it is known (header filter and log phases); name
+	// and value are valid during the call only.
+	ResponseHeaders(fn func(name, value string))
 	// Status is the response status (header filter and log phases).
 	Status() int
 	// SetStatus replaces the response status (header filter phase).

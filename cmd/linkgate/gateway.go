@@ -31,6 +31,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/plugin/cors"
 	"github.com/linkgate/linkgate/gateway/plugin/faultinjection"
 	"github.com/linkgate/linkgate/gateway/plugin/gzip"
+	"github.com/linkgate/linkgate/gateway/plugin/httplogger"
 	"github.com/linkgate/linkgate/gateway/plugin/iprestriction"
 	"github.com/linkgate/linkgate/gateway/plugin/jwtauth"
 	"github.com/linkgate/linkgate/gateway/plugin/keyauth"
@@ -560,8 +561,15 @@ func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Facto
 		uriblocker.New(),
 		consumerrestriction.New(),
 		apibreaker.New(nil),
+		httplogger.New(httplogger.Options{Logger: logger, Hostname: hostname(), Version: version}),
 		opentelemetry.New(opentelemetry.Options{Collector: c.otelCollector, Resource: c.otelAttrs, TraceIDSource: c.otelTraceIDSource, Logger: logger}),
 	)
+}
+
+// hostname is the machine's name for the loggers' entries, "" if unknown.
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }
 
 // withServerHeader sends Server: name on every answer of h.

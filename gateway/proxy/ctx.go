@@ -282,6 +282,12 @@ func (rc *reqCtx) RequestHeaders(fn func(name, value string)) {
 	}
 }
 
+func (rc *reqCtx) ResponseHeaders(fn func(name, value string)) {
+	for k, v := range rc.fc.Response.Header.All() {
+		fn(strings.ToLower(b2s(k)), b2s(v))
+	}
+}
+
 func (rc *reqCtx) SetResponseHeader(name, value string) {
 	if rc.responding {
 		rc.delRespHeader(name)

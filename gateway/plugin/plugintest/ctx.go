@@ -148,6 +148,13 @@ func (c *Ctx) RequestHeaders(fn func(name, value string)) {
 	}
 }
 
+// ResponseHeaders lists RespHeaders.
+func (c *Ctx) ResponseHeaders(fn func(name, value string)) {
+	for _, h := range c.RespHeaders {
+		fn(strings.ToLower(h.Name), h.Value)
+	}
+}
+
 func (c *Ctx) SetUpstreamHeader(name, value string) {
 	c.UpstreamHeaders = append(c.UpstreamHeaders, Header{name, value})
 }
