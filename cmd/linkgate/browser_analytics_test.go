@@ -10,11 +10,14 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/linkgate/linkgate/internal/eventually"
+	"github.com/linkgate/linkgate/shortener/geoip/geoiptest"
 )
 
 // TestBrowserAnalytics drives the statistics of all links in Chromium:
 // visits of three links by people on three systems and by a bot, with
-// referrers and UTM parameters; the totals, the top links and every top
+// referrers and UTM parameters, from three countries (a GeoIP database
+// written for the test, the client's address from X-Forwarded-For); the
+// totals, the countries by name, the top links and every top
 // list the page shows, against the API's answer for the same query; the
 // people/bots choice, the tag filter, the range presets by hour and by
 // day, a custom range, the granularity, the CSV of what is shown, a top
@@ -22,7 +25,8 @@ import (
 // keyboard. axe-core and the 390 px layout are checked in both schemes.
 func TestBrowserAnalytics(t *testing.T) {
 	axe := axeSource(t)
-	s := startServe(t, nil, "--admin-key", "root", "--visits-flush-interval", "100ms")
+	geo := geoiptest.WriteDB(t, "GeoLite2-Country", map[string]string{"89.160.20.0/24": "SE", "81.2.69.0/24": "GB", "2a02:ff00::/32": "IT"})
+	s := startServe(t, nil, "--admin-key", "root", "--visits-flush-interval", "100ms", "--geoip", geo, "--trusted-proxies", "127.0.0.1")
 	api := rootAPI(t, s.URL)
 	for _, l := range []string{
 		`{"url":"https://example.com/a","slug":"launch-a","tags":["launch"]}`,
@@ -40,19 +44,22 @@ func TestBrowserAnalytics(t *testing.T) {
 		googlebot     = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
 	)
 	for _, v := range []struct {
-		path, ua, referer string
-		n                 int
+		path, ua, referer, client string
+		n                         int
 	}{
-		{"/launch-a?utm_source=newsletter&utm_medium=email&utm_campaign=december", firefoxLinux, "https://news.example/post", 3},
-		{"/launch-a", safariIPhone, "", 1},
-		{"/launch-b", chromeAndroid, "https://social.example/x", 2},
-		{"/other", googlebot, "", 1},
+		{"/launch-a?utm_source=newsletter&utm_medium=email&utm_campaign=december", firefoxLinux, "https://news.example/post", "89.160.20.5", 3},
+		{"/launch-a", safariIPhone, "", "2a02:ff00::1", 1},
+		{"/launch-b", chromeAndroid, "https://social.example/x", "81.2.69.7", 2},
+		{"/other", googlebot, "", "", 1}, // 127.0.0.1: no country
 	} {
 		for range v.n {
 			req, _ := http.NewRequest("GET", s.URL+v.path, nil)
 			req.Header.Set("User-Agent", v.ua)
 			if v.referer != "" {
 				req.Header.Set("Referer", v.referer)
+			}
+			if v.client != "" {
+				req.Header.Set("X-Forwarded-For", v.client)
 			}
 			resp, err := http.DefaultTransport.RoundTrip(req)
 			if err != nil || resp.StatusCode != 302 {
@@ -84,6 +91,7 @@ func TestBrowserAnalytics(t *testing.T) {
 	for _, c := range []struct{ caption, want string }{
 		{"Top links", "launch-a=4;launch-b=2;other=1"},
 		{"Referrers", "news.example=3;social.example=2"},
+		{"Countries", "Sweden (SE)=3;United Kingdom (GB)=2;Italy (IT)=1"},
 		{"Browsers", "Firefox=3;Chrome=2;Safari=1"},
 		{"Operating systems", "Linux=3;Android=2;iOS=1"},
 		{"Devices", "desktop=3;mobile=3;bot=1"},
@@ -105,6 +113,8 @@ func TestBrowserAnalytics(t *testing.T) {
 		const names = { referrer: "Referrers", country: "Countries", browser: "Browsers", os: "Operating systems", device: "Devices",
 			utm_source: "UTM source", utm_medium: "UTM medium", utm_campaign: "UTM campaign", bot: "Bots" };
 		const shown = ` + tops + `;
+		// Countries are shown by name, "Sweden (SE)": the API answers codes.
+		if (shown.Countries) shown.Countries = shown.Countries.replace(/[^;=]* \((\w+)\)=/g, "$1=");
 		const bad = [];
 		for (const [dim, rows] of Object.entries(s.top)) {
 			const want = rows.map((r) => r.value + "=" + r.count).join(";");

@@ -6,44 +6,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/maxmind/mmdbwriter"
-	"github.com/maxmind/mmdbwriter/mmdbtype"
-
 	"github.com/linkgate/linkgate/shortener/geoip"
+	"github.com/linkgate/linkgate/shortener/geoip/geoiptest"
 )
 
-// writeDB writes a small MaxMind-format country database with the
-// official writer, as GeoLite2-Country lays out its records.
-func writeDB(t *testing.T, dbType string, nets map[string]string) string {
-	t.Helper()
-	tree, err := mmdbwriter.New(mmdbwriter.Options{DatabaseType: dbType, RecordSize: 24})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for cidr, cc := range nets {
-		_, n, err := net.ParseCIDR(cidr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := mmdbtype.Map{"country": mmdbtype.Map{"iso_code": mmdbtype.String(cc)}}
-		if err := tree.Insert(n, rec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	path := filepath.Join(t.TempDir(), "country.mmdb")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := tree.WriteTo(f); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func TestCountry(t *testing.T) {
-	db, err := geoip.Open(writeDB(t, "GeoLite2-Country", map[string]string{"81.2.69.0/24": "GB", "2a02:ff00::/32": "IT", "89.160.20.0/24": "SE"}))
+	db, err := geoip.Open(geoiptest.WriteDB(t, "GeoLite2-Country", map[string]string{"81.2.69.0/24": "GB", "2a02:ff00::/32": "IT", "89.160.20.0/24": "SE"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +43,7 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := geoip.Open(bad); err == nil {
 		t.Error("opened a file that is not a database")
 	}
-	if _, err := geoip.Open(writeDB(t, "GeoLite2-ASN", map[string]string{"81.2.69.0/24": "GB"})); err == nil {
+	if _, err := geoip.Open(geoiptest.WriteDB(t, "GeoLite2-ASN", map[string]string{"81.2.69.0/24": "GB"})); err == nil {
 		t.Error("opened an ASN database as a country database")
 	}
 }

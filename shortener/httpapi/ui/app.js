@@ -523,7 +523,8 @@
       tops.push(topTable("Top links", s.links.map((l) => ({ value: el("a", { href: "#stats/" + linkKey(l.id, l.domain) }, (multiDomain ? l.domain + "/" : "") + l.id), count: l.count }))));
     }
     for (const [dim, title] of DIMENSIONS) {
-      const rows = (s.top && s.top[dim]) || [];
+      let rows = (s.top && s.top[dim]) || [];
+      if (dim === "country") rows = rows.map((r) => ({ value: countryName(r.value), count: r.count }));
       if (rows.length || dim === "referrer" || dim === "browser") tops.push(topTable(title, rows));
     }
     $("tops").replaceChildren(...tops);
@@ -536,6 +537,14 @@
     const m = el("span", { class: "meter", "aria-hidden": "true" });
     m.style.width = Math.round(100 * share) + "%";
     return m;
+  }
+  // countryName shows an ISO 3166 code as the country's English name, and
+  // the code: "Germany (DE)"; a code the browser does not know stays as is.
+  const regions = typeof Intl.DisplayNames === "function" ? new Intl.DisplayNames(["en"], { type: "region", fallback: "none" }) : null;
+  function countryName(code) {
+    let name;
+    try { name = regions && regions.of(code); } catch { name = undefined; }
+    return name ? name + " (" + code + ")" : code;
   }
   function topTable(title, rows) {
     const max = Math.max(1, ...rows.map((r) => r.count));
