@@ -1,10 +1,15 @@
 package pebble
 
 import (
+	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/linkgate/linkgate/shortener"
 )
 
 // WithCreatesNotSynced makes creates commit with pebble.NoSync: only the
@@ -105,4 +110,27 @@ func ListIndexRecords(s *Store) (int, error) {
 		}
 	}
 	return n, it.Error()
+}
+
+// WriteSpanRecord writes into the closed store in dir the span record of
+// link id over days (days since 1970 within one span → visits), as a
+// migration to format 3 cut short after it wrote it leaves it.
+func WriteSpanRecord(dir, id string, days map[uint32]shortener.PeopleBots) error {
+	db, err := pebbledb.Open(dir, &pebbledb.Options{Merger: merger})
+	if err != nil {
+		return err
+	}
+	var span uint32
+	rec := []byte{spanVersion}
+	for _, d := range slices.Sorted(maps.Keys(days)) {
+		span = d / spanDays
+		rec = appendSpanDay(rec, byte(d%spanDays), days[d].People, days[d].Bots)
+	}
+	// Flushed into a table: Open's recovery (recovery.go) would take the
+	// log of this default-options open, without sync offsets, for torn.
+	err = db.Set(linkBucketKey(nil, resSpan, span, id), rec, pebbledb.Sync)
+	if err == nil {
+		err = db.Flush()
+	}
+	return errors.Join(err, db.Close())
 }

@@ -2,6 +2,7 @@ package pebble_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -166,26 +167,39 @@ func sameStats(a, b shortener.VisitStats) bool {
 // "campaign"), f2-two (visit limit 100), go.example.org/f2-three and
 // f2-four created, then one AddVisits per visit row below in the hourly
 // form (people as Firefox from news.example.com in DE, bots as Slack),
-// the clock at each row's hour; 2026-11-24 starts a span of days
-// (20416 = 638 × 32), so ranges cross one. The answers below are what
-// that build gave at format2Now (those across the spans' edge counted
-// from the rows).
+// the clock at each row's hour; 2026-11-11 starts a span of days
+// (20768 = 649 × 32), so ranges cross one. The answers below are what
+// that build gave at format2Now.
 //
-//	f2-one 2026-11-20T09 3+1 bot, 11-23T23 5, 11-24T00 7+2, 12-07T08 2
-//	f2-two 2026-11-20T10 2, 11-24T05 1, 12-07T09 6+1, 12-07T11 1
-//	go.example.org/f2-three 2026-11-23T23 1+1, 12-01T12 4
+//	f2-one 2026-11-09T09 3+1 bot, 11-10T23 5, 11-11T00 7+2, 12-07T08 2
+//	f2-two 2026-11-09T10 2, 11-11T05 1, 12-07T09 6+1, 12-07T11 1
+//	go.example.org/f2-three 2026-11-10T23 1+1, 12-01T12 4
 var format2Now = time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 
 // A store written by 5a7c83a (format 2) gets its span records when it
 // opens: the all-links queries, which read them for the top links, answer
 // what that build answered over ranges within and across spans, by
 // domain and tag; each link's own answers are unchanged; opening it again
-// counts nothing twice, and new visits add to the migrated ones.
+// counts nothing twice, and new visits add to the migrated ones. A
+// migration cut short (a span record written, the format still 2) is
+// done again without counting that record twice.
 func TestMigrateFormat2(t *testing.T) {
+	for _, cut := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cut short %v", cut), func(t *testing.T) { testMigrateFormat2(t, cut) })
+	}
+}
+
+func testMigrateFormat2(t *testing.T, cut bool) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "links")
 	if err := os.CopyFS(dir, os.DirFS("testdata/format2-5a7c83a")); err != nil {
 		t.Fatal(err)
+	}
+	if cut { // f2-one's record of the span before 2026-11-11: 11-09 and 11-10
+		err := pebble.WriteSpanRecord(dir, "f2-one", map[uint32]shortener.PeopleBots{20766: {People: 3, Bots: 1}, 20767: {People: 5}})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	day := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
 	type pb = shortener.PeopleBots
@@ -198,11 +212,11 @@ func TestMigrateFormat2(t *testing.T) {
 	}{
 		{"30 days", shortener.StatsQuery{From: day.AddDate(0, 0, -30), To: day.AddDate(0, 0, 1)}, p(32, 5),
 			map[string]pb{"f2-one": p(17, 3), "f2-two": p(10, 1), "go.example.org/f2-three": p(5, 1)}},
-		{"the last span", shortener.StatsQuery{From: day.AddDate(0, 0, -13), To: day.AddDate(0, 0, 1)}, p(21, 3),
+		{"the last span", shortener.StatsQuery{From: day.AddDate(0, 0, -26), To: day.AddDate(0, 0, 1)}, p(21, 3),
 			map[string]pb{"f2-one": p(9, 2), "f2-two": p(8, 1), "go.example.org/f2-three": p(4, 0)}},
-		{"the end of the span before", shortener.StatsQuery{From: day.AddDate(0, 0, -17), To: day.AddDate(0, 0, -13)}, p(11, 2),
+		{"the end of the span before", shortener.StatsQuery{From: day.AddDate(0, 0, -28), To: day.AddDate(0, 0, -26)}, p(11, 2),
 			map[string]pb{"f2-one": p(8, 1), "f2-two": p(2, 0), "go.example.org/f2-three": p(1, 1)}},
-		{"across the spans' edge", shortener.StatsQuery{From: day.AddDate(0, 0, -14), To: day.AddDate(0, 0, -12)}, p(14, 3),
+		{"across the spans' edge", shortener.StatsQuery{From: day.AddDate(0, 0, -27), To: day.AddDate(0, 0, -25)}, p(14, 3),
 			map[string]pb{"f2-one": p(12, 2), "f2-two": p(1, 0), "go.example.org/f2-three": p(1, 1)}},
 		{"a domain", shortener.StatsQuery{From: day.AddDate(0, 0, -30), To: day.AddDate(0, 0, 1), DomainSet: true, Domain: "go.example.org"}, p(5, 1),
 			map[string]pb{"go.example.org/f2-three": p(5, 1)}},
@@ -241,7 +255,7 @@ func TestMigrateFormat2(t *testing.T) {
 		}
 		check(s, pb{})
 		if st, err := s.VisitStats(ctx, "f2-one"); err != nil || st.Total != 20 || st.Bots != 3 || !maps.Equal(st.Days,
-			shortener.Breakdown{"2026-11-20": 4, "2026-11-23": 5, "2026-11-24": 9, "2026-12-07": 2}) || st.Referrers["news.example.com"] != 17 {
+			shortener.Breakdown{"2026-11-09": 4, "2026-11-10": 5, "2026-11-11": 9, "2026-12-07": 2}) || st.Referrers["news.example.com"] != 17 {
 			t.Errorf("f2-one (open %d): %+v, %v", i+1, st, err)
 		}
 		if l, err := s.Get(ctx, "f2-two"); err != nil || l.Visits != 11 {
