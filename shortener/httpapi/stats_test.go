@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkgate/linkgate/shortener"
+	"github.com/linkgate/linkgate/shortener/dynamodb"
+	"github.com/linkgate/linkgate/shortener/dynamodb/dynamodbtest"
 	"github.com/linkgate/linkgate/shortener/httpapi"
 	"github.com/linkgate/linkgate/shortener/visits"
 )
@@ -68,9 +71,21 @@ func wantTop(t *testing.T, a statsAnswer, dim string, want ...valueCount) {
 // OS, device and UTM parameters, per link and across links, filtered by
 // bots and tag, by hour and by day, as JSON and as CSV; bad queries are
 // answered 400 with the reason.
-func TestStatsAPI(t *testing.T) {
+func TestStatsAPI(t *testing.T) { testStatsAPI(t, nil) }
+
+// TestStatsAPIDynamoDB asks the same of the DynamoDB store, over DynamoDB
+// Local: the answers are the same.
+func TestStatsAPIDynamoDB(t *testing.T) {
+	testStatsAPI(t, func(shortener.Store) shortener.Store {
+		return dynamodbtest.Open(t, dynamodb.Options{ManualVisits: true})
+	})
+}
+
+// testStatsAPI checks the statistics API over a pebble store, or the store
+// that wrap returns instead.
+func testStatsAPI(t *testing.T, wrap func(shortener.Store) shortener.Store) {
 	var agg *visits.Aggregator
-	s := start(t, setup{visits: true, cfg: httpapi.Config{AdminKey: "k"}, agg: func(a *visits.Aggregator) { agg = a }})
+	s := start(t, setup{visits: true, cfg: httpapi.Config{AdminKey: "k"}, agg: func(a *visits.Aggregator) { agg = a }, wrap: wrap})
 	a := create(t, s, `{"url":"https://a.example/","tags":["launch"]}`)
 	b := create(t, s, `{"url":"https://b.example/"}`)
 	const (

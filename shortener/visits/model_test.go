@@ -3,7 +3,6 @@ package visits_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
@@ -12,14 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/linkgate/linkgate/internal/testdep"
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/dynamodb"
+	"github.com/linkgate/linkgate/shortener/dynamodb/dynamodbtest"
 	"github.com/linkgate/linkgate/shortener/pebble"
 	"github.com/linkgate/linkgate/shortener/useragent"
 	"github.com/linkgate/linkgate/shortener/visits"
@@ -65,25 +59,8 @@ type modelStore struct {
 // store over DynamoDB Local (LINKGATE_TEST_DYNAMODB_ENDPOINT), its visit
 // log written and folded at random.
 func TestStatsAgainstModelDynamoDB(t *testing.T) {
-	endpoint := testdep.Env(t, testdep.DynamoDBEndpoint)
 	testStatsAgainstModel(t, func(t *testing.T, clock func() time.Time) modelStore {
-		c := dynamodb.NewClient(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")},
-			func(o *ddb.Options) { o.BaseEndpoint = aws.String(endpoint) })
-		table := fmt.Sprintf("lg-model-%d", time.Now().UnixNano())
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := dynamodb.CreateTable(ctx, c, table, true, 30*time.Second, io.Discard); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.DeleteTable(context.Background(), &ddb.DeleteTableInput{TableName: &table}) })
-		// Visit records expire (TTL) 30 days after the test clock's now,
-		// which is long past for DynamoDB Local, which deletes them.
-		if _, err := c.UpdateTimeToLive(ctx, &ddb.UpdateTimeToLiveInput{TableName: &table, TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(dynamodb.AttrExpiresAt), Enabled: aws.Bool(false)}}); err != nil {
-			t.Fatal(err)
-		}
-		st := dynamodb.New(c, dynamodb.Options{Table: table, Clock: clock, ManualVisits: true, Timeout: 10 * time.Second})
-		t.Cleanup(func() { st.Close() })
+		st := dynamodbtest.Open(t, dynamodb.Options{Clock: clock, ManualVisits: true})
 		return modelStore{Store: st, allLinks: true, flushed: func(t *testing.T, r int) {
 			if r%2 == 0 {
 				return // left in the store's buffer: read from there
