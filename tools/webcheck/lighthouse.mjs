@@ -1,7 +1,9 @@
 // Runs Lighthouse (performance, accessibility, best practices, SEO) on
 // pages of a running linkgate serve, as phones and desktops see them, in
 // one Chromium (CHROME_PATH: Debian's), and prints every score as JSON
-// lines: {"page": …, "form_factor": …, "category": …, "score": 0.97}.
+// lines: {"page": …, "form_factor": …, "category": …, "score": 0.97,
+// "benchmark_index": …} (Lighthouse's measure of the host's CPU at the
+// start of the run).
 // The Go test (cmd/linkgate/lighthouse_test.go) starts the server, signs
 // in, and decides what passes and what to run again; this script only
 // runs Lighthouse.
@@ -31,7 +33,7 @@ try {
       const below = Object.values(r.lhr.audits).filter((a) => c.auditRefs.some((ref) => ref.id === a.id && ref.weight > 0) && a.score !== null && a.score < 1).map((a) => a.id);
       const metrics = id !== "performance" ? undefined : Object.fromEntries(["first-contentful-paint", "largest-contentful-paint", "total-blocking-time", "cumulative-layout-shift", "speed-index"]
         .map((m) => [m, Math.round(r.lhr.audits[m].numericValue)]));
-      console.log(JSON.stringify({ page: url, form_factor: formFactor, category: id, score: c.score, below, metrics }));
+      console.log(JSON.stringify({ page: url, form_factor: formFactor, category: id, score: c.score, below, metrics, benchmark_index: Math.round(r.lhr.environment.benchmarkIndex) }));
     }
     if (r.lhr.runtimeError) { console.error(url, formFactor, r.lhr.runtimeError.message); failed = true; }
   }
