@@ -25,6 +25,13 @@
 #   haproxy    scenarios 1 and 2, cleartext and TLS, vs HAProxy (nbthread 1,
 #              http-reuse always)
 #   caddy      the same vs Caddy (reverse_proxy, GOMAXPROCS=1)
+#   fixed      latency at a fixed rate: nginx's capacity measured as in
+#              plain (wrk, its median), then `linkgate bench` (open loop,
+#              latency corrected for coordinated omission) at FIXED_SHARES
+#              of it (50 % and 80 %) against nginx proxy_pass and scenario
+#              1, the same upstream: p99 of each and their ratio, per round
+#              (target: linkgate ≤ 1.5× nginx). BENCH_GATEWAY_ROWS=fixed
+#              runs only this in about three minutes.
 # Every anchor runs on core $GW_CPU like nginx, and sends the upstream the
 # same forwarded headers; TLS clients connect to localhost (the SNI of the
 # gateway's ssl resource) with TLS 1.2 and 1.3 on every server.
@@ -40,7 +47,8 @@
 #
 # Environment: ROUNDS (2), DURATION (5s), CONNS (16), H2_CONNS (4), GW_CPU (0),
 # LOAD_CPU (1), UPSTREAM_PORT (1980), OLD_REF (unset), BENCH_GATEWAY_ROWS
-# (plain), KEEP (1 keeps the temp dir).
+# (plain), FIXED_SHARES ("0.5 0.8"), FIXED_DURATION (10s), KEEP (1 keeps the
+# temp dir).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$LINKGATE_ROOT"
@@ -49,9 +57,10 @@ results_begin bench-gateway # before the defaults: the command the run's JSON re
 ROUNDS=${ROUNDS:-2} DURATION=${DURATION:-5s} CONNS=${CONNS:-16}
 GW_CPU=${GW_CPU:-0} LOAD_CPU=${LOAD_CPU:-1} UPSTREAM_PORT=${UPSTREAM_PORT:-1980} H2_CONNS=${H2_CONNS:-4}
 ROWS=" ${BENCH_GATEWAY_ROWS:-plain} "
-[ "$ROWS" = " all " ] && ROWS=" plain tls handshake h2 haproxy caddy "
+FIXED_SHARES=${FIXED_SHARES:-0.5 0.8} FIXED_DURATION=${FIXED_DURATION:-10s}
+[ "$ROWS" = " all " ] && ROWS=" plain tls handshake h2 haproxy caddy fixed "
 for r in $ROWS; do
-	case $r in plain | tls | handshake | h2 | haproxy | caddy) ;; *) die "BENCH_GATEWAY_ROWS: unknown group $r (plain tls handshake h2 haproxy caddy, or all)" ;; esac
+	case $r in plain | tls | handshake | h2 | haproxy | caddy | fixed) ;; *) die "BENCH_GATEWAY_ROWS: unknown group $r (plain tls handshake h2 haproxy caddy fixed, or all)" ;; esac
 done
 rows() { for r in "$@"; do [[ $ROWS == *" $r "* ]] && return 0; done; return 1; }
 KEY=edd1c9f034335f136f87ad84b625c8f1
@@ -86,6 +95,7 @@ fi
 
 gw_port=$(free_port)
 ng_port=$(free_port)
+ngfx_port=$(free_port)
 prom_port=$(free_port)
 proto_port=$(free_port)
 old_port=$(free_port)
@@ -145,6 +155,14 @@ http {
 	}
 	server {
 		listen 127.0.0.1:$ng_port;
+		$proxy_location
+	}
+	server {
+		# The fixed-rate rows: nginx would end each client connection after
+		# 1000 requests, and an open-loop generator's queue waits for the
+		# reconnection (p99 in seconds); the gateway does not close them.
+		keepalive_requests 100000000;
+		listen 127.0.0.1:$ngfx_port;
 		$proxy_location
 	}
 	# The gateway's certificate, protocols and suite choices (lib.sh).
@@ -307,6 +325,9 @@ if rows plain; then
 	printf 'wrk.headers["apikey"] = "bench-key"\n' >"$tmp/s3.lua"
 	targets+=(-target "s3 http://127.0.0.1:$gw_port/hello pid=$gw_pid rewarm=1s lua=$tmp/s3.lua" -before "s3=put_route $gw_port \"\$route_s3\" apikey:bench-key")
 fi
+if rows fixed; then # nginx's capacity, for the fixed rates
+	target nginx "http://127.0.0.1:$ng_port/hello" "pid=$ng_worker"
+fi
 if rows tls haproxy caddy; then
 	target ngtls "https://localhost:$ngtls_port/hello" "pid=$ng_worker"
 	target t1 "$gw_tls" "pid=$gw_pid" plain
@@ -338,6 +359,22 @@ exec 9>/tmp/linkgate-bench.lock
 flock 9
 "$tmp/benchcmp" run -o "$res" -cpu "$LOAD_CPU" -rounds "$ROUNDS" -t 2 -c "$CONNS" -d "$DURATION" \
 	-h2load "$(command -v h2load || echo h2load)" "${targets[@]}"
+if rows fixed; then
+	# The same upstream and route (scenario 1); each share of nginx's
+	# median capacity is offered to nginx and to the gateway alike.
+	cap=$("$tmp/benchcmp" report -t '{{printf "%.0f" (med "nginx" "rps")}}' "$res")
+	fixed=()
+	for share in $FIXED_SHARES; do
+		pct=$(awk -v s="$share" 'BEGIN { printf "%.0f", s * 100 }')
+		rate=$(awk -v s="$share" -v c="$cap" 'BEGIN { printf "%.0f", s * c }')
+		fixed+=(-target "fng$pct http://127.0.0.1:$ngfx_port/hello gen=linkgate R=$rate pid=$ng_worker warmup=2s d=$FIXED_DURATION"
+			-target "fgw$pct http://127.0.0.1:$gw_port/hello gen=linkgate R=$rate pid=$gw_pid warmup=2s d=$FIXED_DURATION"
+			-before "fgw$pct=put_route $gw_port \"\$route_plain\"")
+	done
+	step "fixed rates: $FIXED_SHARES of nginx's $cap req/s, linkgate bench -t2 -c$CONNS -d$FIXED_DURATION, $ROUNDS rounds"
+	"$tmp/benchcmp" run -o "$res" -cpu "$LOAD_CPU" -rounds "$ROUNDS" -t 2 -c "$CONNS" -d "$FIXED_DURATION" \
+		-linkgate "$tmp/linkgate" "${fixed[@]}"
+fi
 flock -u 9
 
 step "result (linkgate $(git describe --always --dirty 2>/dev/null || echo dev), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ))"
@@ -348,7 +385,7 @@ publish_table "$tmp/benchcmp" "$res" <<'TABLE'
 {{end -}}
 {{define "row"}}{{$n := index . 0}}| {{index . 1}} | {{mr "%.0f" (vals $n "rps")}} | {{mr "%.3f" (vals $n "avg")}} | {{mr "%.3f" (vals $n "p99")}} | {{if eq $n "nginx"}}1.00{{else}}{{mr "%.2f" (per $n "nginx" "rps")}}{{end}} | {{mr "%.2f" (vals $n "cpu")}} | {{printf "%.0f" (median (scale 1e6 (vals $n "cpu")))}} | {{if eq $n "nginx"}}1.00{{else}}{{mr "%.2f" (per "nginx" $n "cpu")}}{{end}} | {{index . 2}} |
 {{end -}}
-{{if has "nginx" -}}
+{{if has "proto" -}}
 | scenario | QPS median (range) | avg latency ms | p99 latency ms | QPS × nginx | CPU µs/request | QPS per core (10⁶/CPU µs) | per core × nginx | target |
 |---|---|---|---|---|---|---|---|---|
 {{template "row" (list "nginx" "nginx proxy_pass (anchor)" "") -}}
@@ -388,6 +425,16 @@ used core would serve, and it varies far less than QPS when the machine is busy.
 {{template "vs" (list "t2" "TLS, scenario 2 vs Caddy" "cdtls" "")}}{{end}}
 Each ratio is the median (range) of per-round ratios to the row's anchor; 'per core' is the anchor's CPU µs per
 request over the row's. The HTTP/2 rows' p99 comes from h2load's --log-file.
+{{end -}}
+{{range $pct := list "50" "80"}}{{$ng := printf "fng%s" $pct}}{{$gw := printf "fgw%s" $pct}}{{if has $ng}}{{if eq $pct "50"}}
+| fixed rate (linkgate bench, CO-corrected) | nginx req/s served | linkgate req/s served | nginx p99 ms | linkgate p99 ms | p99 × nginx | nginx p50 ms | linkgate p50 ms | target |
+|---|---|---|---|---|---|---|---|---|
+{{end}}| {{$pct}} % of nginx's capacity, scenario 1 | {{mr "%.0f" (vals $ng "rps")}} | {{mr "%.0f" (vals $gw "rps")}} | {{mr "%.3f" (vals $ng "p99")}} | {{mr "%.3f" (vals $gw "p99")}} | {{mr "%.2f" (per $gw $ng "p99")}} | {{mr "%.3f" (vals $ng "p50")}} | {{mr "%.3f" (vals $gw "p50")}} | ≤ 1.5× |
+{{end}}{{end -}}
+{{if has "fng50"}}
+Fixed-rate rows: nginx's capacity is the median of its wrk runs (nginx row); both servers are offered the same rate
+(that share of it), in turn, each round; a server serving less than offered fell behind. The p99 ratio is the median
+(range) of per-round ratios.
 {{end -}}
 {{with total "non2xx"}}
 WARNING: {{printf "%.0f" .}} non-2xx responses
