@@ -549,7 +549,7 @@ func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Facto
 		jwt,
 		publicapi.New(jwt),
 		proxyrewrite.New(),
-		cors.New(),
+		cors.NewWithOptions(cors.Options{V3: c.adminVersion == "v3"}),
 		iprestriction.New(),
 		realip.New(),
 		requestid.New(uint16(c.requestIDMachine)),

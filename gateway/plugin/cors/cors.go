@@ -7,6 +7,7 @@ package cors
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
@@ -22,7 +23,16 @@ const (
 )
 
 // Factory makes cors instances.
-type Factory struct{}
+type Factory struct{ v3 bool }
+
+// Options choose the APISIX version whose headers the plugin sends.
+type Options struct {
+	// V3 sends APISIX 3.x's: expose_headers has no default (no
+	// Access-Control-Expose-Headers unless set), and Vary: Origin goes
+	// with every response when allow_origins is not "*", whether or not
+	// the origin is allowed. Without it, 2.14's.
+	V3 bool
+}
 
 var (
 	_ gateway.Factory      = (*Factory)(nil)
@@ -30,8 +40,11 @@ var (
 	_ gateway.MetadataUser = (*Factory)(nil)
 )
 
-// New returns the plugin factory.
+// New returns the plugin factory, with APISIX 2.14's headers.
 func New() *Factory { return &Factory{} }
+
+// NewWithOptions returns the plugin factory configured by o.
+func NewWithOptions(o Options) *Factory { return &Factory{v3: o.V3} }
 
 func (*Factory) Name() string  { return Name }
 func (*Factory) Priority() int { return Priority }
@@ -49,8 +62,21 @@ var schema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Sch
 	"allow_origins_by_metadata": {Type: "array", MinItems: 1, UniqueItems: true, Items: &gateway.Schema{Type: "string", MinLength: 1, MaxLength: 4096}},
 }}
 
-// Schema is APISIX 2.14's.
-func (*Factory) Schema() *gateway.Schema { return schema }
+// schemaV3 is 3.x's: expose_headers without a default.
+var schemaV3 = func() *gateway.Schema {
+	c := *schema
+	c.Properties = maps.Clone(schema.Properties)
+	c.Properties["expose_headers"] = &gateway.Schema{Type: "string"}
+	return &c
+}()
+
+// Schema is APISIX 2.14's, or 3.x's with Options.V3.
+func (f *Factory) Schema() *gateway.Schema {
+	if f.v3 {
+		return schemaV3
+	}
+	return schema
+}
 
 // metadataSchema is APISIX 3.x's: named origin lists, each as allow_origins.
 var metadataSchema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Schema{
@@ -93,6 +119,7 @@ type Conf struct {
 }
 
 type instance struct {
+	v3      bool // Options.V3
 	origins Origins
 	any     bool // allow_origins is "*"
 	// byMeta: the metadata's lists named by allow_origins_by_metadata, in
@@ -114,8 +141,11 @@ func (f *Factory) New(raw json.RawMessage, scope gateway.Scope) (any, error) {
 
 // NewWithMetadata builds an instance: origins parsed (the metadata's too),
 // regexes compiled, header values formatted once.
-func (*Factory) NewWithMetadata(raw, metadata json.RawMessage, _ gateway.Scope) (any, error) {
+func (f *Factory) NewWithMetadata(raw, metadata json.RawMessage, _ gateway.Scope) (any, error) {
 	c := Conf{AllowOrigins: "*", AllowMethods: "*", AllowHeaders: "*", ExposeHeaders: "*"}
+	if f.v3 {
+		c.ExposeHeaders = ""
+	}
 	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
@@ -127,7 +157,7 @@ func (*Factory) NewWithMetadata(raw, metadata json.RawMessage, _ gateway.Scope) 
 			return nil, err
 		}
 	}
-	in := &instance{origins: ParseOrigins(c.AllowOrigins), any: c.AllowOrigins == "*", methods: c.AllowMethods, headers: c.AllowHeaders,
+	in := &instance{v3: f.v3, origins: ParseOrigins(c.AllowOrigins), any: c.AllowOrigins == "*", methods: c.AllowMethods, headers: c.AllowHeaders,
 		reqHdrs: c.AllowHeaders == "**", expose: c.ExposeHeaders, maxAge: "5", withCred: c.AllowCredential}
 	if c.MaxAge != nil {
 		in.maxAge = strconv.Itoa(*c.MaxAge)
@@ -176,16 +206,21 @@ func (in *instance) FilterHeaders(c gateway.Ctx) {
 		origin = c.Var("http_origin") // an earlier plugin answered before our rewrite
 	}
 	allow := in.allow(origin)
+	if in.v3 && !in.any {
+		c.AddResponseHeader("Vary", "Origin") // 3.x: by the configuration, allowed or not
+	}
 	if allow == "" {
 		return
 	}
 	c.SetResponseHeader("Access-Control-Allow-Origin", allow)
-	if allow != "*" {
+	if !in.v3 && allow != "*" {
 		c.AddResponseHeader("Vary", "Origin")
 	}
 	c.SetResponseHeader("Access-Control-Allow-Methods", in.methods)
 	c.SetResponseHeader("Access-Control-Max-Age", in.maxAge)
-	c.SetResponseHeader("Access-Control-Expose-Headers", in.expose)
+	if !in.v3 || in.expose != "" {
+		c.SetResponseHeader("Access-Control-Expose-Headers", in.expose)
+	}
 	if in.reqHdrs {
 		c.SetResponseHeader("Access-Control-Allow-Headers", c.Var("http_access_control_request_headers"))
 	} else {

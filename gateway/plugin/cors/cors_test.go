@@ -118,6 +118,31 @@ func decode(t *testing.T, s string) map[string]any {
 	return v.(map[string]any)
 }
 
+// APISIX 3.x's headers (Options.V3), from its t/plugin/cors.t and cors3.t:
+// no default expose_headers, Vary by the configuration.
+func TestHeadersV3(t *testing.T) {
+	for _, tc := range []struct {
+		name, conf, origin string
+		want               map[string]string
+	}{
+		{"cors.t TEST 7 default", `{}`, "",
+			map[string]string{acao: "*", "Vary": "", acam: "*", aceh: "", acma: "5"}},
+		{"cors3.t TEST 4 origin not allowed", `{"allow_origins":"https://test.com"}`, "http://foo.example.org",
+			map[string]string{acao: "", "Vary": "Origin", acam: "", aceh: ""}},
+		{"allowed, expose_headers set", `{"allow_origins":"https://test.com","expose_headers":"x-a"}`, "https://test.com",
+			map[string]string{acao: "https://test.com", "Vary": "Origin", aceh: "x-a"}},
+	} {
+		in := plugintest.New(t, NewWithOptions(Options{V3: true}), tc.conf).(gateway.HeaderFilter)
+		c := plugintest.NewCtx(map[string]string{"http_origin": tc.origin})
+		in.FilterHeaders(c)
+		for h, want := range tc.want {
+			if got := strings.Join(c.ResponseHeaderValues(h), ", "); got != want {
+				t.Errorf("%s: %s = %q, want %q", tc.name, h, got, want)
+			}
+		}
+	}
+}
+
 func TestPreflight(t *testing.T) {
 	in := plugintest.New(t, New(), `{}`).(gateway.Rewriter)
 	if rep := in.Rewrite(plugintest.NewCtx(map[string]string{"request_method": "OPTIONS"})); rep.Status != 200 || len(rep.Body) != 0 {
