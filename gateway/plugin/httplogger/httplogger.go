@@ -8,6 +8,7 @@ package httplogger
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -51,9 +52,10 @@ type Factory struct {
 }
 
 var (
-	_ gateway.Factory     = (*Factory)(nil)
-	_ gateway.ConfChecker = (*Factory)(nil)
-	_ gateway.Logger      = (*instance)(nil)
+	_ gateway.Factory      = (*Factory)(nil)
+	_ gateway.ConfChecker  = (*Factory)(nil)
+	_ gateway.MetadataUser = (*Factory)(nil)
+	_ gateway.Logger       = (*instance)(nil)
 )
 
 // New returns the plugin factory.
@@ -106,6 +108,17 @@ var schema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Sch
 // Schema is APISIX 3.x's.
 func (*Factory) Schema() *gateway.Schema { return schema }
 
+// metadataSchema is APISIX 3.x's, with the batch processor manager's
+// max_pending_entries.
+var metadataSchema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Schema{
+	"log_format":          {Type: "object"},
+	"log_format_extra":    {Type: "object"},
+	"max_pending_entries": {Type: "integer", Minimum: gateway.Num(1), Default: batch.DefaultMaxPending},
+}}
+
+// MetadataSchema is APISIX 3.x's.
+func (*Factory) MetadataSchema() *gateway.Schema { return metadataSchema }
+
 // CheckConf refuses the request and response body options, which
 // linkgate's log phase does not have.
 func (*Factory) CheckConf(c map[string]any) error {
@@ -136,13 +149,39 @@ type conf struct {
 	batch.Config
 }
 
-// New builds an instance on the processor of its scope and configuration
-// (a reload that keeps the configuration keeps its buffer).
+// New builds an instance without plugin metadata.
 func (f *Factory) New(raw json.RawMessage, scope gateway.Scope) (any, error) {
+	return f.NewWithMetadata(raw, nil, scope)
+}
+
+// NewWithMetadata builds an instance on the processor of its scope and
+// configuration (a reload that keeps the configuration keeps its buffer).
+// The metadata's log_format and log_format_extra apply where the
+// configuration has none, as APISIX's get_log_entry; its
+// max_pending_entries bounds every processor (Options.MaxPending when
+// there is no metadata).
+func (f *Factory) NewWithMetadata(raw, md json.RawMessage, scope gateway.Scope) (any, error) {
 	c := conf{Timeout: 3, ConcatMethod: "json", Config: batch.Defaults("http logger")}
 	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
+	var meta struct {
+		LogFormat         json.RawMessage `json:"log_format"`
+		LogFormatExtra    json.RawMessage `json:"log_format_extra"`
+		MaxPendingEntries int             `json:"max_pending_entries"`
+	}
+	if md != nil {
+		if err := gateway.Unmarshal(md, &meta); err != nil {
+			return nil, err
+		}
+	}
+	if isEmpty(c.LogFormat) {
+		c.LogFormat = meta.LogFormat
+	}
+	if c.LogFormatExtra == nil {
+		c.LogFormatExtra = meta.LogFormatExtra
+	}
+	f.batches.SetMaxPending(cmp.Or(meta.MaxPendingEntries, f.opts.MaxPending))
 	in := &instance{f: f}
 	var err error
 	if in.format, err = parseFormat(c.LogFormat); err != nil {
@@ -293,6 +332,12 @@ func (in *instance) fullLog(c gateway.Ctx, e *gateway.LogEntry) map[string]any {
 		entry["apisix_latency"] = max(latency-up, 0)
 	}
 	return entry
+}
+
+// isEmpty is a missing or empty log_format (APISIX: nkeys == 0).
+func isEmpty(raw json.RawMessage) bool {
+	var m map[string]any
+	return len(raw) == 0 || json.Unmarshal(raw, &m) != nil || len(m) == 0
 }
 
 // addValue adds a header or argument value: a second one makes a list,

@@ -224,3 +224,39 @@ func BenchmarkLog(b *testing.B) {
 		})
 	}
 }
+
+// TestMetadata: the plugin metadata's log_format applies where the route
+// has none; its max_pending_entries bounds the processors.
+func TestMetadata(t *testing.T) {
+	rcv := newReceiver(t, 200)
+	f := New(Options{})
+	ctx := plugintest.NewCtx(map[string]string{"host": "example.com", "request_method": "GET"})
+	for _, tc := range []struct{ conf, md, want string }{
+		{`{"uri":"$RECV","batch_max_size":1}`, `{"log_format":{"h":"$host"}}`, `{"h":"example.com","route_id":"1","service_id":""}`},
+		{`{"uri":"$RECV","batch_max_size":1,"log_format":{"m":"$request_method"}}`, `{"log_format":{"h":"$host"}}`, `{"m":"GET","route_id":"1","service_id":""}`},
+	} {
+		raw := json.RawMessage(strings.ReplaceAll(tc.conf, "$RECV", rcv.url))
+		in, err := f.NewWithMetadata(raw, json.RawMessage(tc.md), gateway.Scope{Kind: gateway.KindRoute, ID: "1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.(gateway.Logger).Log(ctx, &gateway.LogEntry{RouteID: "1"})
+		if got := rcv.next(t).body; got != tc.want {
+			t.Errorf("%s with metadata %s: %s, want %s", tc.conf, tc.md, got, tc.want)
+		}
+	}
+	eventually.True(t, 10*time.Second, "the logged entries leave the pending count", func() bool { return f.Batches().Pending() == 0 })
+	stuck := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-stuck }))
+	t.Cleanup(func() { close(stuck); srv.Close() })
+	in, err := f.NewWithMetadata(json.RawMessage(`{"uri":"`+srv.URL+`","batch_max_size":1,"timeout":60}`), json.RawMessage(`{"max_pending_entries":2}`), gateway.Scope{Kind: gateway.KindRoute, ID: "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		in.(gateway.Logger).Log(ctx, &gateway.LogEntry{RouteID: "2"})
+	}
+	if d := f.Batches().Dropped(); d != 3 {
+		t.Errorf("dropped %d, want 3 (max_pending_entries 2)", d)
+	}
+}

@@ -59,7 +59,7 @@ type SendFunc func(ctx context.Context, entries [][]byte, batchMaxSize int) erro
 type Manager struct {
 	log        *slog.Logger
 	clock      Clock
-	maxPending int64
+	maxPending atomic.Int64
 	pending    atomic.Int64 // pushed, not yet sent nor dropped
 	dropped    atomic.Int64
 
@@ -76,7 +76,18 @@ func NewManager(log *slog.Logger, clock Clock, maxPending int) *Manager {
 	if maxPending <= 0 {
 		maxPending = DefaultMaxPending
 	}
-	return &Manager{log: log, clock: clock, maxPending: int64(maxPending), procs: map[string]*Processor{}}
+	m := &Manager{log: log, clock: clock, procs: map[string]*Processor{}}
+	m.maxPending.Store(int64(maxPending))
+	return m
+}
+
+// SetMaxPending changes the bound (APISIX's plugin metadata
+// max_pending_entries); 0 is DefaultMaxPending.
+func (m *Manager) SetMaxPending(n int) {
+	if n <= 0 {
+		n = DefaultMaxPending
+	}
+	m.maxPending.Store(int64(n))
 }
 
 // Pending counts the entries pushed and not yet sent or dropped.
@@ -127,7 +138,7 @@ type Processor struct {
 // dropped and counted). It never blocks on sending.
 func (p *Processor) Push(entry []byte) bool {
 	m := p.m
-	if m.pending.Add(1) > m.maxPending {
+	if m.pending.Add(1) > m.maxPending.Load() {
 		m.pending.Add(-1)
 		m.dropped.Add(1)
 		return false
