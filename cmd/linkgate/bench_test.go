@@ -333,7 +333,11 @@ func TestBenchHTTP2(t *testing.T) {
 }
 
 func TestBenchScenarios(t *testing.T) {
-	for _, sc := range []string{"shorten", "redirect", "mixed:90"} {
+	// mixed:50, not the default 90: the mix is drawn at random and a busy
+	// race run sends only ~20 requests in 300 ms, where 90 % redirects gave
+	// no create at all one time in twelve (CI, 2026-12-07: 24 requests, all
+	// redirects). At 50 % both kinds appear except about once in 10⁶.
+	for _, sc := range []string{"shorten", "redirect", "mixed:50"} {
 		t.Run(sc, func(t *testing.T) {
 			api, u := newSeedAPI(t)
 			out, errOut, code := runCLI(t, nil, "bench", "-t1", "-c2", "-d300ms", "-R200", "--scenario", sc, "--preload", "50", u)
