@@ -141,6 +141,18 @@ func (c *Config) Apply(u Update, reg *Registry) []error {
 
 // DecodeEntry validates a stored value and returns its decoded document.
 func DecodeEntry(k Kind, value []byte, reg *Registry) (map[string]any, error) {
+	doc, err := decodeObject(value)
+	if err != nil {
+		return nil, err
+	}
+	if err := Check(k, doc, reg, nil); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+// decodeObject decodes a stored value that must be a JSON object.
+func decodeObject(value []byte) (map[string]any, error) {
 	v, err := DecodeJSON(value)
 	if err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
@@ -148,9 +160,6 @@ func DecodeEntry(k Kind, value []byte, reg *Registry) (map[string]any, error) {
 	doc, ok := v.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("value is not a JSON object")
-	}
-	if err := Check(k, doc, reg, nil); err != nil {
-		return nil, err
 	}
 	return doc, nil
 }
@@ -191,13 +200,9 @@ func (c *Config) put(e Entry, reg *Registry) (err error) {
 // putMetadata loads a plugin's metadata: the entry's id names the plugin
 // (APISIX keys it so; the id in the value is not needed).
 func (c *Config) putMetadata(e Entry, reg *Registry) error {
-	v, err := DecodeJSON(e.Value)
+	doc, err := decodeObject(e.Value)
 	if err != nil {
-		return fmt.Errorf("invalid JSON: %w", err)
-	}
-	doc, ok := v.(map[string]any)
-	if !ok {
-		return fmt.Errorf("value is not a JSON object")
+		return err
 	}
 	delete(doc, "id")
 	if err := reg.CheckMetadata(e.ID, doc); err != nil {
@@ -212,13 +217,9 @@ func (c *Config) putMetadata(e Entry, reg *Registry) error {
 }
 
 func (c *Config) putCredential(e Entry, reg *Registry) error {
-	v, err := DecodeJSON(e.Value)
+	doc, err := decodeObject(e.Value)
 	if err != nil {
-		return fmt.Errorf("invalid JSON: %w", err)
-	}
-	doc, ok := v.(map[string]any)
-	if !ok {
-		return fmt.Errorf("value is not a JSON object")
+		return err
 	}
 	if err := CheckCredential(doc, reg); err != nil {
 		return err
