@@ -18,6 +18,7 @@ import (
 
 	"github.com/linkgate/linkgate/bench"
 	"github.com/linkgate/linkgate/bench/capacity"
+	"github.com/linkgate/linkgate/internal/htmltest"
 )
 
 // fakeResult is what a step at rate would measure against a target whose
@@ -565,4 +566,21 @@ func FuzzParseShare(f *testing.F) {
 			t.Fatalf("ParseShare(%q) = %v", s, v)
 		}
 	})
+}
+
+// The targets' URLs are shown as text in the HTML report, whatever they
+// hold.
+func TestHTMLReportEscapes(t *testing.T) {
+	o := options()
+	for _, v := range htmltest.Hostile("target") {
+		a, b, err := capacity.Compare(context.Background(), o, v, "http://b/", kneeTrial(730, nil), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page bytes.Buffer
+		if err := capacity.WriteHTML(&page, &o, a, b); err != nil {
+			t.Fatal(err)
+		}
+		htmltest.Check(t, page.String(), []string{"A " + v})
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/linkgate/linkgate/bench"
 	"github.com/linkgate/linkgate/bench/htmlreport"
+	"github.com/linkgate/linkgate/internal/htmltest"
 )
 
 func hist(values ...int64) *hdrhistogram.Histogram {
@@ -91,4 +92,41 @@ func mustThreshold(t *testing.T, s string) bench.Threshold {
 		t.Fatal(err)
 	}
 	return th
+}
+
+// Every string of a run and its options that reaches the page — the title,
+// the target's URL, the agents' names and errors, the reasons a run is
+// invalid — is shown as text, whatever it holds.
+func TestWriteEscapes(t *testing.T) {
+	tests := []struct {
+		field string
+		set   func(r *bench.Result, o *htmlreport.Options, v string)
+	}{
+		{"title", func(_ *bench.Result, o *htmlreport.Options, v string) { o.Title = v }},
+		{"url", func(r *bench.Result, _ *htmlreport.Options, v string) { r.URL = v }},
+		{"agent", func(_ *bench.Result, o *htmlreport.Options, v string) {
+			o.Agents = []bench.AgentSummary{{Agent: v, Problems: []string{"late"}}}
+		}},
+		{"agent error", func(_ *bench.Result, o *htmlreport.Options, v string) {
+			o.Agents = []bench.AgentSummary{{Agent: "a1", Error: v}}
+		}},
+		{"invalid", func(_ *bench.Result, o *htmlreport.Options, v string) { o.Invalid = []string{v} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.field, func(t *testing.T) {
+			for _, v := range htmltest.Hostile(tt.field) {
+				r, o := result(), htmlreport.Options{Title: "linkgate bench"}
+				tt.set(r, &o, v)
+				var b bytes.Buffer
+				if err := htmlreport.Write(&b, r, o); err != nil {
+					t.Fatal(err)
+				}
+				want := v
+				if tt.field == "agent error" {
+					want = "failed: " + v
+				}
+				htmltest.Check(t, b.String(), []string{want})
+			}
+		})
+	}
 }
