@@ -51,6 +51,11 @@ if ! grep -q '"node_modules/lighthouse": {' tools/webcheck/node_modules/.package
 	npm ci --prefix tools/webcheck --no-audit --no-fund --loglevel=error
 fi
 
+if ! grep -A1 '"node_modules/apisix-sdk": {' tools/apisixsdk/node_modules/.package-lock.json 2>/dev/null | grep -q '"version": "0.0.6"'; then
+	step "npm ci apisix-sdk@0.0.6 (a published client of APISIX's admin API, for TestAPISIXSDK)"
+	npm ci --prefix tools/apisixsdk --no-audit --no-fund --loglevel=error
+fi
+
 step "go mod download"
 go mod download
 
