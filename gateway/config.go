@@ -34,11 +34,13 @@ const (
 	// KindPluginMetadata is APISIX's plugin metadata: one configuration per
 	// plugin, shared by all its instances; the id is the plugin's name.
 	KindPluginMetadata Kind = "plugin_metadata"
+	// KindStreamRoute is an L4 (TCP/TLS) route of the stream proxy.
+	KindStreamRoute Kind = "stream_routes"
 )
 
 // Kinds lists every resource kind in dependency order: what a route refers
 // to comes before it.
-var Kinds = []Kind{KindPluginMetadata, KindSSL, KindUpstream, KindService, KindPluginConfig, KindConsumerGroup, KindConsumer, KindGlobalRule, KindRoute}
+var Kinds = []Kind{KindPluginMetadata, KindSSL, KindUpstream, KindService, KindPluginConfig, KindConsumerGroup, KindConsumer, KindGlobalRule, KindRoute, KindStreamRoute}
 
 // Singular is the word APISIX uses in messages ("wrong route id").
 func (k Kind) Singular() string {
@@ -49,6 +51,8 @@ func (k Kind) Singular() string {
 		return "plugin config"
 	case KindConsumerGroup:
 		return "consumer group"
+	case KindStreamRoute:
+		return "stream route"
 	}
 	return strings.TrimSuffix(string(k), "s")
 }
@@ -329,6 +333,25 @@ func ParseCredentialKey(id string) (consumer, credential string, ok bool) {
 	}
 	return consumer, credential, true
 }
+
+// StreamRoute is an APISIX stream route: TCP connections (TLS ones by
+// their SNI) matched by the client's and the listener's address, proxied
+// to an upstream.
+type StreamRoute struct {
+	ID         string    `json:"-"`
+	Name       string    `json:"name"`
+	RemoteAddr string    `json:"remote_addr"`
+	ServerAddr string    `json:"server_addr"`
+	ServerPort int       `json:"server_port"`
+	SNI        string    `json:"sni"`
+	Upstream   *Upstream `json:"upstream"`
+	UpstreamID FlexID    `json:"upstream_id"`
+	ServiceID  FlexID    `json:"service_id"`
+}
+
+// L4Scheme reports whether an upstream scheme is a stream one: tcp or tls
+// (the stream proxy's; an HTTP route cannot use them).
+func L4Scheme(scheme string) bool { return scheme == "tcp" || scheme == "tls" }
 
 // ConsumerGroup is APISIX 3.x's consumer group: plugins its consumers run
 // (a consumer's own configuration of a plugin replaces the group's).

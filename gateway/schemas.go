@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -294,15 +295,20 @@ var (
 		"id": idSchema, "desc": descDef, "create_time": timestampDef, "update_time": timestampDef,
 		"content": {Type: "string", MinLength: 1, MaxLength: 1024 * 1024},
 	}}
-	streamRouteSchema = &Schema{Type: "object", Properties: map[string]*Schema{
-		"id": idSchema, "desc": descDef, "create_time": timestampDef, "update_time": timestampDef,
+	// streamRouteSchema is APISIX 3.x's stream_route.
+	streamRouteSchema = &Schema{Type: "object", NoAdditional: true, Properties: map[string]*Schema{
+		"id": idSchema, "name": nameDef, "desc": descDef, "labels": labelsDef, "create_time": timestampDef, "update_time": timestampDef,
 		"remote_addr": remoteAddrDef,
 		"server_addr": {Type: "string", AnyOf: ipDef, Description: "server IP"},
-		"server_port": {Type: "integer", Description: "server port"},
+		"server_port": {Type: "integer", Minimum: Num(1), Maximum: Num(65535), Description: "server port"},
 		"sni":         {Type: "string", Pattern: regexp.MustCompile(hostDefPattern), Description: "server name indication"},
 		"upstream":    upstreamSchema,
 		"upstream_id": idSchema,
+		"service_id":  idSchema,
 		"plugins":     pluginsDef,
+		"protocol": {Type: "object", Properties: map[string]*Schema{
+			"name": {Type: "string"}, "superior_id": idSchema, "conf": {Type: "object"}, "logger": {Type: "array"},
+		}, Required: []string{"name"}},
 	}}
 	pluginsListSchema = &Schema{Type: "array", Items: &Schema{Type: "object", Required: []string{"name"}, Properties: map[string]*Schema{
 		"name": {Type: "string", MinLength: 1}, "stream": {Type: "boolean"},
@@ -341,6 +347,8 @@ func SchemaOf(k Kind) *Schema {
 		return sslSchema
 	case KindConsumerGroup:
 		return consumerGroupSchema
+	case KindStreamRoute:
+		return streamRouteSchema
 	}
 	return nil
 }
@@ -385,7 +393,9 @@ func Check(k Kind, doc map[string]any, reg *Registry, refs RefChecker) error {
 	case KindService:
 		return checkService(doc, reg, refs)
 	case KindUpstream:
-		return checkUpstream(doc)
+		return checkUpstream(doc, true)
+	case KindStreamRoute:
+		return checkStreamRoute(doc, refs)
 	case KindConsumer:
 		if err := schemaCheck(consumerSchema, doc); err != nil {
 			return err
@@ -573,14 +583,71 @@ func checkService(doc map[string]any, reg *Registry, refs RefChecker) error {
 
 func checkUpstreamIn(doc map[string]any) error {
 	if u, ok := doc["upstream"].(map[string]any); ok {
-		return checkUpstream(u)
+		return checkUpstream(u, false)
+	}
+	return nil
+}
+
+// streamPlugins are APISIX 3.x's stream plugins: a stream route naming
+// one is valid in APISIX but not served by linkgate, which has none.
+var streamPlugins = []string{"ip-restriction", "limit-conn", "mqtt-proxy", "prometheus", "syslog", "traffic-split"}
+
+// checkStreamRoute is apisix/admin/stream_routes.lua's check_conf: the
+// schema, the references, then the stream router's checker (plugins
+// among the stream ones, addresses that parse); an inline upstream gets
+// the schema only, as there. Then what linkgate cannot serve.
+func checkStreamRoute(doc map[string]any, refs RefChecker) error {
+	if err := schemaCheck(streamRouteSchema, doc); err != nil {
+		return err
+	}
+	if err := checkRefs(doc, refs, "upstream_id", "service_id"); err != nil {
+		return err
+	}
+	if p, ok := doc["plugins"].(map[string]any); ok {
+		for _, name := range sortedKeys(p) {
+			if !slices.Contains(streamPlugins, name) {
+				return invalidf("unknown plugin [%s]", name)
+			}
+			return unsupportedf("stream plugin %s is not supported by linkgate", name)
+		}
+	}
+	for _, field := range []string{"remote_addr", "server_addr"} {
+		if s, ok := doc[field].(string); ok {
+			if _, err := ParseAddrOrPrefix(s); err != nil {
+				return invalidf("invalid %s: %s", field, s)
+			}
+		}
+	}
+	if _, ok := doc["protocol"]; ok {
+		return unsupportedf("invalid configuration: xRPC protocols are not supported by linkgate")
+	}
+	if u, ok := doc["upstream"].(map[string]any); ok {
+		return streamUpstream(u)
+	}
+	return nil
+}
+
+// streamUpstream refuses what the stream proxy cannot do with an upstream.
+func streamUpstream(u map[string]any) error {
+	switch typ, _ := u["type"].(string); typ {
+	case "roundrobin", "chash":
+	default:
+		return unsupportedf("invalid configuration: the stream proxy balances roundrobin and chash, not %q", typ)
+	}
+	if _, ok := u["service_name"]; ok {
+		return unsupportedf("invalid configuration: service discovery is not supported by linkgate")
+	}
+	if s, _ := u["scheme"].(string); s == "udp" || s == "kafka" || s == "grpc" || s == "grpcs" {
+		return unsupportedf("invalid configuration: scheme %s is not supported by the stream proxy", s)
 	}
 	return nil
 }
 
 // checkUpstream is apisix/upstream.lua's check_upstream_conf, then what
-// linkgate cannot serve.
-func checkUpstream(u map[string]any) error {
+// linkgate cannot serve. l4 allows the stream schemes (tcp, tls): an
+// upstream resource may serve stream routes, an HTTP route's inline one
+// may not.
+func checkUpstream(u map[string]any, l4 bool) error {
 	nodes, _ := u["nodes"].([]any)
 	for _, n := range nodes {
 		node, _ := n.(map[string]any)
@@ -633,7 +700,7 @@ func checkUpstream(u map[string]any) error {
 	if _, ok := u["service_name"]; ok {
 		return unsupportedf("invalid configuration: service discovery is not supported by linkgate")
 	}
-	if s, _ := u["scheme"].(string); s != "http" && s != "https" {
+	if s, _ := u["scheme"].(string); s != "http" && s != "https" && !(l4 && L4Scheme(s)) {
 		return unsupportedf("invalid configuration: scheme %s is not supported by linkgate", s)
 	}
 	if m, ok := u["nodes"].(map[string]any); ok {

@@ -31,7 +31,9 @@ type Config struct {
 	// PluginMetadata is each plugin's metadata by plugin name, validated,
 	// with its schema's defaults filled in.
 	PluginMetadata map[string]json.RawMessage
-	Revision       int64
+	// StreamRoutes are the stream proxy's routes.
+	StreamRoutes map[string]*StreamRoute
+	Revision     int64
 	// invalid: "kind/id" → why its stored value was not loaded.
 	invalid map[string]*SkipError
 	// revisions: "kind/id" → the ModifiedIndex of the loaded value.
@@ -80,7 +82,7 @@ func NewConfig() *Config {
 	return &Config{
 		Routes: map[string]*Route{}, Upstreams: map[string]*Upstream{}, Services: map[string]*Service{},
 		Consumers: map[string]*Consumer{}, GlobalRules: map[string]*GlobalRule{}, PluginConfigs: map[string]*PluginConfig{},
-		SSLs: map[string]*SSL{}, ConsumerGroups: map[string]*ConsumerGroup{}, Credentials: map[string]*Credential{}, PluginMetadata: map[string]json.RawMessage{}, invalid: map[string]*SkipError{}, revisions: map[string]int64{},
+		SSLs: map[string]*SSL{}, ConsumerGroups: map[string]*ConsumerGroup{}, Credentials: map[string]*Credential{}, PluginMetadata: map[string]json.RawMessage{}, StreamRoutes: map[string]*StreamRoute{}, invalid: map[string]*SkipError{}, revisions: map[string]int64{},
 	}
 }
 
@@ -90,7 +92,7 @@ func (c *Config) Clone() *Config {
 	return &Config{
 		Routes: maps.Clone(c.Routes), Upstreams: maps.Clone(c.Upstreams), Services: maps.Clone(c.Services),
 		Consumers: maps.Clone(c.Consumers), GlobalRules: maps.Clone(c.GlobalRules), PluginConfigs: maps.Clone(c.PluginConfigs),
-		SSLs: maps.Clone(c.SSLs), ConsumerGroups: maps.Clone(c.ConsumerGroups), Credentials: maps.Clone(c.Credentials), PluginMetadata: maps.Clone(c.PluginMetadata), Revision: c.Revision, invalid: maps.Clone(c.invalid), revisions: maps.Clone(c.revisions),
+		SSLs: maps.Clone(c.SSLs), ConsumerGroups: maps.Clone(c.ConsumerGroups), Credentials: maps.Clone(c.Credentials), PluginMetadata: maps.Clone(c.PluginMetadata), StreamRoutes: maps.Clone(c.StreamRoutes), Revision: c.Revision, invalid: maps.Clone(c.invalid), revisions: maps.Clone(c.revisions),
 	}
 }
 
@@ -193,6 +195,8 @@ func (c *Config) put(e Entry, reg *Registry) (err error) {
 		return store(c.ConsumerGroups, e.ID, doc, func(g *ConsumerGroup) { g.ID = e.ID })
 	case KindSSL:
 		return c.putSSL(e.ID, doc, reg)
+	case KindStreamRoute:
+		return store(c.StreamRoutes, e.ID, doc, func(r *StreamRoute) { r.ID = e.ID })
 	}
 	return fmt.Errorf("unknown resource kind %q", e.Kind)
 }
@@ -262,6 +266,8 @@ func (c *Config) remove(k Kind, id string) {
 		delete(c.SSLs, id)
 	case KindPluginMetadata:
 		delete(c.PluginMetadata, id)
+	case KindStreamRoute:
+		delete(c.StreamRoutes, id)
 	}
 }
 
@@ -356,6 +362,8 @@ type Compiled struct {
 	shared []string
 	// SSLs are the enabled ssl resources, for the TLS listener.
 	SSLs []*SSLEntry
+	// StreamRoutes are the stream proxy's routes, by id.
+	StreamRoutes []*StreamRouteEntry
 	// ModifiedIndexes is, per kind, the highest modifiedIndex of the
 	// stored entries (APISIX's apisix_etcd_modify_indexes); set by the
 	// Reloader.
@@ -452,6 +460,14 @@ func Compile(cfg *Config, reg *Registry) (*Compiled, []error) {
 			continue
 		}
 		out.Routes = append(out.Routes, e)
+	}
+	for _, id := range sortedKeys(cfg.StreamRoutes) {
+		e, err := compileStreamRoute(cfg, cfg.StreamRoutes[id])
+		if err != nil {
+			skip(string(KindStreamRoute)+"/"+id, err)
+			continue
+		}
+		out.StreamRoutes = append(out.StreamRoutes, e)
 	}
 	return out, errs
 }
@@ -701,6 +717,10 @@ func compileRoute(cfg *Config, reg *Registry, r *Route) (e *RouteEntry, err erro
 		e.Sources = append(e.Sources, cfg.source(KindUpstream, u.ID))
 	case svc != nil && svc.Upstream != nil:
 		e.Upstream, e.UpstreamKey = svc.Upstream, "services/"+svc.ID
+	}
+	if e.Upstream != nil && L4Scheme(e.Upstream.Scheme) {
+		return e, &buildError{reason: SkipUnsupported, status: 502,
+			err: fmt.Errorf("upstream scheme %s is for stream routes, not HTTP ones", e.Upstream.Scheme)}
 	}
 	if e.Timeout == nil && e.Upstream != nil {
 		e.Timeout = e.Upstream.Timeout

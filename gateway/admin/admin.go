@@ -49,6 +49,9 @@ type Options struct {
 	ReadOnly string
 	// Now is the clock for create_time/update_time.
 	Now func() time.Time
+	// Stream: the stream proxy runs (APISIX's proxy_mode with stream);
+	// without it /apisix/admin/stream_routes answers 400, as APISIX's.
+	Stream bool
 }
 
 type api struct {
@@ -195,9 +198,10 @@ var resources = func() map[string]resource {
 		"services":  {gateway.KindService, "service", true, true},
 		"upstreams": {gateway.KindUpstream, "upstream", true, true},
 		// APISIX's global_rules.lua says "route id" too.
-		"global_rules": {gateway.KindGlobalRule, "route", false, true},
-		"consumers":    {gateway.KindConsumer, "consumer", true, false},
-		"ssl":          {gateway.KindSSL, "ssl", true, true},
+		"global_rules":  {gateway.KindGlobalRule, "route", false, true},
+		"consumers":     {gateway.KindConsumer, "consumer", true, false},
+		"stream_routes": {gateway.KindStreamRoute, "stream route", true, false},
+		"ssl":           {gateway.KindSSL, "ssl", true, true},
 	} {
 		r := resource{kind: spec.kind, post: spec.post, patch: spec.patch, put: true, del: true}
 		r.missingID, r.wrongID, r.noNeed = idWords(spec.word)
@@ -263,8 +267,12 @@ func (a *api) handleAdmin() http.Handler {
 			a.pluginMetadata(w, r, id)
 			return
 		}
-		if res == "stream_routes" {
+		if res == "stream_routes" && !a.opts.Stream {
 			writeErr(w, http.StatusBadRequest, "stream mode is disabled, can not add stream routes")
+			return
+		}
+		if res == "stream_routes" && r.Method == http.MethodPatch && a.opts.V3 {
+			writeErr(w, http.StatusMethodNotAllowed, "not supported `PATCH` method for stream route")
 			return
 		}
 		if credID, ok := credentialPath(sub); ok && res == "consumers" {

@@ -139,7 +139,7 @@ var kinds = map[string]gateway.Kind{
 	"routes": gateway.KindRoute, "services": gateway.KindService, "upstreams": gateway.KindUpstream,
 	"consumers": gateway.KindConsumer, "plugin_configs": gateway.KindPluginConfig,
 	"consumer_groups": gateway.KindConsumerGroup, "plugin_metadata": gateway.KindPluginMetadata,
-	"global_rules": gateway.KindGlobalRule, "ssl": gateway.KindSSL,
+	"global_rules": gateway.KindGlobalRule, "ssl": gateway.KindSSL, "stream_routes": gateway.KindStreamRoute,
 }
 
 // Parse decodes a file's content into entries by "kind/id", unvalidated
@@ -158,7 +158,7 @@ func Parse(b []byte) (map[string]gateway.Entry, error) {
 	for _, key := range slices.Sorted(maps.Keys(doc)) {
 		kind, ok := kinds[key]
 		if !ok {
-			return nil, fmt.Errorf("unknown top-level key %q (want routes, services, upstreams, consumers, consumer_groups, plugin_configs, plugin_metadata, global_rules or ssl)", key)
+			return nil, fmt.Errorf("unknown top-level key %q (want routes, services, upstreams, consumers, consumer_groups, plugin_configs, plugin_metadata, global_rules, ssl or stream_routes)", key)
 		}
 		if doc[key] == nil {
 			continue

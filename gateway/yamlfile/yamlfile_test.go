@@ -30,6 +30,8 @@ func TestParse(t *testing.T) {
 			want: map[string]string{"upstreams/1": `{"id":1,"nodes":{"a:1":1}}`, "services/1": `{"id":1}`, "plugin_configs/1": `{"id":1,"plugins":{}}`, "global_rules/1": `{"id":1,"plugins":{}}`}},
 		{name: "plugin metadata, by plugin name", in: "plugin_metadata:\n  - id: cors\n    allow_origins: {k: \"http://a.test\"}\n#END",
 			want: map[string]string{"plugin_metadata/cors": `{"allow_origins":{"k":"http://a.test"},"id":"cors"}`}},
+		{name: "stream routes", in: "stream_routes:\n  - id: s1\n    server_port: 9100\n    upstream_id: 1\n#END",
+			want: map[string]string{"stream_routes/s1": `{"id":"s1","server_port":9100,"upstream_id":1}`}},
 		{name: "non-string keys", in: "upstreams:\n  - nodes: {80: 1}\n#END", want: map[string]string{"upstreams/upstreams#1": `{"nodes":{"80":1}}`}},
 		{name: "empty", in: "#END", want: map[string]string{}},
 		{name: "no end flag", in: "routes:\n  - uri: /a\n", err: "#END"},
