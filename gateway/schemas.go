@@ -603,13 +603,12 @@ func checkStreamRoute(doc map[string]any, refs RefChecker) error {
 	if err := checkRefs(doc, refs, "upstream_id", "service_id"); err != nil {
 		return err
 	}
-	if p, ok := doc["plugins"].(map[string]any); ok {
-		for _, name := range sortedKeys(p) {
-			if !slices.Contains(streamPlugins, name) {
-				return invalidf("unknown plugin [%s]", name)
-			}
-			return unsupportedf("stream plugin %s is not supported by linkgate", name)
+	if p, ok := doc["plugins"].(map[string]any); ok && len(p) > 0 {
+		name := sortedKeys(p)[0]
+		if !slices.Contains(streamPlugins, name) {
+			return invalidf("unknown plugin [%s]", name)
 		}
+		return unsupportedf("stream plugin %s is not supported by linkgate", name)
 	}
 	for _, field := range []string{"remote_addr", "server_addr"} {
 		if s, ok := doc[field].(string); ok {
