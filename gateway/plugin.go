@@ -29,6 +29,10 @@ type Ctx interface {
 	SetUpstreamHost(host string)
 	// SetUpstreamHeader sets a request header sent upstream; "" removes it.
 	SetUpstreamHeader(name, value string)
+	// AddUpstreamHeader adds a request header line sent upstream, keeping
+	// the lines of that name already there (ngx.req.set_header's table
+	// value, proxy-rewrite's headers.add).
+	AddUpstreamHeader(name, value string)
 	// RequestHeaders calls fn with each request header (its name
 	// lowercased), as it will go upstream; name and value are valid
 	// during the call only.

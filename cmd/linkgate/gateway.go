@@ -548,7 +548,7 @@ func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Facto
 		basicauth.New(),
 		jwt,
 		publicapi.New(jwt),
-		proxyrewrite.New(),
+		proxyrewrite.NewWithOptions(proxyrewrite.Options{V3: c.adminVersion == "v3"}),
 		cors.NewWithOptions(cors.Options{V3: c.adminVersion == "v3"}),
 		iprestriction.New(),
 		realip.New(),

@@ -215,6 +215,25 @@ func init() {
 			}
 			fmt.Fprintf(w, "uri: %s\nhost: %s\nscheme: %s\n", r.URL.Path, hostOnly(r.Host), scheme)
 		},
+		// 3.x's: the path nginx matched (decoded) and the request line's URI.
+		"print_uri_detailed": func(h *upstreamHandler, w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "ngx.var.uri: %s\nngx.var.request_uri: %s\n", r.URL.Path, r.RequestURI)
+		},
+		// 3.x's: each request header line as "name: value", names sorted,
+		// a repeated header once per line (X-Forwarded-* left out).
+		"plugin_proxy_rewrite_multi_header": func(h *upstreamHandler, w http.ResponseWriter, r *http.Request) {
+			hdr := map[string][]string{"host": {r.Host}}
+			for k, vs := range r.Header {
+				if k := strings.ToLower(k); !slices.Contains([]string{"x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port"}, k) {
+					hdr[k] = append(hdr[k], vs...)
+				}
+			}
+			for _, k := range slices.Sorted(maps.Keys(hdr)) {
+				for _, v := range hdr[k] {
+					fmt.Fprintf(w, "%s: %s\n", k, v)
+				}
+			}
+		},
 		"plugin_proxy_rewrite_args": func(h *upstreamHandler, w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "uri: %s\n", r.URL.Path)
 			q := r.URL.Query()

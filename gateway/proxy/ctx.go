@@ -276,6 +276,8 @@ func (rc *reqCtx) SetUpstreamHeader(name, value string) {
 	rc.fc.Request.Header.Set(name, value)
 }
 
+func (rc *reqCtx) AddUpstreamHeader(name, value string) { rc.fc.Request.Header.Add(name, value) }
+
 func (rc *reqCtx) RequestHeaders(fn func(name, value string)) {
 	for k, v := range rc.fc.Request.Header.All() {
 		fn(strings.ToLower(b2s(k)), b2s(v))

@@ -29,6 +29,7 @@ type Ctx struct {
 	UpstreamMethod  string
 	UpstreamScheme  string
 	UpstreamHeaders []Header // set by the plugin; "" value: removed
+	UpstreamAdded   []Header // added by the plugin (AddUpstreamHeader)
 	RespHeaders     []Header // the response's; Add appends, Set replaces
 	StatusCode      int
 	User            *gateway.ConsumerEntry
@@ -70,7 +71,7 @@ func NewCtx(vars map[string]string) *Ctx {
 // can run the next iteration without allocating.
 func (c *Ctx) Reset() {
 	c.UpstreamURI, c.UpstreamHost, c.User, c.Upstream = "", "", nil, nil
-	c.UpstreamHeaders, c.RespHeaders = c.UpstreamHeaders[:0], c.RespHeaders[:0]
+	c.UpstreamHeaders, c.UpstreamAdded, c.RespHeaders = c.UpstreamHeaders[:0], c.UpstreamAdded[:0], c.RespHeaders[:0]
 	c.StatusCode = 200
 	clear(c.values)
 	c.values, c.arena = c.values[:0], c.arena[:0]
@@ -146,6 +147,9 @@ func (c *Ctx) RequestHeaders(fn func(name, value string)) {
 	for _, h := range c.UpstreamHeaders {
 		fn(strings.ToLower(h.Name), h.Value)
 	}
+	for _, h := range c.UpstreamAdded {
+		fn(strings.ToLower(h.Name), h.Value)
+	}
 }
 
 // ResponseHeaders lists RespHeaders.
@@ -157,6 +161,11 @@ func (c *Ctx) ResponseHeaders(fn func(name, value string)) {
 
 func (c *Ctx) SetUpstreamHeader(name, value string) {
 	c.UpstreamHeaders = append(c.UpstreamHeaders, Header{name, value})
+}
+
+// AddUpstreamHeader records an added line in UpstreamAdded.
+func (c *Ctx) AddUpstreamHeader(name, value string) {
+	c.UpstreamAdded = append(c.UpstreamAdded, Header{name, value})
 }
 
 func (c *Ctx) SetResponseHeader(name, value string) {

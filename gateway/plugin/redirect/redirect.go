@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
 
 	"github.com/linkgate/linkgate/gateway"
 	"github.com/linkgate/linkgate/gateway/plugin/internal/nginxre"
+	"github.com/linkgate/linkgate/gateway/plugin/internal/nginxuri"
 )
 
 // Name and Priority as APISIX.
@@ -199,7 +199,7 @@ func (in *instance) Rewrite(c gateway.Ctx) gateway.Reply {
 	}
 	q := strings.IndexByte(b2s(loc), '?')
 	if in.encode {
-		loc = encodeURI(loc, q)
+		loc = nginxuri.Encode(loc, q)
 	}
 	if in.appendQS && c.Var("is_args") == "?" {
 		if q >= 0 {
@@ -211,44 +211,6 @@ func (in *instance) Rewrite(c gateway.Ctx) gateway.Reply {
 	}
 	c.SetResponseHeader("Location", b2s(loc))
 	return gateway.Reply{Status: code}
-}
-
-// encodeURI escapes b (up to the '?' at q, if q >= 0) in place as nginx's
-// ngx_escape_uri (NGX_ESCAPE_URI): space, '#', '%', '?', controls and
-// bytes from 0x7f. It grows b only if it has no room for the escapes.
-func encodeURI(b []byte, q int) []byte {
-	end := len(b)
-	if q >= 0 {
-		end = q
-	}
-	n := 0
-	for _, c := range b[:end] {
-		if escape(c) {
-			n++
-		}
-	}
-	if n == 0 {
-		return b
-	}
-	b = slices.Grow(b, 2*n)
-	out := b[:len(b)+2*n]
-	copy(out[end+2*n:], b[end:])
-	j := end + 2*n
-	for i := end - 1; i >= 0; i-- {
-		c := b[i]
-		if escape(c) {
-			j -= 3
-			out[j], out[j+1], out[j+2] = '%', "0123456789ABCDEF"[c>>4], "0123456789ABCDEF"[c&15]
-		} else {
-			j--
-			out[j] = c
-		}
-	}
-	return out
-}
-
-func escape(c byte) bool {
-	return c <= ' ' || c == '#' || c == '%' || c == '?' || c >= 0x7f
 }
 
 func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

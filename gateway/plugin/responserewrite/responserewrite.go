@@ -9,7 +9,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/linkgate/linkgate/gateway"
@@ -36,8 +38,24 @@ func New() *Factory { return &Factory{} }
 func (*Factory) Name() string  { return Name }
 func (*Factory) Priority() int { return Priority }
 
+var (
+	noColon     = `^[^:]+$`
+	scalar      = &gateway.Schema{OneOf: []*gateway.Schema{{Type: "string"}, {Type: "number"}}}
+	headerMap   = &gateway.Schema{Type: "object", MinProperties: 1, PatternProperties: map[string]*gateway.Schema{noColon: scalar}}
+	addPattern  = regexp.MustCompile(`^[^:]+:[^:]*[^/]$`)
+	addLine     = regexp.MustCompile(`^([^:\s]+)\s*:\s*([^:]+)$`)
+	headersForm = &gateway.Schema{Type: "object", MinProperties: 1, AnyOf: []*gateway.Schema{
+		headerMap, // 2.14's {name: value}, each set
+		{Properties: map[string]*gateway.Schema{ // 3.x's
+			"add":    {Type: "array", MinItems: 1, Items: &gateway.Schema{Type: "string", Pattern: addPattern}},
+			"set":    headerMap,
+			"remove": {Type: "array", MinItems: 1, Items: &gateway.Schema{Type: "string", Pattern: regexp.MustCompile(noColon)}},
+		}},
+	}}
+)
+
 var schema = &gateway.Schema{Type: "object", MinProperties: 1, Properties: map[string]*gateway.Schema{
-	"headers":     {Type: "object", MinProperties: 1},
+	"headers":     headersForm,
 	"body":        {Type: "string"},
 	"body_base64": {Type: "boolean", Default: false},
 	"status_code": {Type: "integer", Minimum: gateway.Num(200), Maximum: gateway.Num(598)},
@@ -50,12 +68,12 @@ var schema = &gateway.Schema{Type: "object", MinProperties: 1, Properties: map[s
 	}}},
 }}
 
-// Schema is APISIX 2.14's.
+// Schema is APISIX 2.14's, with 3.x's headers (add, set, remove).
 func (*Factory) Schema() *gateway.Schema { return schema }
 
 // CheckConf enforces what the schema cannot say, with APISIX's messages.
 func (*Factory) CheckConf(c map[string]any) error {
-	if h, ok := c["headers"].(map[string]any); ok {
+	if h, ok := c["headers"].(map[string]any); ok && !newForm(h) {
 		for k, v := range h {
 			switch v.(type) {
 			case string, json.Number:
@@ -90,9 +108,29 @@ func (*Factory) CheckConf(c map[string]any) error {
 	return nil
 }
 
+// newForm is APISIX's is_new_headers_conf: add, set or remove is a table.
+func newForm(headers map[string]any) bool {
+	for _, k := range []string{"add", "set", "remove"} {
+		switch headers[k].(type) {
+		case map[string]any, []any:
+			return true
+		}
+	}
+	return false
+}
+
+type headerOp uint8
+
+const (
+	opAdd headerOp = iota
+	opSet
+	opRemove
+)
+
 type header struct {
 	name, value string
 	expand      bool // value holds $variables
+	op          headerOp
 }
 
 type filter struct {
@@ -140,15 +178,11 @@ func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 			return nil, err
 		}
 	}
-	for name, v := range c.Headers {
-		val := strings.Trim(string(v), `"`)
-		var s string
-		if json.Unmarshal(v, &s) == nil {
-			val = s
-		}
-		in.headers = append(in.headers, header{name, val, strings.Contains(val, "$")})
+	headers, err := decodeHeaders(c.Headers)
+	if err != nil {
+		return nil, err
 	}
-	sort.Slice(in.headers, func(i, j int) bool { return in.headers[i].name < in.headers[j].name })
+	in.headers = headers
 	for _, f := range c.Filters {
 		opts := f.Options
 		if opts == "" {
@@ -200,8 +234,64 @@ func (in *instance) FilterHeaders(c gateway.Ctx) {
 		if h.expand {
 			v = c.Expand(v)
 		}
-		c.SetResponseHeader(h.name, v)
+		switch h.op {
+		case opAdd:
+			c.AddResponseHeader(h.name, v)
+		case opSet:
+			c.SetResponseHeader(h.name, v)
+		case opRemove:
+			c.SetResponseHeader(h.name, "")
+		}
 	}
+}
+
+// decodeHeaders returns the header changes in APISIX's order: adds ("Name:
+// value" lines), then sets (by name), then removes; 2.14's form is sets.
+func decodeHeaders(raw map[string]json.RawMessage) ([]header, error) {
+	scalarString := func(v json.RawMessage) string {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			return s
+		}
+		return string(v) // a number
+	}
+	sets := func(m map[string]json.RawMessage) []header {
+		var out []header
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			v := scalarString(m[name])
+			out = append(out, header{name: name, value: v, expand: strings.Contains(v, "$"), op: opSet})
+		}
+		return out
+	}
+	isTable := func(v json.RawMessage) bool {
+		t := strings.TrimSpace(string(v))
+		return strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")
+	}
+	if !isTable(raw["add"]) && !isTable(raw["set"]) && !isTable(raw["remove"]) {
+		return sets(raw), nil
+	}
+	var c struct {
+		Add    []string
+		Set    map[string]json.RawMessage
+		Remove []string
+	}
+	b, _ := json.Marshal(raw)
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, err
+	}
+	var out []header
+	for _, line := range c.Add {
+		m := addLine.FindStringSubmatch(line)
+		if m == nil {
+			return nil, fmt.Errorf("invalid header to add: %q", line)
+		}
+		out = append(out, header{name: m[1], value: m[2], expand: strings.Contains(m[2], "$"), op: opAdd})
+	}
+	out = append(out, sets(c.Set)...)
+	for _, name := range c.Remove {
+		out = append(out, header{name: name, op: opRemove})
+	}
+	return out, nil
 }
 
 // FilterBody replaces the body, or applies the filters to it.

@@ -1,6 +1,7 @@
 package responserewrite
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/linkgate/linkgate/gateway"
@@ -15,16 +16,19 @@ func TestSchema(t *testing.T) {
 		`{}`:                                   "", // body_base64's default counts, as in APISIX
 		`{"body":2}`:                           pre + `property "body" validation failed: wrong type: expected string, got number`,
 		`{"status_code":200,"headers":{"":2}}`: pre + "invalid field length in header",
-		`{"status_code":200,"headers":{"X-Name":{}}}`: pre + "invalid type as header value",
-		`{"headers":{}}`: pre + `property "headers" validation failed: expect object to have at least 1 properties`,
-		`{"body":"Zm9vYmFyCg=","body_base64":true}`:                       pre + "invalid base64 content",
-		`{"body":"","body_base64":true}`:                                  pre + "invalid base64 content",
-		`{"body_base64":true}`:                                            pre + "invalid base64 content",
-		`{"vars":[["status","==",500]],"body":"x"}`:                       "",
-		`{"vars":[["status","fail",500]],"body":"x"}`:                     pre + "failed to validate the 'vars' expression: invalid operator 'fail'", // lua-resty-expr 1.3.1's wording
-		`{"filters":[{"regex":"Hello"}]}`:                                 pre + `property "filters" validation failed: failed to validate item 1: property "replace" is required`,
-		`{"filters":[{"regex":"","replace":"world"}]}`:                    pre + `property "filters" validation failed: failed to validate item 1: property "regex" validation failed: string too short, expected at least 1, got 0`,
-		`{"filters":[{"regex":"hello","replace":"HELLO","options":"h"}]}`: pre + `regex "hello" validation failed: unknown flag "h" (flags "h")`,
+		`{"status_code":200,"headers":{"X-Name":{}}}`:                                             pre + "invalid type as header value",
+		`{"headers":{"add":["Cache-Control: no-cache"],"set":{"X-A":1},"remove":["Set-Cookie"]}}`: "",
+		`{"headers":{"add":["Cache-Control no-cache"]}}`:                                          pre + `property "headers" validation failed: object matches none of the required`,
+		`{"headers":{"remove":["a:b"]}}`:                                                          pre + `property "headers" validation failed: object matches none of the required`,
+		`{"headers":{}}`:                                                                          pre + `property "headers" validation failed: expect object to have at least 1 properties`,
+		`{"body":"Zm9vYmFyCg=","body_base64":true}`:                                               pre + "invalid base64 content",
+		`{"body":"","body_base64":true}`:                                                          pre + "invalid base64 content",
+		`{"body_base64":true}`:                                                                    pre + "invalid base64 content",
+		`{"vars":[["status","==",500]],"body":"x"}`:                                               "",
+		`{"vars":[["status","fail",500]],"body":"x"}`:                                             pre + "failed to validate the 'vars' expression: invalid operator 'fail'", // lua-resty-expr 1.3.1's wording
+		`{"filters":[{"regex":"Hello"}]}`:                                                         pre + `property "filters" validation failed: failed to validate item 1: property "replace" is required`,
+		`{"filters":[{"regex":"","replace":"world"}]}`:                                            pre + `property "filters" validation failed: failed to validate item 1: property "regex" validation failed: string too short, expected at least 1, got 0`,
+		`{"filters":[{"regex":"hello","replace":"HELLO","options":"h"}]}`:                         pre + `regex "hello" validation failed: unknown flag "h" (flags "h")`,
 	} {
 		if got := plugintest.Check(t, New(), conf, false); got != want {
 			t.Errorf("%s:\n got %q\nwant %q", conf, got, want)
@@ -68,6 +72,10 @@ func TestRewrite(t *testing.T) {
 		{"TEST 19 vars match", `{"body":"new body3\n","status_code":403,"vars":[["status","==",500]]}`, 500, "error", 403, "new body3\n", nil},
 		{"TEST 20 vars miss", `{"body":"new body3\n","status_code":403,"vars":[["status","==",500]]}`, 200, "hello world\n", 200, "hello world\n", nil},
 		{"TEST 24 variables in headers", `{"headers":{"X-Host":"$host-${host}x"}}`, 200, "", 200, "", map[string]string{"X-Host": "example.com-example.comx"}},
+		{"3.x add then set", `{"headers":{"add":["Cache-Control: no-cache"],"set":{"Cache-Control":"max-age=0, must-revalidate"}}}`, 200, "", 200, "",
+			map[string]string{"Cache-Control": "max-age=0, must-revalidate"}},
+		{"3.x remove", `{"headers":{"add":["Set-Cookie: a=b"],"set":{"X-A":"$host"},"remove":["Set-Cookie","X-Server-id"]}}`, 200, "", 200, "",
+			map[string]string{"Set-Cookie": "", "X-Server-id": "", "X-A": "example.com", "ETag": `"33a6"`}},
 		{"filters global", `{"filters":[{"regex":"l","replace":"t","scope":"global"}]}`, 200, "hello world\n", 200, "hetto wortd\n", nil},
 		{"filters once", `{"filters":[{"regex":"l","replace":"t"}]}`, 200, "hello world\n", 200, "hetlo world\n", nil},
 		{"filters replace with empty", `{"filters":[{"regex":"hello","replace":""}]}`, 200, "hello world\n", 200, " world\n", nil},
@@ -86,6 +94,12 @@ func TestRewrite(t *testing.T) {
 				t.Errorf("%s: %s = %q, want %q", tc.name, h, got, want)
 			}
 		}
+	}
+	// 3.x's add keeps the lines there ("Name : value" too).
+	c, _ := run(t, `{"headers":{"add":["Cache-Control: no-cache","Cache-Control : max-age=0, must-revalidate"]}}`, 200,
+		[]plugintest.Header{{Name: "Cache-Control", Value: "private"}}, "")
+	if got := c.ResponseHeaderValues("Cache-Control"); !slices.Equal(got, []string{"private", "no-cache", "max-age=0, must-revalidate"}) {
+		t.Errorf("add: Cache-Control %q", got)
 	}
 	// Only a body rewrite needs the body.
 	if _, ok := plugintest.New(t, New(), `{"headers":{"X-A":"b"},"status_code":201}`).(gateway.BodyFilter); ok {
