@@ -455,6 +455,51 @@ func TestVisitsOneOrManyOperands(t *testing.T) {
 	check("compacted")
 }
 
+// The all-links, domain and tag records of a chunk count every name its
+// links brought: a few merged link by link, more appended and sorted once.
+func TestScopeRecordsOfManyNames(t *testing.T) {
+	s, _ := pebbletest.Open(t)
+	ctx := context.Background()
+	today := shortener.DayStart(time.Now())
+	const links = 150
+	recs := make([]shortener.LinkRecord, links)
+	deltas := make([]shortener.VisitDelta, links)
+	for i := range recs {
+		recs[i].Link = shortener.Link{ID: fmt.Sprintf("names%03d", i), URL: "https://names.example/", Tags: []string{"many"}}
+		deltas[i] = shortener.VisitDelta{ID: recs[i].Link.ID, Stats: shortener.VisitStats{Total: 2,
+			Days:      shortener.Breakdown{today.Format(shortener.DayFormat): 2},
+			Referrers: shortener.Breakdown{fmt.Sprintf("r%03d.example", i%100): 2}, Browsers: shortener.Breakdown{"Chrome": 2}}}
+	}
+	if _, err := s.ImportRecords(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddVisits(ctx, shortener.NewVisitBatch(deltas...)); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []shortener.StatsQuery{{}, {Tag: "many"}, {DomainSet: true}} {
+		for _, g := range []shortener.Granularity{shortener.GranularityDay, shortener.GranularityHour} {
+			q.From, q.To, q.Granularity = today, today.Add(24*time.Hour), g
+			c, err := s.VisitCounts(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var people int64
+			for _, pb := range c.Series {
+				people += pb.People
+			}
+			refs := c.Dims[shortener.DimReferrer]
+			if people != 2*links || len(refs) != 100 || c.Dims[shortener.DimBrowser]["Chrome"].People != 2*links {
+				t.Errorf("%+v by %v: %d people, %d referrers, browsers %v", q, g, people, len(refs), c.Dims[shortener.DimBrowser])
+			}
+			for i := range 100 {
+				if want := int64(2 + 2*min(1, (links-1-i)/100)); refs[fmt.Sprintf("r%03d.example", i)].People != want {
+					t.Errorf("%+v by %v: referrer %d counted %d, want %d", q, g, i, refs[fmt.Sprintf("r%03d.example", i)].People, want)
+				}
+			}
+		}
+	}
+}
+
 // AddVisits commits a batch VisitChunk links at a time: a reader between
 // two commits sees the visits of the chunks before and not the next one's,
 // only the last commit syncs (the power-loss test checks that it makes the

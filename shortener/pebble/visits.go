@@ -153,10 +153,29 @@ type visitWriter struct {
 	span   []byte
 }
 
-// scopeAcc is what a chunk adds to one scope's bucket.
+// scopeAcc is what a chunk adds to one scope's bucket: its entries kept
+// sorted as links add theirs (sorted, a few each), merged in one pass
+// while they are few; beyond scopeMerged, appended and sorted once by
+// flushScopes (appending every link's entries and sorting a chunk's
+// thousands at the end was most of the flush's own time over a million
+// links).
 type scopeAcc struct {
 	people, bots int64
-	es           []ventry
+	es, spare    []ventry
+	unsorted     bool
+}
+
+const scopeMerged = 64
+
+// add adds a link's counts and its sorted entries es.
+func (acc *scopeAcc) add(people, bots int64, es []ventry) {
+	acc.people += people
+	acc.bots += bots
+	if acc.unsorted || len(acc.es)+len(es) > scopeMerged {
+		acc.es, acc.unsorted = append(acc.es, es...), true
+		return
+	}
+	acc.es, acc.spare = mergeEntries(acc.spare[:0], acc.es, es), acc.es
 }
 
 // link adds the merges of link l of batch to b, and its counts to the
@@ -249,22 +268,26 @@ func (w *visitWriter) scope(res byte, bucket uint32, subject byte, name string, 
 		acc = &scopeAcc{}
 		w.scopes[string(w.key)] = acc
 	}
-	acc.people += people
-	acc.bots += bots
-	acc.es = append(acc.es, w.es...)
+	acc.add(people, bots, w.es)
 }
 
 // flushScopes adds the chunk's scope records to b, in the commit of the
-// links they count: a chunk is applied whole or not at all.
+// links they count: a chunk is applied whole or not at all. The scopes
+// are kept, emptied, for the next chunk (which mostly counts the same).
 func (w *visitWriter) flushScopes(b *pebbledb.Batch) error {
 	for k, acc := range w.scopes {
-		acc.es = sortEntries(acc.es)
+		if acc.people == 0 && acc.bots == 0 && len(acc.es) == 0 {
+			continue
+		}
+		if acc.unsorted {
+			acc.es = sortEntries(acc.es)
+		}
 		w.rec = appendBrec(w.rec[:0], acc.people, acc.bots, acc.es)
 		if err := b.Merge([]byte(k), w.rec, nil); err != nil {
 			return err
 		}
+		acc.people, acc.bots, acc.es, acc.unsorted = 0, 0, acc.es[:0], false
 	}
-	clear(w.scopes)
 	return nil
 }
 

@@ -112,6 +112,24 @@ func sortEntries(es []ventry) []ventry {
 	return out
 }
 
+// mergeEntries appends to dst the entries of a and b, both sorted, in
+// order, those of the same key added up.
+func mergeEntries(dst, a, b []ventry) []ventry {
+	for len(a) > 0 && len(b) > 0 {
+		switch c := ventryCmp(&a[0], &b[0]); {
+		case c < 0:
+			dst, a = append(dst, a[0]), a[1:]
+		case c > 0:
+			dst, b = append(dst, b[0]), b[1:]
+		default:
+			e := a[0]
+			e.n += b[0].n
+			dst, a, b = append(dst, e), a[1:], b[1:]
+		}
+	}
+	return append(append(dst, a...), b...)
+}
+
 // appendBrec appends a bucket record; es must be sorted (sortEntries).
 func appendBrec(dst []byte, people, bots int64, es []ventry) []byte {
 	dst = append(dst, brecVersion)

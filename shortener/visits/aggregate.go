@@ -49,6 +49,7 @@ type entry struct {
 	total   uint32
 	bots    uint32
 	head    int32          // this link's first pair, -1: none
+	pairs   uint32         // how many pairs it has
 	last    [numDims]int32 // per dimension, the pair counted last
 	created int64          // the link's CreatedAt, Unix seconds: the latest seen
 	idLen   uint8
@@ -130,6 +131,13 @@ func (g *aggregate) grow() {
 
 func (g *aggregate) id(e *entry) []byte { return g.arena[e.idOff : e.idOff+uint32(e.idLen)] }
 
+// chainWalk is how many pairs a link has before they are found through
+// pairIx: a shorter chain is walked, which costs less than the map (a
+// visit of a link not yet in the batch looked up and inserted a map entry
+// per dimension: over a million links, where nearly every visit is such a
+// link, the map was most of a drain's time).
+const chainWalk = 16
+
 // count adds n visits of entry ei under key, in dimension dim.
 func (g *aggregate) count(ei int32, dim int, key uint32, n uint32) {
 	e := &g.entries[ei]
@@ -138,7 +146,15 @@ func (g *aggregate) count(ei int32, dim int, key uint32, n uint32) {
 		return
 	}
 	k := uint64(ei)<<32 | uint64(key)
-	if p, ok := g.pairIx[k]; ok {
+	if e.pairs <= chainWalk {
+		for p := e.head; p >= 0; p = g.pairs[p].next {
+			if g.pairs[p].key == key {
+				g.pairs[p].n += n
+				e.last[dim] = p
+				return
+			}
+		}
+	} else if p, ok := g.pairIx[k]; ok {
 		g.pairs[p].n += n
 		e.last[dim] = p
 		return
@@ -146,7 +162,15 @@ func (g *aggregate) count(ei int32, dim int, key uint32, n uint32) {
 	g.pairs = append(g.pairs, pair{key: key, n: n, next: e.head})
 	e.head = int32(len(g.pairs) - 1)
 	e.last[dim] = e.head
-	g.pairIx[k] = e.head
+	e.pairs++
+	switch {
+	case e.pairs == chainWalk+1: // from now on through the map
+		for p := e.head; p >= 0; p = g.pairs[p].next {
+			g.pairIx[uint64(ei)<<32|uint64(g.pairs[p].key)] = p
+		}
+	case e.pairs > chainWalk+1:
+		g.pairIx[k] = e.head
+	}
 }
 
 // reset empties g for the next batch, keeping its memory.
