@@ -568,6 +568,13 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 	}
 	raw, kind, err := openStore(ctx, logger, c)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// A signal during a long open (a migration, an index
+			// built): the work stopped between batches, and the next
+			// start resumes it.
+			logger.Info("stopped while opening the store; the next start resumes what the open was doing", "store", c.store, "error", err.Error())
+			return nil
+		}
 		return err
 	}
 	stopControl, setControlURL := startStoreControl(ctx, logger, raw)

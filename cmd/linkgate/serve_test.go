@@ -281,6 +281,47 @@ func TestServeUsageErrors(t *testing.T) {
 
 // SIGTERM while creates are in flight: they are drained, and every create
 // that was answered 201 is in the store afterwards.
+// A SIGTERM (run's context ending) while serve opens a store that needs a
+// migration (here a store of format 2, written by 5a7c83a) stops the
+// migration between two batches: run returns at once, without listening,
+// and says so; the next open finishes the migration. (Red when the
+// migration does not look at the context: serve migrates, listens, and
+// only then stops.)
+func TestServeStopsWhileOpeningTheStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "links")
+	if err := os.CopyFS(dir, os.DirFS("../../shortener/pebble/testdata/format2-5a7c83a")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the signal arrived as the store began to open
+	var logs syncbuf.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store", "pebble:" + dir, "--log-format", "json"},
+			func(string) string { return "" }, strings.NewReader(""), io.Discard, &logs)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v\n%s", err, &logs)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve did not stop while opening the store:\n%s", &logs)
+	}
+	if out := logs.String(); !strings.Contains(out, `"msg":"stopped while opening the store; the next start resumes what the open was doing"`) ||
+		!strings.Contains(out, "context canceled") || listenRE.MatchString(out) {
+		t.Errorf("serve's log does not say it stopped while opening the store, before listening:\n%s", out)
+	}
+	s, err := pebble.Open(dir, pebble.Options{}) // the store was closed, and its migration is finished now
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.VisitStats(context.Background(), "f2-one"); err != nil || st.Total != 20 {
+		t.Errorf("f2-one after the migration: %+v, %v; want 20 visits", st, err)
+	}
+	s.Close()
+}
+
 func TestServeDrainsOnShutdown(t *testing.T) {
 	s := startServe(t, nil)
 	var mu sync.Mutex

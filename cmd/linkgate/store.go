@@ -121,7 +121,7 @@ func openRecordStore(ctx context.Context, spec string) (shortener.Store, error) 
 	var s shortener.Store
 	switch kind {
 	case "pebble":
-		s, err = pebble.Open(arg, pebble.Options{})
+		s, err = pebble.OpenContext(ctx, arg, pebble.Options{})
 		err = lockedHint(err)
 	case "dynamodb":
 		// No background work: the visit log records an import writes are
@@ -234,7 +234,7 @@ func openPebble(ctx context.Context, logger *slog.Logger, dir, old string, minFr
 			return nil, err
 		}
 		logger.Info("migrating the store of an earlier release", "from", old, "to", dir)
-		s, err := pebble.Open(tmp, opts)
+		s, err := pebble.OpenContext(ctx, tmp, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -250,7 +250,7 @@ func openPebble(ctx context.Context, logger *slog.Logger, dir, old string, minFr
 		}
 		logger.Info("store migrated; the old files are kept, remove them when satisfied", "from", old, "to", dir, "result", m.String())
 	}
-	return pebble.Open(dir, opts)
+	return pebble.OpenContext(ctx, dir, opts)
 }
 
 // renameDurably renames from to to and syncs their directory.

@@ -134,3 +134,10 @@ func WriteSpanRecord(dir, id string, days map[uint32]shortener.PeopleBots) error
 	}
 	return errors.Join(err, db.Close())
 }
+
+// WithOpenSteps makes the work of an open (migrations, indexes) look at
+// its context every batch links, calling hook first.
+func WithOpenSteps(o Options, batch int, hook func()) Options {
+	o.openBatch, o.openHook = batch, hook
+	return o
+}

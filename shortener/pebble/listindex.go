@@ -252,7 +252,7 @@ func unindexLink(b *pebbledb.Batch, key string, l *shortener.Link) error {
 // buildListIndex indexes every link of a store that has no index yet, or
 // an older one (see above), in batches, then marks the index built.
 // Creates, edits and deletes are not running yet (Open calls it).
-func (s *Store) buildListIndex() error {
+func (s *Store) buildListIndex(ctx context.Context) error {
 	built := false
 	for _, m := range append([][]byte{listIndexBuilt}, listIndexOlder...) {
 		_, closer, found, err := s.get(m)
@@ -299,13 +299,17 @@ func (s *Store) buildListIndex() error {
 			b.Close()
 			return err
 		}
-		if n++; n%1_000 == 0 {
+		if n++; n%s.openBatch == 0 {
 			if err := b.Commit(pebbledb.NoSync); err != nil {
 				b.Close()
 				return err
 			}
 			b.Close()
 			b = s.db.NewBatch()
+			if err := s.openStep(ctx); err != nil {
+				b.Close()
+				return fmt.Errorf("index the links for listing: %w", err)
+			}
 		}
 	}
 	if err := it.Error(); err != nil {

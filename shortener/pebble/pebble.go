@@ -162,6 +162,28 @@ type Options struct {
 	// TestBackgroundWritesYield changes them.
 	pause func(time.Duration)
 	now   func() time.Time
+	// openBatch is how many links the work of an open (migrations,
+	// indexes) does between two looks at its context; 0: openBatch.
+	// openHook, if set, is called at each look (tests: cancel there).
+	openBatch int
+	openHook  func()
+}
+
+// openBatch is how many links the work of an open commits (or reads, for
+// the read index) between two looks at its context: a stop waits for at
+// most one batch.
+const openBatch = 1000
+
+// openStep is called between two batches of the work of an open: it
+// reports ctx's error once ctx has ended.
+func (s *Store) openStep(ctx context.Context) error {
+	if s.openHook != nil {
+		s.openHook()
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("stopped before it was done (the next open resumes it): %w", err)
+	}
+	return nil
 }
 
 // DefaultCacheSize is the block cache when Options.CacheSize is 0.
@@ -233,6 +255,9 @@ type Store struct {
 	ix       *index    // the read index; nil without one
 	guard    *guard    // the free-space guard; nil without one
 	recovery Recovery  // what Open found in the write-ahead log
+	// openBatch, openHook: Options'.
+	openBatch int
+	openHook  func()
 	// corruptions counts pebble's DataCorruption events; corruptFile
 	// is the last file they named (recovery.go).
 	corruptions atomic.Int64
@@ -278,6 +303,17 @@ func (e *LockedError) Unwrap() error { return e.Err }
 // Open opens the store in dir, creating it (and dir) if needed. It fails
 // at once with a *LockedError if another process holds the store.
 func Open(dir string, opts Options) (*Store, error) {
+	return OpenContext(context.Background(), dir, opts)
+}
+
+// OpenContext is Open that gives up when ctx ends: what opening may take
+// minutes for — migrating a store of an earlier format, indexing its links
+// for listing, reading them into the read index — stops between two
+// batches, and OpenContext returns ctx's error (errors.Is context.Canceled
+// or DeadlineExceeded) with the store closed. That work is resumable: the
+// next open finishes it, and the answers are the same as if it had never
+// stopped.
+func OpenContext(ctx context.Context, dir string, opts Options) (*Store, error) {
 	fs := opts.FS
 	if fs == nil {
 		fs = vfs.Default
@@ -293,7 +329,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	if size <= 0 {
 		size = DefaultCacheSize
 	}
-	s := &Store{dir: dir, fs: fs, lock: lock, cache: pebbledb.NewCache(size), createSync: opts.createSync, visitChunkHook: opts.visitChunkHook, pause: opts.pause, now: opts.now, visitClock: opts.VisitClock}
+	s := &Store{dir: dir, fs: fs, lock: lock, cache: pebbledb.NewCache(size), createSync: opts.createSync, visitChunkHook: opts.visitChunkHook, pause: opts.pause, now: opts.now, visitClock: opts.VisitClock,
+		openBatch: opts.openBatch, openHook: opts.openHook}
+	if s.openBatch <= 0 {
+		s.openBatch = openBatch
+	}
 	if s.createSync == nil {
 		s.createSync = pebbledb.Sync
 	}
@@ -334,7 +374,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open pebble store %s: %w", dir, s.corrupt(err))
 	}
 	s.db = db
-	if err := s.checkFormat(); err != nil {
+	if err := s.checkFormat(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open pebble store %s: %w", dir, s.corrupt(err))
 	}
@@ -343,7 +383,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open pebble store %s: %w", dir, s.corrupt(err))
 	}
 	s.reportRecovery()
-	if err := s.buildListIndex(); err != nil { // listindex.go
+	if err := s.buildListIndex(ctx); err != nil { // listindex.go
 		s.Close()
 		return nil, fmt.Errorf("open pebble store %s: index the links: %w", dir, s.corrupt(err))
 	}
@@ -352,7 +392,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		if fs == vfs.Default {
 			arenaDir = dir
 		}
-		if err := s.buildIndex(arenaDir); err != nil {
+		if err := s.buildIndex(ctx, arenaDir); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("open pebble store %s: %w", dir, s.corrupt(err))
 		}
@@ -361,7 +401,7 @@ func Open(dir string, opts Options) (*Store, error) {
 }
 
 // buildIndex reads every link into a new read index.
-func (s *Store) buildIndex(arenaDir string) error {
+func (s *Store) buildIndex(ctx context.Context, arenaDir string) error {
 	ix, err := newIndex(arenaDir, 0)
 	if err != nil {
 		return err
@@ -371,6 +411,7 @@ func (s *Store) buildIndex(arenaDir string) error {
 		ix.close()
 		return err
 	}
+	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
 		if err == nil {
@@ -379,6 +420,9 @@ func (s *Store) buildIndex(arenaDir string) error {
 			} else {
 				err = ix.put([]byte(linkKey(k)), v)
 			}
+		}
+		if n++; err == nil && n%s.openBatch == 0 {
+			err = s.openStep(ctx)
 		}
 		if err != nil {
 			it.Close()
@@ -440,9 +484,9 @@ func (s *Store) value(kb *[]byte, id []byte) (v []byte, release func(), found bo
 
 func noRelease() {}
 
-// checkFormat writes the format version into a new store and refuses a
-// store of another version.
-func (s *Store) checkFormat() error {
+// checkFormat writes the format version into a new store, migrates a
+// store of an earlier format and refuses one of another version.
+func (s *Store) checkFormat(ctx context.Context) error {
 	v, closer, err := s.db.Get(formatKey)
 	switch {
 	case errors.Is(err, pebbledb.ErrNotFound):
@@ -464,10 +508,10 @@ func (s *Store) checkFormat() error {
 		return nil
 	case len(version) == 1 && version[0] == 1:
 		// Format 1 kept lifetime visit statistics (vmigrate.go).
-		return s.migrateVisits()
+		return s.migrateVisits(ctx)
 	case len(version) == 1 && version[0] == 2:
 		// Format 2 kept no span records (vmigrate.go).
-		return s.migrateSpans()
+		return s.migrateSpans(ctx)
 	}
 	return fmt.Errorf("unsupported store format %v (this build reads formats 1 to %d)", version, format)
 }

@@ -11,9 +11,6 @@ import (
 	"github.com/linkgate/linkgate/shortener"
 )
 
-// migrateChunk is how many links the migration commits at a time.
-const migrateChunk = 1000
-
 // migrateVisits turns the lifetime statistics records of format 1 into
 // those of format 3 (vrecord.go): per link, its totals, and its days as
 // day and span records (breakdowns in its latest day's: format 1 kept
@@ -21,8 +18,8 @@ const migrateChunk = 1000
 // chunk of links is one batch, its links' totals records rewritten in
 // the batch that adds their day records, so a migration cut short is
 // resumed where it stopped: records already of format 2 are skipped. The
-// store's format becomes 3 last.
-func (s *Store) migrateVisits() error {
+// store's format becomes 3 last. It stops after a chunk once ctx ends.
+func (s *Store) migrateVisits(ctx context.Context) error {
 	now := s.statsClock()
 	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: []byte{kindStats}, UpperBound: []byte{kindStats + 1}})
 	if err != nil {
@@ -53,7 +50,7 @@ func (s *Store) migrateVisits() error {
 		if err := w.lifetime(b, id, m.tags, st, now); err != nil {
 			return err
 		}
-		if n++; n%migrateChunk == 0 {
+		if n++; n%s.openBatch == 0 {
 			if err := w.flushScopes(b); err != nil {
 				return err
 			}
@@ -62,6 +59,9 @@ func (s *Store) migrateVisits() error {
 			}
 			b.Close()
 			b = s.db.NewBatch()
+			if err := s.openStep(ctx); err != nil {
+				return fmt.Errorf("migrate visit statistics: %w", err)
+			}
 		}
 	}
 	if err := it.Error(); err != nil {
@@ -106,8 +106,8 @@ func (w *visitWriter) lifetime(b *pebbledb.Batch, key string, tags []string, st 
 // record. The records are Set, not merged, so a migration cut short is
 // done again from the start when the store next opens, counting nothing
 // twice (nothing else writes while a store opens). The store's format
-// becomes 3 last.
-func (s *Store) migrateSpans() error {
+// becomes 3 last. It stops after a span once ctx ends.
+func (s *Store) migrateSpans(ctx context.Context) error {
 	today := uint32(s.statsClock().Unix() / 86400)
 	b := s.db.NewBatch()
 	defer func() { b.Close() }()
@@ -121,7 +121,7 @@ func (s *Store) migrateSpans() error {
 			return err
 		}
 		var ferr error // of done: a failed Set or commit
-		err = mergeLinks(context.Background(), h, func(k, v []byte) error {
+		err = mergeLinks(ctx, h, func(k, v []byte) error {
 			people, bots, _, err := brecHeader(v)
 			day := binary.BigEndian.Uint32(k[2:]) % spanDays
 			days[day].Add(shortener.PeopleBots{People: people, Bots: bots})
@@ -150,6 +150,9 @@ func (s *Store) migrateSpans() error {
 		}
 		if ferr != nil {
 			return fmt.Errorf("migrate to span records: %w", ferr)
+		}
+		if err := s.openStep(ctx); err != nil {
+			return fmt.Errorf("migrate to span records: %w", err)
 		}
 	}
 	if err := b.Set(formatKey, []byte{format}, nil); err != nil {
