@@ -14,7 +14,8 @@
 # concurrent function environments under the Lambda runtime interface
 # emulator (4; scripts/install-deps.sh installs it) each living LAMBDA_LIFE
 # (40s), SERVER_CPU for the servers and functions, LOAD_CPU for DynamoDB
-# Local and the load.
+# Local and the load. The runs are kept as JSON in
+# docs/results/dynamodb-units-<date>-<commit>.json (UNITS_JSON: elsewhere).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/bench-lib.sh"
@@ -65,3 +66,7 @@ if [ -n "$BASE" ]; then
 fi
 step "DynamoDB capacity units per 1,000 redirects (holding $BENCH_LOCK)"
 flock -o "$BENCH_LOCK" unshare -n "$0" --inner "$work"
+commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- || echo -dirty)
+out=${UNITS_JSON:-docs/results/dynamodb-units-$(date -u +%F)-$commit.json}
+cp "$work/units.json" "$out"
+echo "runs kept in $out"

@@ -17,6 +17,10 @@ func (s *Store) StopFoldAfter(r int, err error) {
 	}
 }
 
+// AfterFoldRange calls fn after each fold range r of the store's folds;
+// an error it returns stops the fold there.
+func (s *Store) AfterFoldRange(fn func(r int) error) { s.visits.foldHook = fn }
+
 // SetStateItemBytes makes state items aim at n bytes until the test ends,
 // so that tests grow a month's state past its shards with little data.
 func SetStateItemBytes(t interface{ Cleanup(func()) }, n int) {
@@ -29,5 +33,8 @@ func SetStateItemBytes(t interface{ Cleanup(func()) }, n int) {
 const (
 	ReservedPrefix = reservedPrefix
 	KeySeq         = keySeq
+	KeyFold        = keyFold
 	AttrN          = attrN
+	AttrLease      = attrLease
+	FoldLease      = foldLease
 )

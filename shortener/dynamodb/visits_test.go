@@ -555,6 +555,62 @@ func TestFoldResumes(t *testing.T) {
 	}
 }
 
+// The fold holds its lease through its ranges: a fold whose ranges take
+// long renews it once half of it has passed, so another process never
+// takes over (red without the renewal), and a quick fold writes it once,
+// not before every range (red when it renews before every range: 15 more
+// writes a fold).
+func TestFoldLease(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		perRange time.Duration // the clock moves this much during each range
+		renewals int
+	}{
+		{"quick ranges", time.Second, 0},
+		{"slow ranges", dynamodb.FoldLease * 2 / 5, 7},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := newClock()
+			in := instances(t, clk, 2)
+			a, b := in[0], in[1]
+			ids, deltas := visitedLinks(t, a, clk, "lease", 3)
+			add(t, a, deltas...)
+			if err := a.FlushVisits(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			lease := func() string {
+				v, _ := rawItem(t, a, dynamodb.KeyFold)[dynamodb.AttrLease].(*types.AttributeValueMemberN)
+				if v == nil {
+					return ""
+				}
+				return v.Value
+			}
+			var leases []string
+			a.AfterFoldRange(func(r int) error {
+				if l := lease(); len(leases) == 0 || leases[len(leases)-1] != l {
+					leases = append(leases, l)
+				}
+				clk.Advance(c.perRange)
+				if res, err := b.FoldVisits(ctxT(t)); err != nil || !res.Unavailable {
+					t.Errorf("after range %d (%v later): another process folded: %+v, %v; want the lease held", r, time.Duration(r+1)*c.perRange, res, err)
+				}
+				return nil
+			})
+			if res, err := a.FoldVisits(ctxT(t)); err != nil || res.Through != 1 {
+				t.Fatalf("fold: %+v, %v", res, err)
+			}
+			if got := len(leases) - 1; got != c.renewals {
+				t.Errorf("the lease was renewed %d times (%v), want %d", got, leases, c.renewals)
+			}
+			for i, id := range ids {
+				if got := statsOf(t, b, id).Total; got != int64(i%3+1) {
+					t.Fatalf("%s: total %d after the fold, want %d", id, got, i%3+1)
+				}
+			}
+		})
+	}
+}
+
 // visitedLinks creates 200 links, prefix0000 to prefix0199, and returns
 // them with visits of today: i%mod+1 for the i-th.
 func visitedLinks(t *testing.T, s *dynamodb.Store, c *clock, prefix string, mod int) ([]string, []shortener.VisitDelta) {
