@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -282,44 +283,54 @@ func TestServeUsageErrors(t *testing.T) {
 // SIGTERM while creates are in flight: they are drained, and every create
 // that was answered 201 is in the store afterwards.
 // A SIGTERM (run's context ending) while serve opens a store that needs a
-// migration (here a store of format 2, written by 5a7c83a) stops the
-// migration between two batches: run returns at once, without listening,
-// and says so; the next open finishes the migration. (Red when the
-// migration does not look at the context: serve migrates, listens, and
-// only then stops.)
+// migration — a store of format 2 (written by 5a7c83a), a bbolt store of
+// release 096063f — stops the migration between two batches: run returns
+// at once, without listening, and says so; the next open finishes the
+// migration. (Red when the migration does not look at the context: serve
+// migrates, listens, and only then stops.)
 func TestServeStopsWhileOpeningTheStore(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "links")
-	if err := os.CopyFS(dir, os.DirFS("../../shortener/pebble/testdata/format2-5a7c83a")); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name, fixture, store string // store: --store, %s the copy's directory
+		pebbleDir, id        string // what the next open serves, a link it has
+	}{
+		{"format 2", "../../shortener/pebble/testdata/format2-5a7c83a", "pebble:%s", "%s", "f2-one"},
+		{"bbolt", "../../shortener/bolt/testdata/release-096063f", "bolt:%s/links.db", "%s/links", "fix000"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "store")
+			if err := os.CopyFS(dir, os.DirFS(c.fixture)); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // the signal arrived as the store began to open
+			var logs syncbuf.Buffer
+			done := make(chan error, 1)
+			go func() {
+				done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store", fmt.Sprintf(c.store, dir), "--log-format", "json"},
+					func(string) string { return "" }, strings.NewReader(""), io.Discard, &logs)
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("run: %v\n%s", err, &logs)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("serve did not stop while opening the store:\n%s", &logs)
+			}
+			if out := logs.String(); !strings.Contains(out, `"msg":"stopped while opening the store; the next start resumes what the open was doing"`) ||
+				!strings.Contains(out, "context canceled") || listenRE.MatchString(out) {
+				t.Errorf("serve's log does not say it stopped while opening the store, before listening:\n%s", out)
+			}
+			s, err := openPebble(context.Background(), slog.New(slog.DiscardHandler), fmt.Sprintf(c.pebbleDir, dir), dir+"/links.db", -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if l, err := s.Get(context.Background(), c.id); err != nil || l.ID != c.id {
+				t.Errorf("%s after the next open: %+v, %v", c.id, l, err)
+			}
+		})
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // the signal arrived as the store began to open
-	var logs syncbuf.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store", "pebble:" + dir, "--log-format", "json"},
-			func(string) string { return "" }, strings.NewReader(""), io.Discard, &logs)
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run: %v\n%s", err, &logs)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("serve did not stop while opening the store:\n%s", &logs)
-	}
-	if out := logs.String(); !strings.Contains(out, `"msg":"stopped while opening the store; the next start resumes what the open was doing"`) ||
-		!strings.Contains(out, "context canceled") || listenRE.MatchString(out) {
-		t.Errorf("serve's log does not say it stopped while opening the store, before listening:\n%s", out)
-	}
-	s, err := pebble.Open(dir, pebble.Options{}) // the store was closed, and its migration is finished now
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st, err := s.VisitStats(context.Background(), "f2-one"); err != nil || st.Total != 20 {
-		t.Errorf("f2-one after the migration: %+v, %v; want 20 visits", st, err)
-	}
-	s.Close()
 }
 
 func TestServeDrainsOnShutdown(t *testing.T) {

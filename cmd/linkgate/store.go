@@ -184,6 +184,9 @@ func migrateBolt(ctx context.Context, path string, dst shortener.RecordStore) (m
 		if len(batch) == 0 {
 			return nil
 		}
+		if err := ctx.Err(); err != nil { // stopped: the next start begins again
+			return err
+		}
 		res, err := dst.ImportRecords(ctx, batch)
 		if err != nil {
 			return err
