@@ -307,7 +307,7 @@ type gatewayApp struct {
 // newGateway builds the gateway over store: the plugins, the admin API,
 // the proxy and the reloader that feeds it the store's configuration.
 func newGateway(logger *slog.Logger, c gatewayConfig, store gateway.Store, prefix string, acme *gatewayACME) *gatewayApp {
-	metrics := prometheus.New()
+	metrics := prometheus.NewWithOptions(prometheus.Options{V3: c.adminVersion == "v3"})
 	redisPool := redis.NewPoolWithRoots(c.roots)
 	reg := newRegistry(logger, c, metrics, redisPool)
 	readOnly := ""

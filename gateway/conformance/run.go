@@ -730,11 +730,12 @@ func redisDo(addr string, cmds ...[]string) error {
 }
 
 // apisixLabels is the label order APISIX's prometheus plugin declares
-// (nginx-lua-prometheus writes labels in that order; a histogram's le last).
+// (nginx-lua-prometheus writes labels in that order; a histogram's le last;
+// 3.x's request_type … response_source after 2.14's).
 var apisixLabels = map[string][]string{
-	"apisix_http_status":         {"code", "route", "matched_uri", "matched_host", "service", "consumer", "node"},
-	"apisix_http_latency":        {"type", "route", "service", "consumer", "node", "le"},
-	"apisix_bandwidth":           {"type", "route", "service", "consumer", "node"},
+	"apisix_http_status":         {"code", "route", "matched_uri", "matched_host", "service", "consumer", "node", "request_type", "request_llm_model", "llm_model", "response_source"},
+	"apisix_http_latency":        {"type", "route", "service", "consumer", "node", "request_type", "request_llm_model", "llm_model", "le"},
+	"apisix_bandwidth":           {"type", "route", "service", "consumer", "node", "request_type", "request_llm_model", "llm_model"},
 	"apisix_node_info":           {"hostname"},
 	"apisix_etcd_modify_indexes": {"key"},
 }

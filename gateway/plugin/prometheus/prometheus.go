@@ -45,13 +45,27 @@ type Factory struct {
 
 	mu    sync.RWMutex
 	cache map[labels]*series
+	v3    bool // Options.V3
+}
+
+// Options configure the plugin.
+type Options struct {
+	// V3 exports APISIX 3.x's labels: request_type, request_llm_model and
+	// llm_model on every metric, response_source on apisix_http_status.
+	V3 bool
 }
 
 type labels struct {
 	code                                         int
 	route, matchedURI, matchedHost, service, con string
 	node                                         string
+	source                                       string // response_source (v3)
 }
+
+// v3Labels are the labels 3.x adds to the latency and bandwidth metrics;
+// linkgate has no AI proxy, so request_type is always traditional_http and
+// the model labels are empty.
+var v3Labels = []string{"request_type", "request_llm_model", "llm_model"}
 
 type series struct {
 	l                         labels
@@ -62,18 +76,25 @@ type series struct {
 
 var _ gateway.Factory = (*Factory)(nil)
 
-// New returns the plugin with its own metric registry.
-func New() *Factory {
-	f := &Factory{reg: prometheus.NewRegistry(), cache: map[labels]*series{}}
+// New returns the plugin with its own metric registry and APISIX 2.14's
+// labels.
+func New() *Factory { return NewWithOptions(Options{}) }
+
+// NewWithOptions returns the plugin configured by o.
+func NewWithOptions(o Options) *Factory {
+	f := &Factory{reg: prometheus.NewRegistry(), cache: map[labels]*series{}, v3: o.V3}
+	statusLabels := []string{"code", "route", "matched_uri", "matched_host", "service", "consumer", "node"}
+	typeLabels := []string{"type", "route", "service", "consumer", "node"}
+	if o.V3 {
+		statusLabels = append(append(statusLabels, v3Labels...), "response_source")
+		typeLabels = append(typeLabels, v3Labels...)
+	}
 	f.status = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "http_status",
-		Help: "HTTP status codes per service in APISIX"},
-		[]string{"code", "route", "matched_uri", "matched_host", "service", "consumer", "node"})
+		Help: "HTTP status codes per service in APISIX"}, statusLabels)
 	f.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: prefix + "http_latency",
-		Help: "HTTP request latency in milliseconds per service in APISIX", Buckets: Buckets},
-		[]string{"type", "route", "service", "consumer", "node"})
+		Help: "HTTP request latency in milliseconds per service in APISIX", Buckets: Buckets}, typeLabels)
 	f.bandwidth = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "bandwidth",
-		Help: "Total bandwidth in bytes consumed per service in APISIX"},
-		[]string{"type", "route", "service", "consumer", "node"})
+		Help: "Total bandwidth in bytes consumed per service in APISIX"}, typeLabels)
 	f.reg.MustRegister(f.status, f.latency, f.bandwidth)
 	return f
 }
@@ -128,6 +149,9 @@ func (in *instance) Log(c gateway.Ctx, e *gateway.LogEntry) {
 	}
 	l := labels{code: e.Status, route: route, matchedURI: e.MatchedURI, matchedHost: e.MatchedHost,
 		service: service, con: e.Consumer, node: e.Node}
+	if in.f.v3 {
+		l.source = responseSource(e)
+	}
 	s := in.last.Load()
 	if s == nil || s.l != l {
 		s = in.f.series(l)
@@ -147,6 +171,19 @@ func (in *instance) Log(c gateway.Ctx, e *gateway.LogEntry) {
 	s.egress.Add(float64(e.BytesSent))
 }
 
+// responseSource is 3.x's response_source: "apisix" when no upstream was
+// tried (a plugin or the router answered), "nginx" when the attempt
+// failed before the upstream answered (502/504), else "upstream".
+func responseSource(e *gateway.LogEntry) string {
+	switch {
+	case e.UpstreamStatus == 0:
+		return "apisix"
+	case e.UpstreamTime == 0:
+		return "nginx"
+	}
+	return "upstream"
+}
+
 // series returns the cached metric handles of a label set.
 func (f *Factory) series(l labels) *series {
 	f.mu.RLock()
@@ -164,15 +201,26 @@ func (f *Factory) series(l labels) *series {
 	// request's buffer, reused by the next request).
 	l = labels{code: l.code, route: strings.Clone(l.route), matchedURI: strings.Clone(l.matchedURI),
 		matchedHost: strings.Clone(l.matchedHost), service: strings.Clone(l.service), con: strings.Clone(l.con),
-		node: strings.Clone(l.node)}
+		node: strings.Clone(l.node), source: l.source}
+	status := []string{strconv.Itoa(l.code), l.route, l.matchedURI, l.matchedHost, l.service, l.con, l.node}
+	typed := func(typ string) []string {
+		v := []string{typ, l.route, l.service, l.con, l.node}
+		if f.v3 {
+			v = append(v, "traditional_http", "", "")
+		}
+		return v
+	}
+	if f.v3 {
+		status = append(status, "traditional_http", "", "", l.source)
+	}
 	s = &series{
 		l:        l,
-		status:   f.status.WithLabelValues(strconv.Itoa(l.code), l.route, l.matchedURI, l.matchedHost, l.service, l.con, l.node),
-		request:  f.latency.WithLabelValues("request", l.route, l.service, l.con, l.node),
-		upstream: f.latency.WithLabelValues("upstream", l.route, l.service, l.con, l.node),
-		apisix:   f.latency.WithLabelValues("apisix", l.route, l.service, l.con, l.node),
-		ingress:  f.bandwidth.WithLabelValues("ingress", l.route, l.service, l.con, l.node),
-		egress:   f.bandwidth.WithLabelValues("egress", l.route, l.service, l.con, l.node),
+		status:   f.status.WithLabelValues(status...),
+		request:  f.latency.WithLabelValues(typed("request")...),
+		upstream: f.latency.WithLabelValues(typed("upstream")...),
+		apisix:   f.latency.WithLabelValues(typed("apisix")...),
+		ingress:  f.bandwidth.WithLabelValues(typed("ingress")...),
+		egress:   f.bandwidth.WithLabelValues(typed("egress")...),
 	}
 	f.cache[l] = s
 	return s

@@ -1,7 +1,9 @@
 package prometheus
 
 import (
+	"maps"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/linkgate/linkgate/gateway"
@@ -56,5 +58,42 @@ func TestLogCountsPerLabelSet(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s: %v, want %v (all: %v)", k, got[k], v, got)
 		}
+	}
+}
+
+// TestV3Labels: with Options.V3 the series carry 3.x's labels, and
+// response_source tells who answered.
+func TestV3Labels(t *testing.T) {
+	f := NewWithOptions(Options{V3: true})
+	in := plugintest.New(t, f, `{}`).(gateway.Logger)
+	for _, e := range []gateway.LogEntry{
+		{Status: 200, RouteID: "1", Node: "127.0.0.1", UpstreamStatus: 200, UpstreamTime: time.Millisecond}, // upstream
+		{Status: 502, RouteID: "1", Node: "127.0.0.1", UpstreamStatus: 502},                                 // nginx: no answer
+		{Status: 401, RouteID: "1"}, // apisix: a plugin
+	} {
+		in.Log(plugintest.NewCtx(nil), &e)
+	}
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			if l["request_type"] != "traditional_http" || l["request_llm_model"] != "" || l["llm_model"] != "" {
+				t.Errorf("%s %v: no 3.x labels", mf.GetName(), l)
+			}
+			if mf.GetName() == "apisix_http_status" {
+				got[l["code"]] = l["response_source"]
+			}
+		}
+	}
+	want := map[string]string{"200": "upstream", "502": "nginx", "401": "apisix"}
+	if !maps.Equal(got, want) {
+		t.Errorf("response_source %v, want %v", got, want)
 	}
 }
