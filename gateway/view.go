@@ -17,6 +17,16 @@ type View struct {
 	Routes   []RouteView `json:"routes"`
 	// Shared lists the global rules and consumers served, as sources.
 	Shared []string `json:"shared"`
+	// StreamRoutes are the stream routes served.
+	StreamRoutes []StreamRouteView `json:"stream_routes,omitempty"`
+}
+
+// StreamRouteView is one served stream route.
+type StreamRouteView struct {
+	ID       string   `json:"id"`
+	Sources  []string `json:"sources"`
+	Upstream string   `json:"upstream"`
+	Nodes    []string `json:"nodes"`
 }
 
 // RouteView is one served route.
@@ -47,14 +57,25 @@ func (c *Compiled) Describe() View {
 		for _, in := range e.Chain {
 			rv.Plugins = append(rv.Plugins, in.Name)
 		}
-		if e.Upstream != nil {
-			for _, n := range e.Upstream.Nodes {
-				rv.Nodes = append(rv.Nodes, n.Addr()+"#"+strconv.Itoa(n.Weight))
-			}
-		}
+		rv.Nodes = nodeList(e.Upstream)
 		v.Routes = append(v.Routes, rv)
 	}
+	for _, e := range c.StreamRoutes {
+		v.StreamRoutes = append(v.StreamRoutes, StreamRouteView{ID: e.ID, Sources: e.Sources, Upstream: e.UpstreamKey, Nodes: nodeList(e.Upstream)})
+	}
 	return v
+}
+
+// nodeList is an upstream's nodes as "host:port#weight" (nil: none).
+func nodeList(u *Upstream) []string {
+	if u == nil {
+		return nil
+	}
+	out := make([]string, 0, len(u.Nodes))
+	for _, n := range u.Nodes {
+		out = append(out, n.Addr()+"#"+strconv.Itoa(n.Weight))
+	}
+	return out
 }
 
 // Mirror returns what the reloader last received from its store: "kind/id"

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,7 @@ import (
 	"github.com/linkgate/linkgate/gateway/plugin/uriblocker"
 	"github.com/linkgate/linkgate/gateway/proxy"
 	"github.com/linkgate/linkgate/gateway/router"
+	"github.com/linkgate/linkgate/gateway/stream"
 	"github.com/linkgate/linkgate/gateway/yamlfile"
 	lgcert "github.com/linkgate/linkgate/internal/certmagic"
 	"github.com/linkgate/linkgate/internal/cli"
@@ -70,6 +72,9 @@ type gatewayConfig struct {
 	wsMaxDuration, shutdownTimeout                                       time.Duration
 	acme                                                                 bool
 	acmeCA, acmeEmail, acmeCARoot, acmeSNIs                              string
+	listenStream                                                         listFlag
+	streamMaxConns                                                       int
+	streamIdleTimeout                                                    time.Duration
 
 	// Set by validate.
 	allow      []netip.Prefix
@@ -141,6 +146,9 @@ func (c *gatewayConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.acmeEmail, "acme-email", "", "ACME account contact e-mail (with --acme)")
 	fs.StringVar(&c.acmeCARoot, "acme-ca-root", "", `PEM file of the roots to trust for the ACME CA's HTTPS, for a private or test CA (with --acme; "" uses the system's)`)
 	fs.StringVar(&c.acmeSNIs, "acme-sni", "", "names to get certificates for from the start, comma-separated (with --acme)")
+	fs.Var(&c.listenStream, "listen-stream", `address of a stream (L4) proxy listener serving the stream routes; tls://ADDR terminates TLS with the ssl resources (stream routes' sni); repeatable (APISIX's stream_proxy.tcp)`)
+	fs.IntVar(&c.streamMaxConns, "stream-max-conns", 10000, "most stream proxy connections at once; one more is closed when accepted")
+	fs.DurationVar(&c.streamIdleTimeout, "stream-idle-timeout", 10*time.Minute, "a stream connection idle both ways this long is closed, unless its upstream's timeout.read says otherwise (nginx's proxy_timeout)")
 	fs.StringVar(&c.otelCollector, "otel-collector", "127.0.0.1:4318", "where the opentelemetry plugin exports spans: host:port or http(s)://URL (OTLP/HTTP), grpc://host:port (OTLP/gRPC)")
 	fs.StringVar(&c.otelResource, "otel-resource", "", "resource attributes of the exported spans, key=value comma-separated (service.name defaults to APISIX)")
 	fs.StringVar(&c.otelTraceIDSource, "otel-trace-id-source", "random", "trace id of a new trace: random, or x-request-id (the request's X-Request-Id when it is 32 hex digits)")
@@ -175,6 +183,10 @@ func (c *gatewayConfig) validate() error {
 		return cli.Usagef("--shutdown-timeout must not be negative")
 	case c.wsMaxDuration < 0:
 		return cli.Usagef("--websocket-max-duration must not be negative")
+	case c.streamMaxConns < 1:
+		return cli.Usagef("--stream-max-conns must be at least 1")
+	case c.streamIdleTimeout <= 0:
+		return cli.Usagef("--stream-idle-timeout must be positive")
 	}
 	switch {
 	case c.acme && c.listenTLS == "":
@@ -221,6 +233,16 @@ func loadRoots(file string) (*x509.CertPool, error) {
 	return roots, nil
 }
 
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
 // splitList splits a comma-separated flag value.
 func splitList(v string) []string {
 	var out []string
@@ -237,6 +259,7 @@ func splitList(v string) []string {
 type gatewayListeners struct {
 	data, tls, prometheus, control net.Listener
 	admin                          net.Listener // nil: the admin API is on data
+	stream, streamTLS              []net.Listener
 }
 
 // listenGateway opens every listener c names, or none.
@@ -269,6 +292,18 @@ func listenGateway(c gatewayConfig) (l gatewayListeners, err error) {
 	if l.control, err = open(c.controlListen, "control: "); err != nil {
 		return l, err
 	}
+	for _, a := range c.listenStream {
+		a, withTLS := strings.CutPrefix(a, "tls://")
+		ln, err := open(a, "stream listener: ")
+		if err != nil {
+			return l, err
+		}
+		if withTLS {
+			l.streamTLS = append(l.streamTLS, ln)
+		} else {
+			l.stream = append(l.stream, ln)
+		}
+	}
 	if c.adminListen != "data" {
 		l.admin, err = open(c.adminListen, "admin API: ")
 	}
@@ -276,11 +311,23 @@ func listenGateway(c gatewayConfig) (l gatewayListeners, err error) {
 }
 
 func (l gatewayListeners) close() {
-	for _, ln := range []net.Listener{l.data, l.tls, l.prometheus, l.control, l.admin} {
+	for _, ln := range slices.Concat([]net.Listener{l.data, l.tls, l.prometheus, l.control, l.admin}, l.stream, l.streamTLS) {
 		if ln != nil {
 			ln.Close()
 		}
 	}
+}
+
+// streamAddrs lists the stream listeners' addresses, tls:// for TLS ones.
+func streamAddrs(l gatewayListeners) string {
+	var out []string
+	for _, ln := range l.stream {
+		out = append(out, addr(ln))
+	}
+	for _, ln := range l.streamTLS {
+		out = append(out, "tls://"+addr(ln))
+	}
+	return strings.Join(out, ",")
 }
 
 // addr is ln's address, or "" for a disabled listener.
@@ -298,6 +345,7 @@ type gatewayApp struct {
 	store    gateway.Store
 	prefix   string // of the store's keys, as admin envelopes show them
 	proxy    *proxy.Gateway
+	stream   *stream.Proxy // the stream routes' L4 proxy
 	reloader *gateway.Reloader
 	metrics  *prometheus.Factory
 	redis    *redis.Pool
@@ -316,7 +364,7 @@ func newGateway(logger *slog.Logger, c gatewayConfig, store gateway.Store, prefi
 	}
 	adminAPI := admin.NewHandler(logger, store, reg, admin.Options{
 		AdminKeys: splitList(c.adminKeys), ViewerKeys: splitList(c.viewerKeys), AllowAdmin: c.allow, V3: c.adminVersion == "v3", Prefix: prefix,
-		ReadOnly: readOnly,
+		ReadOnly: readOnly, Stream: len(c.listenStream) > 0,
 	})
 	onData := adminAPI
 	if c.adminListen != "data" {
@@ -329,9 +377,14 @@ func newGateway(logger *slog.Logger, c gatewayConfig, store gateway.Store, prefi
 		opts.ACMEChallenge = acme.m.FastHTTPChallenge
 	}
 	gw := proxy.New(opts)
+	streamTLS := opts.Certs.Config()
+	streamTLS.NextProtos = nil // no ALPN: the bytes are the upstream's business
+	l4 := stream.New(stream.Options{Logger: logger.With("component", "stream"), MaxConns: c.streamMaxConns,
+		IdleTimeout: c.streamIdleTimeout, TLS: streamTLS})
 	// Config pipeline: store updates → validate → compile → atomic swap.
 	reloader := gateway.NewReloader(reg, logger, func(c *gateway.Compiled) {
 		gw.Load(c)
+		l4.Load(c)
 		if acme != nil {
 			hosts := c.ACMEHosts()
 			acme.hosts.Store(&hosts)
@@ -351,7 +404,7 @@ func newGateway(logger *slog.Logger, c gatewayConfig, store gateway.Store, prefi
 	})
 	metrics.Register(reloadCollector{reloader})
 	otel, _ := reg.Get(opentelemetry.Name)
-	return &gatewayApp{admin: adminAPI, store: store, prefix: prefix, proxy: gw, reloader: reloader, metrics: metrics, redis: redisPool,
+	return &gatewayApp{admin: adminAPI, store: store, prefix: prefix, proxy: gw, stream: l4, reloader: reloader, metrics: metrics, redis: redisPool,
 		otel: otel.(*opentelemetry.Factory)}
 }
 
@@ -423,8 +476,14 @@ func serveGateway(ctx context.Context, logger *slog.Logger, c gatewayConfig, get
 			return err
 		}
 	}
-	errc := make(chan error, 4)
+	errc := make(chan error, 4+len(lns.stream)+len(lns.streamTLS))
 	go func() { errc <- app.proxy.Serve(lns.data) }()
+	for _, ln := range lns.stream {
+		go func() { errc <- app.stream.Serve(ln) }()
+	}
+	for _, ln := range lns.streamTLS {
+		go func() { errc <- app.stream.ServeTLS(ln) }()
+	}
 	if lns.tls != nil {
 		go func() { errc <- app.proxy.ServeTLS(lns.tls) }()
 	}
@@ -444,7 +503,7 @@ func serveGateway(ctx context.Context, logger *slog.Logger, c gatewayConfig, get
 		servers = append(servers, serveHTTP(lns.admin, h, errc))
 		adminLn = lns.admin
 	}
-	logger.Info("gateway listening", "addr", addr(lns.data), "prometheus", addr(lns.prometheus), "control", addr(lns.control), "tls", addr(lns.tls), "admin", addr(adminLn), "store", c.store, "admin_api", c.adminVersion)
+	logger.Info("gateway listening", "addr", addr(lns.data), "prometheus", addr(lns.prometheus), "control", addr(lns.control), "tls", addr(lns.tls), "admin", addr(adminLn), "stream", streamAddrs(lns), "store", c.store, "admin_api", c.adminVersion)
 	// Any answer of the admin API (its 401 included) shows the gateway serves.
 	sd := notifyReady(logger, "gateway on "+addr(lns.data)+", config store "+c.store, probeHTTP(adminLn.Addr(), "/apisix/admin/", 0))
 	defer sd.Stopping()
@@ -460,6 +519,7 @@ func serveGateway(ctx context.Context, logger *slog.Logger, c gatewayConfig, get
 	for _, srv := range servers {
 		_ = srv.Shutdown(shutCtx)
 	}
+	app.stream.Close() // a stream connection has no request to wait for
 	if serr := app.proxy.Shutdown(shutCtx); err == nil && serr != nil {
 		err = fmt.Errorf("gateway: shutdown: %w", serr)
 	}

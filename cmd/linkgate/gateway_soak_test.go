@@ -125,7 +125,7 @@ func startSoakNode(t *testing.T, store gateway.Store) *soakNode {
 	pool := redis.NewPool()
 	t.Cleanup(func() { pool.Close() })
 	reg := newRegistry(logger, gatewayConfig{}, prometheus.New(), pool)
-	api := admin.NewHandler(logger, markingStore{store, n.marks}, reg, admin.Options{AdminKeys: []string{seedKey}})
+	api := admin.NewHandler(logger, markingStore{store, n.marks}, reg, admin.Options{AdminKeys: []string{seedKey}, Stream: true})
 	gw := proxy.New(proxy.Options{Logger: logger, Admin: api, MaxBodySize: 1 << 20})
 	n.reloader = gateway.NewReloader(reg, logger, func(c *gateway.Compiled) {
 		before := time.Now()
@@ -462,7 +462,7 @@ func soakCall(rng *rand.Rand, up string, gen func() string) (method, path, body 
 	var kind string
 	methods := []string{"PUT", "PUT", "POST", "PATCH", "DELETE"}
 	method = methods[rng.IntN(len(methods))]
-	switch rng.IntN(13) {
+	switch rng.IntN(14) {
 	case 0, 1, 2, 3, 4, 5: // routes
 		g := gen()
 		marker := fmt.Sprintf(`"response-rewrite":{"headers":{"X-Soak":%q}}`, g)
@@ -547,6 +547,19 @@ func soakCall(rng *rand.Rand, up string, gen func() string) (method, path, body 
 			return method, "plugin_metadata/cors", ""
 		}
 		return "PUT", "plugin_metadata/cors", fmt.Sprintf(`{"allow_origins":{"k%d":"http://soak%s.test"}}`, rng.IntN(2), gen())
+	case 12: // stream routes: PUT, POST, DELETE (no PATCH in 3.x), inline, by upstream_id or by service
+		switch method {
+		case "PATCH":
+			method = "PUT"
+		case "DELETE":
+			return method, "stream_routes/" + id, ""
+		}
+		target := []string{`"upstream":` + inline, ref("upstream_id"), ref("service_id")}[rng.IntN(3)]
+		body = fmt.Sprintf(`{"server_port":%d,"remote_addr":"127.0.0.%d",%s}`, 9100+rng.IntN(3), 1+rng.IntN(2), target)
+		if method == "POST" {
+			return method, "stream_routes", body
+		}
+		return method, "stream_routes/" + id, body
 	default: // global rules
 		id = fmt.Sprint(1 + rng.IntN(2))
 		if method == "POST" || method == "PATCH" {
@@ -605,6 +618,11 @@ func viewOf(c *gateway.Compiled) string {
 	v := c.Describe()
 	var b strings.Builder
 	for _, r := range v.Routes {
+		line, _ := json.Marshal(r)
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	for _, r := range v.StreamRoutes {
 		line, _ := json.Marshal(r)
 		b.Write(line)
 		b.WriteByte('\n')
