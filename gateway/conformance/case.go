@@ -98,6 +98,11 @@ type Step struct {
 	// case, used there as ${name}: "node.key" or "node.key =~ REGEX"
 	// (the first group).
 	Capture map[string]string `yaml:"capture"`
+	// Stream sends these bytes on a new connection to the gateway's
+	// stream listener (--listen-stream; Test::Nginx's stream_request) and
+	// reads the answer until the gateway closes it: want.body. APISIX's
+	// stream upstream, 127.0.0.1:1995, answers "hello world\n".
+	Stream *string `yaml:"stream"`
 }
 
 // EtcdOp is a direct store write.
@@ -252,8 +257,8 @@ func LoadFile(path string) (*File, error) {
 			if s.Concurrent > 0 && len(s.Statuses) != s.Concurrent {
 				return nil, fmt.Errorf("%s: %s step %d: concurrent %d wants %d statuses", path, name, j+1, s.Concurrent, s.Concurrent)
 			}
-			if s.Req == "" && s.Sleep == 0 && s.Etcd == nil && s.Redis == nil {
-				return nil, fmt.Errorf("%s: %s step %d: neither req, sleep, etcd nor redis", path, name, j+1)
+			if s.Req == "" && s.Sleep == 0 && s.Etcd == nil && s.Redis == nil && s.Stream == nil {
+				return nil, fmt.Errorf("%s: %s step %d: neither req, sleep, etcd, redis nor stream", path, name, j+1)
 			}
 			if s.Etcd != nil && f.Store != "etcd" {
 				return nil, fmt.Errorf("%s: %s step %d: an etcd step in a file without store: etcd", path, name, j+1)

@@ -64,6 +64,7 @@ type gatewayProc struct {
 	cmd                        *exec.Cmd
 	stderr                     *lockedBuffer
 	addr, prom, control, admin string
+	stream                     string // the first plain --listen-stream listener, or ""
 	args                       []string
 	done                       chan error
 }
@@ -85,7 +86,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-var listeningRE = regexp.MustCompile(`msg="gateway listening" addr=(\S+) prometheus=(\S+) control=(\S+) tls=\S* admin=(\S+)`)
+var listeningRE = regexp.MustCompile(`msg="gateway listening" addr=(\S+) prometheus=(\S+) control=(\S+) tls=\S* admin=(\S+)(?: stream=(\S*))?`)
 
 // startGateway runs the binary as a user would, on random loopback ports.
 func startGateway(env Env, store string, args []string) (*gatewayProc, error) {
@@ -108,6 +109,7 @@ func startGateway(env Env, store string, args []string) (*gatewayProc, error) {
 	for time.Now().Before(deadline) {
 		if m := listeningRE.FindStringSubmatch(g.stderr.String()); m != nil {
 			g.addr, g.prom, g.control, g.admin = m[1], m[2], m[3], m[4]
+			g.stream = firstStreamAddr(m[5])
 			return g, nil
 		}
 		select {
@@ -166,6 +168,14 @@ func RunFile(env Env, f *File) []Result {
 	}
 	if env.Redis != "" {
 		_ = redisDo(env.Redis, []string{"FLUSHALL"})
+	}
+	if hasStreamSteps(f) {
+		addrs, stop, err := startStreamUpstream(env.Upstream.Addrs)
+		if err != nil {
+			return []Result{{Name: f.Source, Err: err}}
+		}
+		defer stop()
+		env.Upstream = &Upstream{Addrs: addrs, Addr6: env.Upstream.Addr6}
 	}
 	for _, c := range f.Cases {
 		r := Result{Name: f.CaseName(c), Differs: c.Differs, Gap: c.Gap}
@@ -248,6 +258,12 @@ func runCase(env Env, g *gatewayProc, c Case) error {
 			}
 			if err := redisDo(env.Redis, s.Redis...); err != nil {
 				return fmt.Errorf("step %d: %w", i+1, err)
+			}
+			continue
+		}
+		if s.Stream != nil {
+			if err := streamStep(g, s); err != nil {
+				return fmt.Errorf("step %d (stream %q): %w", i+1, *s.Stream, err)
 			}
 			continue
 		}
