@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// Store keeps links, their visit statistics and the API keys: every
-// capability a store has, in one interface, so the type system says what a
-// store can do and nothing checks it at run time. Implementations (pebble,
+// Store keeps links, their visit statistics, the API keys and the domain
+// registry: every capability a store has, in one interface, so the type
+// system says what a store can do and nothing checks it at run time. Implementations (pebble,
 // dynamodb) must be safe for concurrent use and pass storetest.Run;
 // decorators (the read cache, storemetrics) embed the Store they wrap and
 // override only what they change. Two capabilities are optional, because
@@ -62,6 +62,7 @@ type Store interface {
 	Updater
 	RecordStore
 	KeyStore
+	DomainStore
 	VisitStore
 }
 

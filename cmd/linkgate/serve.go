@@ -46,6 +46,7 @@ type serveConfig struct {
 	allowLoopback   bool
 	blocklist       string
 	shutdownTimeout time.Duration
+	domainRefresh   time.Duration // how often the domain registry is read again
 	logFormat       string
 	logLevel        string
 	visits          visitsConfig
@@ -169,6 +170,7 @@ func (c *serveConfig) registerShortener(fs *flag.FlagSet, store, logFormat strin
 	fs.DurationVar(&c.cacheNegTTL, "cache-negative-ttl", time.Second, "how long the read cache remembers an unknown id (0: not at all; at most --cache-ttl)")
 	fs.StringVar(&c.api.PublicURL, "public-url", "", "base `URL` of returned short links, e.g. https://sho.rt (default: http://<request Host>)")
 	fs.Var(domainsFlag{&c.api.Domains}, "domain", "a short-link `domain` this server answers for: sho.rt (https) or http(s)://host[:port]; repeat it or give a comma-separated list. Set, any other Host gets 421 (probes excepted); each link belongs to one domain, the Host's (or the API's domain field), and the same slug may exist on two; the first is the default domain, which keeps links stored before and the seed's table layout (docs/domains.md); instead of --public-url")
+	fs.DurationVar(&c.domainRefresh, "domain-refresh", 10*time.Second, "how often the domain registry (domains added through POST /api/v1/domains, kept in the store) is read again: a domain added through another instance is served here within this `duration` (docs/domains.md)")
 	fs.IntVar(&c.api.RedirectStatus, "redirect-status", 302, "redirect status: 301, 302, 307 or 308")
 	fs.BoolVar(&c.api.ForwardQuery, "forward-query", false, "add a visitor's query string to the target (sho.rt/x?utm_source=mail → target?utm_source=mail; the target's own parameters win) for links whose forward_query is not set")
 	fs.StringVar(&c.api.NotFoundURL, "not-found-url", "", "absolute `URL` a browser following an unknown link is redirected to (302), instead of the built-in page")
@@ -199,7 +201,7 @@ func (c serveConfig) validate() error {
 		return err
 	}
 	switch {
-	case c.shutdownTimeout < 0 || c.server.ReadTimeout < 0 || c.server.WriteTimeout < 0 || c.server.IdleTimeout < 0 || c.overloadDelay < 0:
+	case c.shutdownTimeout < 0 || c.domainRefresh <= 0 || c.server.ReadTimeout < 0 || c.server.WriteTimeout < 0 || c.server.IdleTimeout < 0 || c.overloadDelay < 0:
 		return cli.Usagef("timeouts must not be negative")
 	case c.api.ShedFloor < 0:
 		return cli.Usagef("--shed-floor must not be negative")
@@ -592,10 +594,12 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 		defer stop()
 		go mon.Run(mctx, overload.DefaultWindow)
 	}
+	c.api.Registry = raw // every instance on the store serves its domains
 	app, err := newShortener(logger, c, raw, kind)
 	if err != nil {
 		return err
 	}
+	defer watchDomains(ctx, logger, app.handler, c.domainRefresh)()
 	// Runs after the server has drained: every counted visit is flushed,
 	// then the store closes.
 	defer func() {
@@ -653,6 +657,34 @@ func serve(ctx context.Context, logger *slog.Logger, c serveConfig) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// watchDomains reads the domain registry now, then every interval, until
+// the returned stop is called. A failed read keeps the domains read
+// before (logged).
+func watchDomains(ctx context.Context, logger *slog.Logger, h *httpapi.Handler, interval time.Duration) (stop func()) {
+	read := func(ctx context.Context) {
+		if err := h.RefreshDomains(ctx); err != nil {
+			logger.Warn("domain registry: keeping the domains read before", "error", err)
+		}
+	}
+	read(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+				read(wctx)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 func (h *httpsConfig) register(fs *flag.FlagSet) {

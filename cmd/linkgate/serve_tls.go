@@ -53,7 +53,7 @@ func startHTTPS(ctx context.Context, logger *slog.Logger, c serveConfig, srv *ht
 	challenge := func(*fasthttp.RequestCtx) bool { return false }
 	var src interface{ TLSConfig() *tls.Config }
 	if c.https.mode == "auto" {
-		m, err := newACME(ctx, logger, c, httpLn.Addr().(*net.TCPAddr), tlsLn.Addr().(*net.TCPAddr))
+		m, err := newACME(ctx, logger, c, h, httpLn.Addr().(*net.TCPAddr), tlsLn.Addr().(*net.TCPAddr))
 		if err != nil {
 			return fail(err)
 		}
@@ -100,8 +100,9 @@ func startHTTPS(ctx context.Context, logger *slog.Logger, c serveConfig, srv *ht
 
 // newACME builds --tls auto's certificate manager: certificates for the
 // configured domains (--domain, --public-url), ordered at start, and on
-// demand at the first handshake of a configured domain only.
-func newACME(ctx context.Context, logger *slog.Logger, c serveConfig, httpAddr, tlsAddr *net.TCPAddr) (*certmagic.Manager, error) {
+// demand at the first handshake of a domain h serves (the registry's:
+// h.ServesName) only.
+func newACME(ctx context.Context, logger *slog.Logger, c serveConfig, h *httpapi.Handler, httpAddr, tlsAddr *net.TCPAddr) (*certmagic.Manager, error) {
 	names := configuredHosts(c)
 	allowed := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -140,9 +141,9 @@ func newACME(ctx context.Context, logger *slog.Logger, c serveConfig, httpAddr, 
 		Domains:    names,
 		OrderRate:  c.https.orderRate,
 		OrderBurst: c.https.orderBurst,
-		Allow: func(_ context.Context, name string) error {
-			if !allowed[strings.ToLower(name)] {
-				return fmt.Errorf("%q is not a domain this server is configured for (--domain)", name)
+		Allow: func(ctx context.Context, name string) error {
+			if !allowed[strings.ToLower(name)] && !h.ServesName(ctx, name) {
+				return fmt.Errorf("%q is not a domain this server serves (--domain, or the registry)", name)
 			}
 			return nil
 		},

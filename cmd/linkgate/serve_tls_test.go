@@ -253,3 +253,79 @@ func TestServeTestSSL(t *testing.T) {
 	addr, caFile := startServeTLSFiles(t, "--hsts", "8760h")
 	testSSL(t, "serve", "https://"+addr+"/healthz", caFile)
 }
+
+// adminRequest sends an admin API request (Bearer key) through c and
+// returns its status and body.
+func adminRequest(t *testing.T, c *http.Client, method, url, key, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// handshakes reports whether a TLS handshake with SNI name succeeds at
+// addr, trusting roots.
+func handshakes(addr, name string, roots *x509.CertPool) bool {
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 30 * time.Second}, "tcp", addr, &tls.Config{ServerName: name, RootCAs: roots})
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
+}
+
+// TestServeTLSAutoRegistry: a domain added through the API while serve
+// --tls auto runs gets its certificate from the CA (pebble) at its first
+// handshake; an SNI that is no domain, and a domain added then deleted,
+// place no order.
+func TestServeTLSAutoRegistry(t *testing.T) {
+	httpsPort, httpPort := pebbletest.FreePort(t), pebbletest.FreePort(t)
+	ca := pebbletest.Start(t, pebbletest.Options{HTTPPort: httpPort, TLSPort: httpsPort})
+	httpsAddr := "127.0.0.1:" + strconv.Itoa(httpsPort)
+	startServe(t, nil, "--tls", "auto", "--domain", "sho.test", "--admin-key", "adm", "--acme-ca", ca.URL, "--acme-ca-root", ca.RootFile,
+		"--https-addr", httpsAddr, "--http-addr", "127.0.0.1:"+strconv.Itoa(httpPort))
+	roots := ca.Roots(t)
+	eventually.True(t, 60*time.Second, "sho.test's certificate served", func() bool { return handshakes(httpsAddr, "sho.test", roots) })
+	h1, _ := httpsClients(httpsAddr, "sho.test", roots)
+	api := "https://sho.test:" + strconv.Itoa(httpsPort) + "/api/v1/domains"
+
+	if handshakes(httpsAddr, "go.test", roots) {
+		t.Fatal("a certificate for go.test before it is added")
+	}
+	if status, body := adminRequest(t, h1, "POST", api, "adm", `{"domain":"go.test"}`); status != http.StatusCreated {
+		t.Fatalf("POST %s: %d %s", api, status, body)
+	}
+	// On demand: its first handshake waits for the order.
+	if !handshakes(httpsAddr, "go.test", roots) {
+		t.Errorf("no certificate for go.test at its first handshake after it was added\n%s", ca.Log())
+	}
+	h1go, _ := httpsClients(httpsAddr, "go.test", roots)
+	if status, body := adminRequest(t, h1go, "POST", "https://go.test:"+strconv.Itoa(httpsPort)+"/api/v1/links", "adm", `{"url":"https://example.com/registry","slug":"reg"}`); status != http.StatusCreated ||
+		!strings.Contains(body, `"short_url":"https://go.test/reg"`) {
+		t.Errorf("create on go.test over its certificate: %d %s", status, body)
+	}
+	// Added and deleted before any handshake: no certificate, no order.
+	if status, body := adminRequest(t, h1, "POST", api, "adm", `{"domain":"gone.test"}`); status != http.StatusCreated {
+		t.Fatalf("POST gone.test: %d %s", status, body)
+	}
+	if status, body := adminRequest(t, h1, "DELETE", api+"/gone.test", "adm", ""); status != http.StatusNoContent {
+		t.Fatalf("DELETE gone.test: %d %s", status, body)
+	}
+	for _, name := range []string{"gone.test", "evil.test"} {
+		if handshakes(httpsAddr, name, roots) {
+			t.Errorf("a certificate for %s", name)
+		}
+	}
+	if n := ca.Orders(); n != 2 {
+		t.Errorf("%d orders at the CA, want 2 (sho.test, go.test)\n%s", n, ca.Log())
+	}
+}

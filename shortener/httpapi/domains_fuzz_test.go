@@ -9,7 +9,8 @@ import (
 	"github.com/linkgate/linkgate/shortener"
 )
 
-// FuzzDomains checks the --domain parser and the Host match together:
+// FuzzDomains checks the --domain parser (the registry's API's too) and
+// the Host match together:
 // every domain accepted is a valid key domain (shortener.ValidDomain, so
 // its links can be stored), the Host a browser sends for it (any case, a
 // trailing dot, its port or, without one, any port) names it and no
@@ -27,10 +28,18 @@ func FuzzDomains(f *testing.F) {
 		if err != nil {
 			return
 		}
-		h := &Handler{domains: ds}
+		h := &Handler{}
+		h.domains.Store(newDomainSet(ds, nil))
 		for i, d := range ds {
 			if !shortener.ValidDomain(d.host) || !strings.HasSuffix(d.base, "://"+d.host) {
 				t.Fatalf("domain %q parsed as %+v", list, d)
+			}
+			// The registry keeps a domain as its host and scheme.
+			if r := registered(shortener.Domain{Host: d.host, Scheme: d.scheme()}); r != d {
+				t.Fatalf("domain %+v stored and read back as %+v", d, r)
+			}
+			if !h.domainSet().hasName(strings.ToUpper(d.name) + ".") {
+				t.Fatalf("domain %+v: its name is not served", d)
 			}
 			variants := []string{d.host, strings.ToUpper(d.host)}
 			if d.host == d.name {

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,6 +68,11 @@ type Config struct {
 	// request named. Exclusive with PublicURL, which is one domain whose
 	// Host is not checked.
 	Domains []string
+	// Registry, if set, keeps the domains added at run time through the
+	// API (domainsapi.go), served beside Domains once RefreshDomains has
+	// read them. They need Domains: the first is the default domain.
+	// nil: only Domains.
+	Registry shortener.DomainStore
 	// TrustHost says the Host header is set by a trusted front end, not
 	// by the client: Lambda's adapter sets it from the event's
 	// requestContext.domainName. Without a PublicURL, links use it.
@@ -274,7 +280,10 @@ type Handler struct {
 	cfg     Config
 
 	publicURL      string                      // without trailing slash, or ""
-	domains        []domain                    // Config.Domains; none: any Host
+	static         []domain                    // Config.Domains; none: any Host
+	domains        atomic.Pointer[domainSet]   // static, then the registry's (RefreshDomains)
+	refreshMu      sync.Mutex                  // held by RefreshDomains
+	refreshed      time.Time                   // when RefreshDomains last read the registry
 	redirectStatus int                         // 30x
 	cacheControl   []byte                      // for redirects
 	adminKey       *[32]byte                   // SHA-256 of the admin key, nil when admin is off
@@ -369,7 +378,8 @@ func NewHandler(logger *slog.Logger, svc *shortener.Service, metrics *Metrics, g
 	if h.signIns, err = newBuckets(cfg.SignInRate); err != nil {
 		return nil, err
 	}
-	h.domains, _ = parseDomains(cfg.Domains) // validated
+	h.static, _ = parseDomains(cfg.Domains) // validated
+	h.domains.Store(newDomainSet(h.static, nil))
 	switch {
 	case cfg.ShedFloor == 0:
 		h.floor = int64(overload.DefaultFloor())
@@ -420,8 +430,8 @@ func (h *Handler) serve(ctx *fasthttp.RequestCtx, start time.Duration) {
 	}
 	r, id, allow := match(ctx)
 	if c := r.class(); c != classOperational {
-		if len(h.domains) > 0 && h.domainOf(ctx.Host()) < 0 {
-			writeError(ctx, fasthttp.StatusMisdirectedRequest, codeMisdirected, "this server does not answer for this Host; it serves "+h.domainList())
+		if ds := h.domainSet(); len(ds.list) > 0 && ds.of(ctx.Host()) < 0 {
+			writeError(ctx, fasthttp.StatusMisdirectedRequest, codeMisdirected, "this server does not answer for this Host; it serves "+ds.names())
 			h.metrics.observe(r, fasthttp.StatusMisdirectedRequest, start)
 			return
 		}

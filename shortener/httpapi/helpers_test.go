@@ -37,6 +37,8 @@ type setup struct {
 	noKeys   bool                                  // no store of API keys (only cfg.AdminKey)
 	transfer bool                                  // export, import and backup over the store (transfer_test.go)
 	agg      func(*visits.Aggregator)              // given the aggregator, with visits
+	registry bool                                  // the store keeps the domain registry (cfg.Registry)
+	store    shortener.Store                       // a store to share (another instance's); nil: a new one
 }
 
 func newHandler(t testing.TB, s setup) (*httpapi.Handler, shortener.Store) {
@@ -47,17 +49,26 @@ func newHandler(t testing.TB, s setup) (*httpapi.Handler, shortener.Store) {
 // newHandlerLogger is newHandler logging to logger.
 func newHandlerLogger(t testing.TB, s setup, logger *slog.Logger) (*httpapi.Handler, shortener.Store) {
 	t.Helper()
-	b, _ := pebbletest.Open(t)
-	var store shortener.Store = b
+	var store shortener.Store = s.store
+	if store == nil {
+		b, _ := pebbletest.Open(t)
+		store = b
+	}
+	b := store
 	if s.wrap != nil {
 		store = s.wrap(store)
 	}
 	if s.cfg.Keys == nil && !s.noKeys {
 		s.cfg.Keys = b // as serve wires it: the link store keeps the keys
 	}
+	if s.registry {
+		s.cfg.Registry = b
+	}
 	if s.transfer {
 		s.cfg.Records = b
-		s.cfg.Backup = func(_ context.Context, w io.Writer) error { return b.WriteBackup(w) }
+		s.cfg.Backup = func(_ context.Context, w io.Writer) error {
+			return b.(interface{ WriteBackup(io.Writer) error }).WriteBackup(w)
+		}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())

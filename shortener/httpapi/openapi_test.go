@@ -153,6 +153,32 @@ func TestOpenAPIDocument(t *testing.T) {
 		r := s.do(t, tt.method, tt.path, tt.body, tt.hdr...)
 		validate(t, router, tt.method, s.URL+tt.path, tt.body, tt.hdr, r)
 	}
+	// The domain registry, on a server with a --domain (requests on its
+	// Host, routed through the document at s's address).
+	sd := start(t, setup{cfg: httpapi.Config{AdminKey: "k", Domains: []string{"sho.rt"}}, registry: true})
+	admin := []string{"X-API-Key", "k", "Content-Type", "application/json"}
+	for _, tt := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"GET", "/api/v1/domains", "", 200},
+		{"POST", "/api/v1/domains", `{"domain":"Go.Example.com"}`, 201},
+		{"POST", "/api/v1/domains", `{"domain":"go.example.com"}`, 409},
+		{"POST", "/api/v1/domains", `{"domain":"sho.rt"}`, 409},
+		{"POST", "/api/v1/domains", `{"domain":"10.0.0.1"}`, 400},
+		{"POST", "/api/v1/domains", `{"name":"x.example"}`, 400},
+		{"POST", "/api/v1/links", `{"url":"https://spec.example/g","domain":"go.example.com"}`, 201},
+		{"GET", "/api/v1/domains", "", 200},
+		{"DELETE", "/api/v1/domains/go.example.com", "", 409},
+		{"DELETE", "/api/v1/domains/sho.rt", "", 409},
+		{"DELETE", "/api/v1/domains/none.example", "", 404},
+	} {
+		r := sd.do(t, tt.method, tt.path, tt.body, append([]string{"Host", "sho.rt"}, admin...)...)
+		if r.Status != tt.status {
+			t.Errorf("%s %s %s: %d %s, want %d", tt.method, tt.path, tt.body, r.Status, r.Body, tt.status)
+		}
+		validate(t, router, tt.method, s.URL+tt.path, tt.body, admin, r)
+	}
 }
 
 // validate checks that the answer r to a request matches the document.

@@ -37,8 +37,9 @@ var locations = sync.Pool{New: func() any {
 func (h *Handler) handleRedirect(ctx *fasthttp.RequestCtx, id []byte, start time.Duration) {
 	buf := locations.Get().(*[]byte)
 	key, kb := id, (*[]byte)(nil) // the store key: the id on the default domain
-	if len(h.domains) > 1 {
-		if d := h.hostDomain(ctx); d != "" {
+	if ds := h.domainSet(); len(ds.list) > 1 {
+		if i := ds.of(ctx.Host()); i > 0 {
+			d := ds.list[i].host
 			kb = locations.Get().(*[]byte)
 			*kb = shortener.AppendKey((*kb)[:0], d, id)
 			key = *kb

@@ -25,6 +25,9 @@ import (
 //	POST     /api/v1/keys           create an API key (admin): its token is shown once
 //	GET      /api/v1/keys           list API keys (admin), without secrets
 //	DELETE   /api/v1/keys/{id}      revoke an API key (admin)
+//	GET      /api/v1/domains        the domains served: --domain's and the registry's (admin); domainsapi.go
+//	POST     /api/v1/domains        add a domain to the registry (admin)
+//	DELETE   /api/v1/domains/{domain}   delete a registry domain without links (admin)
 //	GET      /api/v1/session        the web page's session: who is signed in, its CSRF token
 //	POST     /api/v1/session        sign in with a key: a session cookie (session.go)
 //	DELETE   /api/v1/session        sign out: the session is revoked
@@ -66,6 +69,9 @@ const (
 	routeKeysCreate
 	routeKeysList
 	routeKeysDelete
+	routeDomainsList
+	routeDomainsAdd
+	routeDomainsDelete
 	routeSessionGet
 	routeSignIn
 	routeSignOut
@@ -83,6 +89,7 @@ var routeNames = [numRoutes]string{
 	routeHealthz: "healthz", routeReadyz: "readyz", routeMetrics: "metrics",
 	routeStats: "links_stats", routeStatsCSV: "links_stats_csv", routeStatsAll: "stats", routeStatsAllCSV: "stats_csv", routeQR: "links_qr", routeUI: "ui", routeUIForm: "ui_form", routeUIStatic: "ui_static",
 	routeKeysCreate: "keys_create", routeKeysList: "keys_list", routeKeysDelete: "keys_delete",
+	routeDomainsList: "domains_list", routeDomainsAdd: "domains_create", routeDomainsDelete: "domains_delete",
 	routeSessionGet: "session_get", routeSignIn: "session_create", routeSignOut: "session_delete",
 	routeExport: "export", routeImport: "import", routeBackup: "backup",
 	routeMethodNotAllowed: "method_not_allowed", routeNotFound: "not_found",
@@ -116,7 +123,7 @@ func (r route) class() class {
 		return classCreate
 	case routeQR, routeStats, routeStatsCSV:
 		return classQRStats
-	case routeList, routeStatsAll, routeStatsAllCSV, routeDelete, routePatch, routeKeysCreate, routeKeysList, routeKeysDelete, routeSessionGet, routeSignIn, routeSignOut,
+	case routeList, routeStatsAll, routeStatsAllCSV, routeDelete, routePatch, routeKeysCreate, routeKeysList, routeKeysDelete, routeDomainsList, routeDomainsAdd, routeDomainsDelete, routeSessionGet, routeSignIn, routeSignOut,
 		routeExport, routeImport, routeBackup:
 		return classAdmin
 	}
@@ -129,6 +136,7 @@ var (
 	pathLinks      = []byte("/api/v1/links")
 	pathKeys       = []byte("/api/v1/keys")
 	pathSession    = []byte("/api/v1/session")
+	pathDomains    = []byte("/api/v1/domains")
 	pathExport     = []byte("/api/v1/export")
 	pathImport     = []byte("/api/v1/import")
 	pathBackup     = []byte("/api/v1/backup")
@@ -259,6 +267,19 @@ func match(ctx *fasthttp.RequestCtx) (r route, id []byte, allow string) {
 			return routeMethodNotAllowed, nil, "DELETE"
 		}
 		return routeKeysDelete, path[len(pathKeys)+1:], ""
+	case bytes.Equal(path, pathDomains):
+		switch {
+		case string(m) == fasthttp.MethodPost:
+			return routeDomainsAdd, nil, ""
+		case get:
+			return routeDomainsList, nil, ""
+		}
+		return routeMethodNotAllowed, nil, "GET, HEAD, POST"
+	case bytes.HasPrefix(path, pathDomains) && path[len(pathDomains)] == '/' && len(path) > len(pathDomains)+1 && bytes.IndexByte(path[len(pathDomains)+1:], '/') < 0:
+		if string(m) != fasthttp.MethodDelete {
+			return routeMethodNotAllowed, nil, "DELETE"
+		}
+		return routeDomainsDelete, path[len(pathDomains)+1:], ""
 	case bytes.Equal(path, pathSession):
 		switch {
 		case get:
@@ -329,6 +350,12 @@ func (h *Handler) dispatch(ctx *fasthttp.RequestCtx, r route, id []byte, allow s
 		h.handleKeysList(ctx)
 	case routeKeysDelete:
 		h.handleKeysDelete(ctx, id)
+	case routeDomainsList:
+		h.handleDomainsList(ctx)
+	case routeDomainsAdd:
+		h.handleDomainsAdd(ctx)
+	case routeDomainsDelete:
+		h.handleDomainsDelete(ctx, id)
 	case routeSessionGet:
 		h.handleSessionGet(ctx)
 	case routeSignIn:

@@ -104,8 +104,8 @@ type pageSession struct {
 
 func (h *Handler) renderPage(ctx *fasthttp.RequestCtx, status int, d pageData) {
 	d.JS, d.CSS, d.Expiries, d.StatsPublic, d.QRSize = h.ui.js, h.ui.css, uiExpiries, h.cfg.StatsPublic, DefaultQRSize
-	if len(h.domains) > 1 {
-		for _, dom := range h.domains {
+	if ds := h.domainSet(); len(ds.list) > 1 {
+		for _, dom := range ds.list {
 			d.Domains = append(d.Domains, dom.host)
 		}
 		if d.Form.Domain == "" {

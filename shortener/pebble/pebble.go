@@ -33,6 +33,7 @@
 //	                          or all links', a domain's, a tag's; and a
 //	                          link's series over a span of days (vrecord.go)
 //	'k' id                    an API key (keys.go)
+//	'd' host                  a domain of the registry (registry.go)
 //	'x' …                     the list's index (listindex.go)
 //
 // Domains never contain 0x00, ids are shortener.ValidID, so a domain's
@@ -258,6 +259,8 @@ type Store struct {
 	// openBatch, openHook: Options'.
 	openBatch int
 	openHook  func()
+	// registryMu serialises the domain registry's adds and deletes.
+	registryMu sync.Mutex
 	// corruptions counts pebble's DataCorruption events; corruptFile
 	// is the last file they named (recovery.go).
 	corruptions atomic.Int64

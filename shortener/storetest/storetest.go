@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) shortener.Store) {
 	runUpdates(t, newStore)
 	runKeys(t, newStore)
 	runDomains(t, newStore)
+	runRegistry(t, newStore)
 }
 
 // base is a second-precision UTC time, as the Service produces.
