@@ -5,8 +5,12 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # lambda.norpc drops aws-lambda-go's RPC mode (the retired go1.x runtime): it
 # links net/rpc's html/template debug page, which disables dead-code
-# elimination of methods and costs the binary about 7 MB.
-TAGS     := lambda.norpc
+# elimination of methods and costs the binary about 7 MB. grpcnotrace drops
+# gRPC's golang.org/x/net/trace (the same html/template reason; linkgate
+# never sets grpc.EnableTracing nor serves http.DefaultServeMux, where
+# x/net/trace's /debug/requests pages would be). tools/release builds with
+# the same tags (TestNoTemplateExecutor).
+TAGS     := lambda.norpc,grpcnotrace
 export GOTOOLCHAIN := local
 
 .PHONY: all build test cross image release clean bench-generator bench-serve bench-creates bench-engines bench-dynamodb bench-visits bench-abuse lambda lambda-bench bench-gateway

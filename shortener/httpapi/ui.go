@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"html/template"
 	"mime"
 	"path"
 	"strconv"
@@ -18,8 +17,8 @@ import (
 	"github.com/linkgate/linkgate/shortener"
 )
 
-// The web page: one HTML page (a template, so the basic form works
-// without JavaScript: POST / → 303 → GET /?created=ID shows the result),
+// The web page: one HTML page (its slots filled in on the server,
+// ui_page.go, so that the basic form works without JavaScript: POST / → 303 → GET /?created=ID shows the result),
 // plus a script that makes it the dashboard: sign-in (session.go), the
 // links with their filters, edits, deletes and QR codes, the statistics
 // of a link and of all links, and the API keys. Anonymous visitors (with
@@ -39,7 +38,7 @@ const uiCSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; scrip
 	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 type ui struct {
-	page   *template.Template
+	page   []pagePart        // ui/index.html at its slots
 	static map[string]*asset // by name: app.js (not cached) and app.<hash>.js (immutable)
 	js     string            // the path of the content-hashed script
 	css    string            // and style
@@ -77,11 +76,17 @@ func newUI() *ui {
 			u.css = "/static/" + hashed
 		}
 	}
-	u.page = template.Must(template.ParseFS(uiFiles, "ui/index.html"))
+	src, err := uiFiles.ReadFile("ui/index.html")
+	if err != nil {
+		panic(err)
+	}
+	if u.page, err = parsePage(string(src), pageSlots); err != nil {
+		panic("ui/index.html: " + err.Error()) // embedded: TestPageSlots sees it first
+	}
 	return u
 }
 
-// pageData is what the page template renders.
+// pageData is what the page's slots show.
 type pageData struct {
 	JS, CSS     string // the assets' content-hashed paths
 	Expiries    []struct{ Value, Label string }
@@ -116,19 +121,16 @@ func (h *Handler) renderPage(ctx *fasthttp.RequestCtx, status int, d pageData) {
 		d.CSRF = ss.csrf
 		d.Session = h.pageSession(ctx, ss)
 	}
-	var buf bytes.Buffer
-	if err := h.ui.page.Execute(&buf, d); err != nil {
-		panic("render page: " + err.Error()) // a bug: recovered into a 500
-	}
+	page := render(h.ui.page, &d)
 	setPageHeaders(&ctx.Response.Header, uiCSP)
 	ctx.Response.Header.Set("Vary", "Accept-Encoding")
 	ctx.SetStatusCode(status)
 	if ctx.Request.Header.HasAcceptEncoding("gzip") {
 		ctx.Response.Header.Set("Content-Encoding", "gzip")
-		ctx.SetBody(fasthttp.AppendGzipBytesLevel(nil, buf.Bytes(), fasthttp.CompressBestSpeed))
+		ctx.SetBody(fasthttp.AppendGzipBytesLevel(nil, page, fasthttp.CompressBestSpeed))
 		return
 	}
-	ctx.SetBody(buf.Bytes())
+	ctx.SetBody(page)
 }
 
 // pageSession describes a signed-in page's session, as GET

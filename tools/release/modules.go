@@ -20,10 +20,13 @@ type program struct {
 	name, pkg, tags string
 }
 
-// programs are the release's binaries. linkgate's lambda.norpc tag drops
-// aws-lambda-go's RPC mode (the retired go1.x runtime), as make build does.
+// programs are the release's binaries, with make build's tags: linkgate's
+// lambda.norpc drops aws-lambda-go's RPC mode (the retired go1.x runtime)
+// and grpcnotrace gRPC's golang.org/x/net/trace, both only for what they
+// link: html/template, whose executor keeps every exported method of
+// every reachable type (TestNoTemplateExecutor).
 var programs = []program{
-	{name: "linkgate", pkg: "./cmd/linkgate", tags: "lambda.norpc"},
+	{name: "linkgate", pkg: "./cmd/linkgate", tags: "lambda.norpc,grpcnotrace"},
 	{name: "linkgate-extension", pkg: "./cmd/linkgate-extension"},
 }
 

@@ -102,3 +102,48 @@ func TestFunctionLinks(t *testing.T) {
 		t.Fatalf("go list named %d packages: not the bootstrap's dependencies", linked)
 	}
 }
+
+// No release binary (nor the Lambda function's bootstrap) links
+// text/template: its executor calls reflect.Value.MethodByName, which
+// makes the linker keep every exported method of every reachable type
+// (about 18 MB of linkgate's 57 MB in December 2026). The dashboard page
+// and the bench reports are written with explicit escaping instead
+// (shortener/httpapi/ui_page.go, bench/htmlreport); make build's tags must
+// be the release's, since they are what keep x/net/trace's html/template
+// out.
+func TestNoTemplateExecutor(t *testing.T) {
+	root := filepath.Join("..", "..")
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tags string
+	if m := regexp.MustCompile(`(?m)^TAGS\s*:=\s*(\S+)$`).FindSubmatch(makefile); m != nil {
+		tags = string(m[1])
+	}
+	if tags != programs[0].tags {
+		t.Errorf("the Makefile's TAGS %q are not tools/release's linkgate tags %q", tags, programs[0].tags)
+	}
+	for _, p := range append(programs, function) {
+		t.Run(p.name, func(t *testing.T) {
+			out, err := goCmd(context.Background(), root, goEnv("amd64"), "list", "-deps", "-tags", p.tags,
+				"-f", "{{.ImportPath}}:{{range .Imports}} {{.}}{{end}}", p.pkg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var linked int
+			for line := range strings.Lines(string(out)) {
+				pkg, imports, _ := strings.Cut(strings.TrimSpace(line), ":")
+				linked++
+				for imp := range strings.FieldsSeq(imports) {
+					if imp == "text/template" || imp == "html/template" {
+						t.Errorf("%s (-tags %s) links %s, imported by %s", p.name, p.tags, imp, pkg)
+					}
+				}
+			}
+			if linked < 20 {
+				t.Fatalf("go list named %d packages: not %s's dependencies", linked, p.name)
+			}
+		})
+	}
+}
