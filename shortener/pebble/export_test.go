@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
@@ -70,15 +71,22 @@ func DropListIndex(s *Store) error {
 
 // OlderListIndex leaves the list's index as the binary of version v
 // wrote it: 1 (02908ad) has no 'e' or 'g' records and the marker "built",
-// 2 (a410a59) no 'g' records and "built2"; the next Open rebuilds it.
-// With newer, the current marker stays too: an older binary opened a
-// newer store, and every link is one it wrote since.
+// 2 (a410a59) no 'g' records and "built2", 3 (043328d) only the 'g'
+// records of three ASCII bytes of the id or URL as stored, and "built3";
+// the next Open rebuilds it. With newer, the current marker stays too: an
+// older binary opened a newer store, and every link is one it wrote since.
 func OlderListIndex(s *Store, v int, newer bool) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	kinds := []byte{'g'}
 	if v == 1 {
 		kinds = append(kinds, 'e')
+	}
+	if v == 3 {
+		kinds = nil
+		if err := dropFoldedTrigrams(s, b); err != nil {
+			return err
+		}
 	}
 	for _, k := range kinds {
 		if err := b.DeleteRange([]byte{kindListIndex, k}, []byte{kindListIndex, k + 1}, nil); err != nil {
@@ -94,6 +102,41 @@ func OlderListIndex(s *Store, v int, newer bool) error {
 		return err
 	}
 	return b.Commit(pebbledb.Sync)
+}
+
+// dropFoldedTrigrams deletes in b the 'g' records that 043328d did not
+// write: those of a trigram that is not three ASCII bytes of the link's
+// id or URL as stored (in lower case).
+func dropFoldedTrigrams(s *Store, b *pebbledb.Batch) error {
+	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: linksLower, UpperBound: linksUpper})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		key := linkKey(it.Key())
+		l, err := decodeLink(key, it.Value())
+		if err != nil {
+			return err
+		}
+		_, id := shortener.SplitKey(key)
+		had := map[string]bool{}
+		for _, s := range []string{id, l.URL} {
+			for i := 0; i+3 <= len(s); i++ {
+				if s[i]|s[i+1]|s[i+2] < 0x80 {
+					had[strings.ToLower(s[i:i+3])] = true
+				}
+			}
+		}
+		for _, g := range trigrams(nil, id, l.URL) {
+			if !had[string(g[:])] {
+				if err := b.Delete(appendOrder([]byte{kindListIndex, 'g', g[0], g[1], g[2]}, key, l.CreatedAt), nil); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return it.Error()
 }
 
 // ListIndexRecords counts the list's index records, the marker aside.

@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
@@ -28,7 +31,7 @@ import (
 //	'x' 'd' domain 0x00 order          a link of that domain ("" the default)
 //	'x' 'e' order → expiry             a link that can expire (an expiry or a visit limit)
 //	'x' 'g' trigram order              a link whose id or URL holds the trigram
-//	'x' 'm' "built3"                   the index covers every link
+//	'x' 'm' "built4"                   the index covers every link
 //
 // where order is the creation time (8 bytes, big-endian: 0 for links
 // without one, else Unix seconds with the sign bit flipped), the id,
@@ -49,39 +52,45 @@ import (
 // still ahead without reading it; one with a visit limit is read (its
 // visits are counted elsewhere).
 //
-// A search (f.Query) is a substring of the id or the URL, ASCII letters
-// compared without case. Every three bytes of a link's id and of its URL
-// that are all ASCII, letters in lower case, are a trigram ('g'), one
-// record per distinct trigram (about 50 a link: BenchmarkListPage's
-// store of 1M links with 45-byte URLs grew from 89 to 774 MB). A link
-// holding the query holds each of the query's trigrams, so Find walks
-// the lists of (up to maxQueryGrams of) the query's trigrams, and the
-// tag's, domain's or expiry's list if the filter names one, in step (a
-// leapfrog join: join): the smallest (pebble's estimate) leads, each
-// other list catches up with it, a few steps and then a seek, or moves
-// it on; only the links in all of them are read, and f.Match checks the
-// substring. A query that matches nothing is answered once one of its
-// lists runs out; what a page costs is about the size of the smallest
-// list (from the cursor), not of the store. A query shorter than three
-// bytes, or with a byte that is not ASCII (a non-ASCII letter may match
-// another case of it), walks without trigrams: it reads links until the
-// page is full, every link if none matches.
+// A search (f.Query) is a substring of the id or the URL, compared as
+// strings.EqualFold does (shortener's hasSubstringFold): ſ is s, the
+// Kelvin sign is k, É is é. Every three bytes of the folded form
+// (appendFolded: each rune as one member of its case-folding orbit) of a
+// link's id and of its URL are a trigram ('g'), one record per distinct
+// trigram (about 50 a link: BenchmarkListPage's store of 1M links with
+// 45-byte URLs grew from 89 to 774 MB). A link holding the query holds
+// each of the query's trigrams (queryGrams), so Find walks the lists of
+// (up to maxQueryGrams of) the query's trigrams, and the tag's, domain's
+// or expiry's list if the filter names one, in step (a leapfrog join:
+// join): the smallest (pebble's estimate) leads, each other list catches
+// up with it, a few steps and then a seek, or moves it on; only the links
+// in all of them are read, and f.Match checks the substring. A query that
+// matches nothing is answered once one of its lists runs out; what a page
+// costs is about the size of the smallest list (from the cursor), not of
+// the store. A query with no trigram (shorter than three bytes) walks
+// without them: it reads links until the page is full, every link if
+// none matches.
 //
 // A store written before the index, or before its latest records (its
 // marker is an older one: "built" lacks 'e', "built2" 'g'), gets it when
 // it is opened (buildListIndex), once: its index records are dropped and
-// written again. A binary of before 'g' that opens such a store rebuilds
-// its own records and marks "built2" without 'g' for the links it then
-// writes; the next newer binary sees "built2" and rebuilds again.
+// written again. "built3" (043328d) has the trigrams of ASCII bytes only:
+// the same as now for a link whose id and URL are ASCII, fewer for the
+// others, which alone are indexed again. A binary of before 'g' that
+// opens such a store rebuilds its own records and marks "built2" without
+// 'g' for the links it then writes; the next newer binary sees "built2"
+// and rebuilds again (and "built3" binaries "built3").
 const kindListIndex = 'x'
 
 var (
-	listIndexBuilt = []byte{kindListIndex, 'm', 'b', 'u', 'i', 'l', 't', '3'}
+	listIndexBuilt = []byte{kindListIndex, 'm', 'b', 'u', 'i', 'l', 't', '4'}
 	// listIndexOlder marks the indexes of older binaries: "built" (02908ad)
-	// has no 'e' records, "built2" (a410a59) no 'g' records.
+	// has no 'e' records, "built2" (a410a59) no 'g' records, "built3"
+	// (043328d) no 'g' records of bytes that are not ASCII.
 	listIndexOlder = [][]byte{
 		{kindListIndex, 'm', 'b', 'u', 'i', 'l', 't'},
 		{kindListIndex, 'm', 'b', 'u', 'i', 'l', 't', '2'},
+		{kindListIndex, 'm', 'b', 'u', 'i', 'l', 't', '3'},
 	}
 )
 
@@ -90,30 +99,65 @@ var (
 const maxQueryGrams = 8
 
 // trigrams appends to dst the distinct trigrams of the strings (see
-// above), sorted.
+// above), sorted: every three bytes of each string's folded form.
 func trigrams(dst [][3]byte, ss ...string) [][3]byte {
+	var buf [2 * shortener.MaxKeyLength]byte
 	for _, s := range ss {
-		for i := 0; i+3 <= len(s); i++ {
-			g := [3]byte{lowerASCII(s[i]), lowerASCII(s[i+1]), lowerASCII(s[i+2])}
-			if g[0]|g[1]|g[2] < 0x80 {
-				dst = append(dst, g)
-			}
+		folded := appendFolded(buf[:0], s)
+		for i := 0; i+3 <= len(folded); i++ {
+			dst = append(dst, [3]byte{folded[i], folded[i+1], folded[i+2]})
 		}
 	}
 	slices.SortFunc(dst, func(a, b [3]byte) int { return bytes.Compare(a[:], b[:]) })
 	return slices.Compact(dst)
 }
 
-// queryGrams returns the prefixes of the trigram lists a search for q
-// walks: none if q is shorter than three bytes or not ASCII; up to
-// maxQueryGrams, spread over q.
-func queryGrams(q string) [][]byte {
-	for i := range len(q) {
-		if q[i] >= 0x80 {
-			return nil
+// appendFolded appends to dst s's folded form: each of its runes (a byte
+// that is not UTF-8 is utf8.RuneError) as foldCanon's, in UTF-8. Runes
+// that strings.EqualFold finds equal have the same one.
+func appendFolded(dst []byte, s string) []byte {
+	for _, r := range s {
+		if r < utf8.RuneSelf {
+			dst = append(dst, lowerASCII(byte(r)))
+		} else {
+			dst = utf8.AppendRune(dst, foldCanon(r))
 		}
 	}
-	grams := trigrams(nil, q)
+	return dst
+}
+
+// foldCanon returns one member of r's case-folding orbit (the runes
+// unicode.SimpleFold goes round, which strings.EqualFold finds equal) for
+// every member: the smallest, an ASCII letter in lower case (K, k and
+// the Kelvin sign are k; S, s and ſ are s).
+func foldCanon(r rune) rune {
+	m := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		m = min(m, f)
+	}
+	if 'A' <= m && m <= 'Z' {
+		m += 'a' - 'A'
+	}
+	return m
+}
+
+// queryGrams returns the prefixes of the trigram lists a search for q
+// walks: up to maxQueryGrams, spread over q; none if q has none (below).
+//
+// A window of a string that q matches (shortener's hasSubstringFold: as
+// many bytes as q, strings.EqualFold) decodes to runes that fold like
+// q's, but its first runes may be the tail of a rune of the string and
+// its last the head of one, each decoded alone as utf8.RuneError: only
+// the runs of q's runes between its RuneErrors (a byte that is not
+// UTF-8, or U+FFFD) are sure to be in the string's folded form. Their
+// trigrams are the query's.
+func queryGrams(q string) [][]byte {
+	var grams [][3]byte
+	for run := range strings.SplitSeq(strings.ToValidUTF8(q, string(utf8.RuneError)), string(utf8.RuneError)) {
+		grams = append(grams, trigrams(nil, run)...)
+	}
+	slices.SortFunc(grams, func(a, b [3]byte) int { return bytes.Compare(a[:], b[:]) })
+	grams = slices.Compact(grams)
 	if len(grams) > maxQueryGrams {
 		spread := make([][3]byte, maxQueryGrams)
 		for i := range spread {
@@ -253,22 +297,23 @@ func unindexLink(b *pebbledb.Batch, key string, l *shortener.Link) error {
 // an older one (see above), in batches, then marks the index built.
 // Creates, edits and deletes are not running yet (Open calls it).
 func (s *Store) buildListIndex(ctx context.Context) error {
-	built := false
-	for _, m := range append([][]byte{listIndexBuilt}, listIndexOlder...) {
-		_, closer, found, err := s.get(m)
+	found := make([]bool, 1+len(listIndexOlder))
+	for i, m := range append([][]byte{listIndexBuilt}, listIndexOlder...) {
+		_, closer, ok, err := s.get(m)
 		if err != nil {
 			return err
 		}
-		if found {
+		if ok {
 			closer.Close()
 		}
-		if bytes.Equal(m, listIndexBuilt) {
-			built = found
-		} else if found {
-			built = false // an older binary wrote links since
-		}
+		found[i] = ok
 	}
-	if built {
+	// found: the current marker, then listIndexOlder's
+	switch {
+	case found[1] || found[2]: // an older binary wrote links since
+	case found[3]:
+		return s.reindexListIndex(ctx, func(l *shortener.Link) bool { return !ascii(l.ID) || !ascii(l.URL) })
+	case found[0]:
 		return nil
 	}
 	// The records of an older index go, markers too: a crash before the
@@ -276,13 +321,20 @@ func (s *Store) buildListIndex(ctx context.Context) error {
 	if err := s.db.DeleteRange([]byte{kindListIndex}, []byte{kindListIndex + 1}, pebbledb.Sync); err != nil {
 		return err
 	}
+	return s.reindexListIndex(ctx, func(*shortener.Link) bool { return true })
+}
+
+// reindexListIndex writes the index records of every link that redo
+// selects, committing and looking at ctx every openBatch links read, then
+// marks the index built (and no longer "built3").
+func (s *Store) reindexListIndex(ctx context.Context, redo func(*shortener.Link) bool) error {
 	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: linksLower, UpperBound: linksUpper})
 	if err != nil {
 		return err
 	}
 	defer it.Close()
 	b := s.db.NewBatch()
-	n := 0
+	n, read := 0, 0
 	for ok := it.First(); ok; ok = it.Next() {
 		key := linkKey(it.Key())
 		v, err := it.ValueAndErr()
@@ -295,11 +347,14 @@ func (s *Store) buildListIndex(ctx context.Context) error {
 			b.Close()
 			return fmt.Errorf("index link %q: %w", key, err)
 		}
-		if err := indexLink(b, key, nil, &l); err != nil {
-			b.Close()
-			return err
+		if redo(&l) {
+			if err := indexLink(b, key, nil, &l); err != nil {
+				b.Close()
+				return err
+			}
+			n++
 		}
-		if n++; n%s.openBatch == 0 {
+		if read++; read%s.openBatch == 0 {
 			if err := b.Commit(pebbledb.NoSync); err != nil {
 				b.Close()
 				return err
@@ -316,15 +371,27 @@ func (s *Store) buildListIndex(ctx context.Context) error {
 		b.Close()
 		return err
 	}
-	if err := b.Set(listIndexBuilt, nil, nil); err != nil {
-		b.Close()
+	defer b.Close()
+	if err := b.Delete(listIndexOlder[2], nil); err != nil {
 		return err
 	}
-	defer b.Close()
+	if err := b.Set(listIndexBuilt, nil, nil); err != nil {
+		return err
+	}
 	if n > 0 && s.logger != nil {
 		s.logger.Info("store: indexed the links for listing", "links", n)
 	}
 	return b.Commit(pebbledb.Sync)
+}
+
+// ascii reports whether s is all ASCII.
+func ascii(s string) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // Find returns a page of the links that pass f, in f's order, after the

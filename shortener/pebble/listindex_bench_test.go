@@ -17,10 +17,11 @@ import (
 
 // benchLinks is the store of BenchmarkListPage: 1M links
 // (LINKGATE_BENCH_LINKS changes the count), created over a year, 5%
-// tagged with one of 20 tags, in three domains, a tenth expiring. It is
-// built once, in $TMPDIR/linkgate-bench-list-N (about a minute), and kept
-// there for the next run: the index's pages and the scan's take
-// different -benchtime.
+// tagged with one of 20 tags, in three domains, a tenth expiring, and
+// 1,000 more whose URLs are not ASCII (addFoldedLinks). It is built once,
+// in $TMPDIR/linkgate-bench-list-N (about a minute), and kept there for
+// the next run: the index's pages and the scan's take different
+// -benchtime.
 var benchLinks struct {
 	once  sync.Once
 	store *pebble.Store
@@ -40,6 +41,11 @@ func listStore(b *testing.B) *pebble.Store {
 			return
 		}
 		benchLinks.store = s
+		defer func() {
+			if benchLinks.err == nil {
+				benchLinks.err = addFoldedLinks(s)
+			}
+		}()
 		if _, err := s.Get(context.Background(), fmt.Sprintf("b%07d", n-1)); err == nil {
 			return // built by an earlier run
 		}
@@ -85,6 +91,24 @@ func listStore(b *testing.B) *pebble.Store {
 	return benchLinks.store
 }
 
+// addFoldedLinks adds to the store, unless an earlier run did, 1,000
+// links created over the same year whose URLs hold letters that are not
+// ASCII: https://café%d.example/ÉTÉ/%d.
+func addFoldedLinks(s *pebble.Store) error {
+	if _, err := s.Get(context.Background(), "u0000999"); err == nil {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(8, 8))
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	recs := make([]shortener.LinkRecord, 1000)
+	for i := range recs {
+		recs[i].Link = shortener.Link{ID: fmt.Sprintf("u%07d", i), URL: fmt.Sprintf("https://café%d.example/ÉTÉ/%d", rng.IntN(100), i),
+			CreatedAt: start.Add(time.Duration(rng.Int64N(int64(365 * 24 * time.Hour)))).Truncate(time.Second)}
+	}
+	_, err := s.ImportRecords(context.Background(), recs)
+	return err
+}
+
 // BenchmarkListPage times one page (50 links) of the dashboard's list at
 // 1M links: from the index (Store.Find through the Service), and, as the
 // anchor, the scan of every link that Service.Find does without one. It
@@ -122,6 +146,11 @@ func BenchmarkListPage(b *testing.B) {
 		{"search-none", shortener.ListFilter{Query: "github.com"}, "", true},
 		// Sites go to site999: each trigram of it is common, the whole in no URL.
 		{"search-none-common-trigrams", shortener.ListFilter{Query: "site1000"}, "", true},
+		// 1–2 bytes: no trigram; none of the URLs holds a z.
+		{"search-short-none", shortener.ListFilter{Query: "zq"}, "", true},
+		// Not ASCII: é is É, and only the 1,000 links of addFoldedLinks have it.
+		{"search-folded", shortener.ListFilter{Query: "été/"}, "", false},
+		{"search-folded-none", shortener.ListFilter{Query: "naïve"}, "", true},
 		{"state-expired", shortener.ListFilter{State: shortener.StateExpired, Now: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}, "", false},
 	} {
 		for _, svc := range []struct {

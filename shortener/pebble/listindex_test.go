@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/linkgate/linkgate/shortener"
 	"github.com/linkgate/linkgate/shortener/pebble"
@@ -59,7 +63,7 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 	now := base.Add(50 * time.Second)
 	domains := []string{"", "go.example", "sho.example"}
 	tags := []string{"red", "green", "blue"}
-	paths := []string{"", "Path/A1", "path/b2?q=Xy", "café/ÉTÉ", "KELVIN-\u212a", "a/Path/a1", "xss\u212akk"}
+	paths := []string{"", "Path/A1", "path/b2?q=Xy", "café/ÉTÉ", "KELVIN-\u212a", "a/Path/a1", "xss\u212akk", "xſtraße/Σίσυφος", "bad/\xffé\xc3/x", "r\u00e9sum\ufffd/ok"}
 	randomLink := func(i int) shortener.Link {
 		l := shortener.Link{ID: fmt.Sprintf("r%03d", i), URL: fmt.Sprintf("https://s%d.example/%s", rng.IntN(5), paths[rng.IntN(len(paths))]),
 			CreatedAt: base.Add(time.Duration(rng.IntN(100)) * time.Second)}
@@ -140,7 +144,7 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, l := range all.Links {
-		wantRecords += 2 + len(l.Tags) + len(asciiTrigrams(l.ID, l.URL))
+		wantRecords += 2 + len(l.Tags) + len(foldedTrigrams(l.ID, l.URL))
 		if !l.ExpiresAt.IsZero() || l.MaxVisits > 0 {
 			wantRecords++
 		}
@@ -180,6 +184,14 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 		{Query: "xſſkkk"}, // ſ is s and K (Kelvin) is k: "xss\u212akk", 8 bytes each, though "kkk" is not in it
 		{Query: "example/café"},
 		{Query: "xyz"},
+		{Query: "XSTRAẞE"},    // ſ is S, ß is ẞ: 9 bytes each
+		{Query: "/ΣΊΣΥΦΟΣ"},   // σ, ς and Σ are one letter
+		{Query: "\xfeÉ\xc3/"}, // a byte that is not UTF-8 matches any other
+		{Query: "é\xc3/X"},    // … and the head of a rune of the URL
+		{Query: "\xa9\xc3/x"}, // … and its tail
+		{Query: "m\ufffd/O"},  // U+FFFD matches the byte 0xff too
+		{Query: "UM\xff"},     // and the byte U+FFFD's first
+		{Query: "ÉS", Tag: "red"},
 	}
 	check := func(t *testing.T) {
 		indexed := shortener.NewService(store, shortener.Options{})
@@ -219,6 +231,8 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 		{"rebuilt from 02908ad", func() error { return pebble.OlderListIndex(store, 1, false) }},
 		{"rebuilt from a410a59", func() error { return pebble.OlderListIndex(store, 2, false) }},
 		{"rebuilt after a410a59 wrote", func() error { return pebble.OlderListIndex(store, 2, true) }},
+		{"reindexed from 043328d", func() error { return pebble.OlderListIndex(store, 3, false) }},
+		{"reindexed after 043328d wrote", func() error { return pebble.OlderListIndex(store, 3, true) }},
 	} {
 		reopen(t, c.older)
 		t.Run(c.name, check)
@@ -226,18 +240,81 @@ func TestListIndexAgreesWithScan(t *testing.T) {
 	store.Close()
 }
 
-// asciiTrigrams is the set of every three bytes of id (without its
-// domain) and url that are all ASCII, in lower case.
-func asciiTrigrams(key, url string) map[string]bool {
+// foldedTrigrams is the set of every three bytes of id (without its
+// domain) and url once each rune (a byte that is not UTF-8: U+FFFD) is
+// written as the smallest rune that strings.EqualFold finds equal to it,
+// an ASCII letter in lower case.
+func foldedTrigrams(key, url string) map[string]bool {
 	_, id := shortener.SplitKey(key)
 	set := map[string]bool{}
 	for _, s := range []string{id, url} {
-		s := []byte(s)
-		for i := 0; i+3 <= len(s); i++ {
-			if s[i] < 0x80 && s[i+1] < 0x80 && s[i+2] < 0x80 {
-				set[strings.ToLower(string(s[i:i+3]))] = true
-			}
+		var folded []byte
+		for _, r := range s {
+			folded = utf8.AppendRune(folded, smallestFold(r))
+		}
+		for i := 0; i+3 <= len(folded); i++ {
+			set[string(folded[i:i+3])] = true
 		}
 	}
 	return set
+}
+
+var smallestFolds = map[rune]rune{}
+
+// smallestFold finds the smallest rune that strings.EqualFold finds equal
+// to r by trying every rune from 0.
+func smallestFold(r rune) rune {
+	if m, ok := smallestFolds[r]; ok {
+		return m
+	}
+	m := r
+	for x := rune(0); x < r; x++ {
+		if utf8.ValidRune(x) && strings.EqualFold(string(x), string(r)) {
+			m = x
+			break
+		}
+	}
+	if 'A' <= m && m <= 'Z' {
+		m = unicode.ToLower(m)
+	}
+	smallestFolds[r] = m
+	return m
+}
+
+// A search answers from the index what the scan of every link does,
+// whatever the links' URLs and the query hold: every case of a letter,
+// runes that fold into ASCII letters (ſ, the Kelvin sign), bytes that are
+// not UTF-8, a query cutting runes in two.
+func FuzzListIndexSearch(f *testing.F) {
+	for _, c := range []struct{ a, b, q string }{
+		{"https://s.example/Path/7", "https://s.example/xss\u212akk", "xſſkkk"},
+		{"https://s.example/café/ÉTÉ", "https://s.example/xſtraße", "XSTRAẞE"},
+		{"https://s.example/bad/\xffé\xc3/x", "https://s.example/r\u00e9sum\ufffd/ok", "\xa9\xc3/x"},
+		{"https://s.example/Σίσυφος", "https://s.example/σίσυφος", "/ΣΊΣΥΦΟΣ"},
+		{"https://s.example/ab", "https://s.example/AB", "b"},
+	} {
+		f.Add(c.a, c.b, c.q)
+	}
+	f.Fuzz(func(t *testing.T, a, b, q string) {
+		if len(q) > shortener.MaxQueryLength {
+			return
+		}
+		store, err := pebble.Open("links", pebble.Options{FS: vfs.NewMem(), NoIndex: true, MinFreeBytes: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		ctx := context.Background()
+		base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+		for i, u := range []string{a, b, strings.ToUpper(a), strings.ToLower(b)} {
+			if err := store.Create(ctx, shortener.Link{ID: fmt.Sprintf("r%d", i), URL: u, CreatedAt: base.Add(time.Duration(i) * time.Second)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f := shortener.ListFilter{Query: q}
+		want := pages(t, shortener.NewService(scanOnly{store}, shortener.Options{}), f, 10)
+		if got := pages(t, shortener.NewService(store, shortener.Options{}), f, 10); !slices.Equal(got, want) {
+			t.Fatalf("%q in %q, %q: the index listed %v, the scan %v", q, a, b, got, want)
+		}
+	})
 }
