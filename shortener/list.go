@@ -19,7 +19,7 @@ const MaxQueryLength = 256
 // everything.
 type ListFilter struct {
 	Tag   string // links with this tag (exact)
-	Query string // links whose id or URL contains it, ASCII letters compared case-insensitively
+	Query string // links whose id or URL contains it, compared as strings.EqualFold does (hasSubstringFold)
 	// Domain, if set, selects the links of that domain ("": the
 	// default); nil: every domain.
 	Domain *string
@@ -85,8 +85,9 @@ func (f ListFilter) Match(l *Link) bool {
 	return f.Query == "" || hasSubstringFold(l.ID, f.Query) || hasSubstringFold(l.URL, f.Query)
 }
 
-// hasSubstringFold reports whether sub is in s, ASCII letters compared
-// without case; it does not allocate.
+// hasSubstringFold reports whether sub is in s: a window of s of as many
+// bytes as sub, starting with sub's first byte (an ASCII letter in either
+// case), that strings.EqualFold finds equal to it; it does not allocate.
 func hasSubstringFold(s, sub string) bool {
 	if len(sub) == 0 {
 		return true

@@ -73,6 +73,10 @@ const MaxPageSize = 1000
 type Page struct {
 	Links []Link
 	Next  string // cursor of the next page; "" when this is the last
+	// Scanned, if not 0, says the page stopped early, at the Finder's
+	// budget, after reading that many links: it may hold fewer links
+	// than asked, none even, and Next goes on from the last link read.
+	Scanned int
 }
 
 // URLAppender is the Store's lookup for the redirect hot path, which

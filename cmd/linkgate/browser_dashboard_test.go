@@ -235,17 +235,7 @@ func TestBrowserKeyboard(t *testing.T) {
 	}
 	b := &page{t: t, ctx: browser(t)}
 	b.do(chromedp.Navigate(s.URL+"/"), chromedp.WaitVisible(chromedp.ID("signin-open")))
-	// tabTo presses Tab until the focused element matches css (at most 80 times).
-	tabTo := func(css string) {
-		t.Helper()
-		for range 80 {
-			if b.eval(`document.activeElement.matches(`+jsString(css)+`)`) == "true" {
-				return
-			}
-			b.do(chromedp.KeyEvent("\t"))
-		}
-		t.Fatalf("Tab never reached %s (at %s)", css, b.eval(`document.activeElement.outerHTML.slice(0, 120)`))
-	}
+	tabTo := b.tabTo
 	focused := func(css, what string) {
 		t.Helper()
 		b.poll(`document.activeElement.matches(`+jsString(css)+`)`, what)
@@ -385,6 +375,18 @@ func (p *page) eval(js string) string {
 }
 
 // poll waits (15 s at most) for a JavaScript condition.
+// tabTo presses Tab until the focused element matches css (at most 80 times).
+func (p *page) tabTo(css string) {
+	p.t.Helper()
+	for range 80 {
+		if p.eval(`document.activeElement.matches(`+jsString(css)+`)`) == "true" {
+			return
+		}
+		p.do(chromedp.KeyEvent("\t"))
+	}
+	p.t.Fatalf("Tab never reached %s (at %s)", css, p.eval(`document.activeElement.outerHTML.slice(0, 120)`))
+}
+
 func (p *page) poll(cond, what string) {
 	p.t.Helper()
 	if _, err := chromedp.Run(p.ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(15*time.Second))); err != nil {

@@ -372,7 +372,8 @@ func (h *Handler) handleList(ctx *fasthttp.RequestCtx) {
 	out := struct {
 		Links      []linkJSON `json:"links"`
 		NextCursor *string    `json:"next_cursor"`
-	}{Links: make([]linkJSON, 0, len(p.Links))}
+		Scanned    int        `json:"scanned,omitempty"` // a page cut short: shortener.Page.Scanned
+	}{Links: make([]linkJSON, 0, len(p.Links)), Scanned: p.Scanned}
 	for _, l := range p.Links {
 		out.Links = append(out.Links, h.linkJSON(ctx, l))
 	}

@@ -35,6 +35,12 @@ func WithVisitChunkHook(o Options, hook func(links int, sync bool) error) Option
 	return o
 }
 
+// WithFindReads sets Find's budget of links a page reads.
+func WithFindReads(o Options, n int) Options {
+	o.findReads = n
+	return o
+}
+
 // VisitChunk is how many links AddVisits commits at a time.
 const VisitChunk = visitChunk
 

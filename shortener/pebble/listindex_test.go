@@ -318,3 +318,77 @@ func FuzzListIndexSearch(f *testing.F) {
 		}
 	})
 }
+
+// A page reads at most its budget of links (pebble.FindReads; 5 here):
+// one that reaches it is cut short, with Scanned and a cursor that goes
+// on from the last link read, and the pages together list what the scan
+// does. A search of 1–2 bytes that matches nothing ends after as many
+// pages as the links take budgets.
+func TestFindBudget(t *testing.T) {
+	store, err := pebble.Open("links", pebble.WithFindReads(pebble.Options{FS: vfs.NewMem(), NoIndex: true, MinFreeBytes: -1}, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 48 {
+		l := shortener.Link{ID: fmt.Sprintf("r%03d", i), URL: fmt.Sprintf("https://s%d.example/p/%d", i%4, i), CreatedAt: base.Add(time.Duration(i/2) * time.Second)}
+		if i%3 == 0 {
+			l.Tags = []string{"red"}
+		}
+		if i == 7 || i == 40 {
+			l.URL += "/zq"
+		}
+		if i%5 == 0 {
+			l.ExpiresAt = base.Add(10 * time.Second)
+		}
+		if err := store.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	indexed := shortener.NewService(store, shortener.Options{})
+	scanned := shortener.NewService(scanOnly{store}, shortener.Options{})
+	for _, c := range []struct {
+		f     shortener.ListFilter
+		pages int // with 10 a page, newest first
+	}{
+		{shortener.ListFilter{Query: "nothing"}, 1},                                                      // its trigrams' lists are empty: nothing read
+		{shortener.ListFilter{Query: "zz"}, 10},                                                          // 48 links read, 5 a page
+		{shortener.ListFilter{Query: "ZQ"}, 10},                                                          // r040 on page 2, r007 on page 9
+		{shortener.ListFilter{Query: "/p/1"}, 3},                                                         // 11 links, each read: 5, 5, 1
+		{shortener.ListFilter{Query: "s1", Tag: "red"}, 4},                                               // 16 links with the tag read
+		{shortener.ListFilter{Query: "p", State: shortener.StateExpired, Now: base.Add(time.Minute)}, 2}, // 10 links that can expire
+		{shortener.ListFilter{Query: "z", Tag: "red"}, 4},
+		{shortener.ListFilter{}, 10}, // 5 a page (FindReads is never under MaxPageSize)
+	} {
+		for _, oldest := range []bool{false, true} {
+			f := c.f
+			f.Oldest = oldest
+			want := pages(t, scanned, f, 1000)
+			got, cursor, n := []string(nil), "", 0
+			for ; n == 0 || cursor != ""; n++ {
+				p, err := indexed.Find(ctx, cursor, 10, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Scanned != 0 && (p.Scanned != 5 || p.Next == "") {
+					t.Errorf("%+v: a page cut short after %d links, next %q", f, p.Scanned, p.Next)
+				}
+				if p.Scanned == 0 && p.Next != "" && len(p.Links) != 10 {
+					t.Errorf("%+v: a page of %d links, not cut short, with a next page", f, len(p.Links))
+				}
+				for _, l := range p.Links {
+					got = append(got, l.Key())
+				}
+				cursor = p.Next
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%+v: the index listed %v, the scan %v", f, got, want)
+			}
+			if !oldest && n != c.pages {
+				t.Errorf("%+v: %d pages, want %d", f, n, c.pages)
+			}
+		}
+	}
+}

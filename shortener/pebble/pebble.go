@@ -55,6 +55,7 @@ package pebble
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -168,6 +169,9 @@ type Options struct {
 	// openHook, if set, is called at each look (tests: cancel there).
 	openBatch int
 	openHook  func()
+	// findReads is Find's budget of links a page reads; 0: FindReads.
+	// Only the tests of partial pages change it.
+	findReads int
 }
 
 // openBatch is how many links the work of an open commits (or reads, for
@@ -271,6 +275,8 @@ type Store struct {
 	closed      atomic.Bool
 	closeOnce   sync.Once
 	closeErr    error
+	// findReads: Options.findReads, or FindReads.
+	findReads int
 	// visitChunkHook: Options.visitChunkHook.
 	visitChunkHook func(links int, sync bool) error
 	// pause, now: Options.pause, Options.now (AddVisits is paced too).
@@ -332,7 +338,7 @@ func OpenContext(ctx context.Context, dir string, opts Options) (*Store, error) 
 	if size <= 0 {
 		size = DefaultCacheSize
 	}
-	s := &Store{dir: dir, fs: fs, lock: lock, cache: pebbledb.NewCache(size), createSync: opts.createSync, visitChunkHook: opts.visitChunkHook, pause: opts.pause, now: opts.now, visitClock: opts.VisitClock,
+	s := &Store{dir: dir, fs: fs, lock: lock, cache: pebbledb.NewCache(size), createSync: opts.createSync, visitChunkHook: opts.visitChunkHook, findReads: cmp.Or(opts.findReads, FindReads), pause: opts.pause, now: opts.now, visitClock: opts.VisitClock,
 		openBatch: opts.openBatch, openHook: opts.openHook}
 	if s.openBatch <= 0 {
 		s.openBatch = openBatch

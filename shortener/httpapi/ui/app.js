@@ -327,9 +327,14 @@
     $("links-order").textContent = $("f-order").value === "oldest" ? "oldest first" : "newest first";
     $("page-prev").disabled = page.index === 0;
     $("page-next").disabled = !page.next;
+    // A page cut short (the server reads a bounded number of links a
+    // page): the next one searches further from where it stopped.
+    const scanned = out.scanned ? out.scanned.toLocaleString("en") + " links" : "";
+    $("page-next").textContent = scanned ? "Search further" : "Next page";
+    $("links-scanned").textContent = scanned ? "This page searched " + scanned + " and stopped: more may match. Search further to go on." : "";
     const tbody = $("all-links").tBodies[0];
     tbody.replaceChildren();
-    if (out.links.length === 0) tbody.append(el("tr", {}, el("td", { colspan: "6" }, page.index === 0 ? "No links match." : "No more links.")));
+    if (out.links.length === 0) tbody.append(el("tr", {}, el("td", { colspan: "6" }, scanned ? "No match among these " + scanned + "." : page.index === 0 ? "No links match." : "No more links.")));
     const writable = can("links:write");
     for (const l of out.links) {
       const key = linkKey(l.id, l.domain);
