@@ -13,7 +13,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TAGS     := lambda.norpc,grpcnotrace
 export GOTOOLCHAIN := local
 
-.PHONY: all build test cross image release clean bench-generator bench-serve bench-creates bench-engines bench-dynamodb bench-visits bench-abuse lambda lambda-bench bench-gateway
+.PHONY: all build test cross image release clean bench-generator bench-serve bench-creates bench-engines bench-dynamodb bench-visits bench-stats bench-abuse lambda lambda-bench bench-gateway
 all: build
 
 build:
@@ -71,6 +71,10 @@ bench-dynamodb:
 ## bench-visits: redirects with visits counted vs not, at a fixed rate and at saturation (docs/visits.md).
 bench-visits:
 	scripts/bench-visits.sh
+
+## bench-stats: a serve process with 1M links after 100M visits: RssAnon and the statistics queries through the API (docs/visits.md).
+bench-stats:
+	scripts/bench-stats.sh
 
 ## bench-abuse: redirects at a constant rate, quiet and during a create flood at 10× create capacity and a QR flood, also against a before server (BEFORE_ARGS, BEFORE_REF; docs/security.md).
 bench-abuse:

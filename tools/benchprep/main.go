@@ -7,7 +7,7 @@
 // normalised), spread evenly over the last -days days (a link with fewer
 // visits than days gets one on as many random days), each under one
 // referrer, browser and country, as an import of that many visits stores
-// them (scripts/bench-stats-rss.sh).
+// them (scripts/bench-stats.sh, make bench-stats).
 package main
 
 import (
