@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/linkgate/linkgate/internal/cli"
+	"github.com/linkgate/linkgate/internal/eventually"
 	"github.com/linkgate/linkgate/internal/syncbuf"
 )
 
@@ -161,4 +164,66 @@ func TestServeDynamoDBUnreachable(t *testing.T) {
 			t.Errorf("%s %s: %d %q %q, want 503 unavailable with Retry-After", req[0], req[1], status, hdr.Get("Retry-After"), got)
 		}
 	}
+}
+
+// hostRequest sends method path to base with Host host (and the admin
+// key adm) and returns the status and body.
+func hostRequest(t *testing.T, base, method, path, host, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	req.Header.Set("Authorization", "Bearer adm")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := noRedirects.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestServeRegistryDynamoDB: two instances on one table (DynamoDB
+// Local) share the domain registry: a domain added through A is served by
+// B within B's --domain-refresh, its links too; deleted through A, B
+// answers its Host 421 again.
+func TestServeRegistryDynamoDB(t *testing.T) {
+	localAWSEnv(t)
+	table := createTable(t)
+	args := []string{"--store", "dynamodb:" + table, "--store-timeout", "10s", "--domain", "sho.test", "--admin-key", "adm", "--domain-refresh", "100ms"}
+	a, b := startServe(t, nil, args...), startServe(t, nil, args...)
+	if status, body := hostRequest(t, b.URL, "GET", "/x", "go.test", ""); status != http.StatusMisdirectedRequest {
+		t.Fatalf("B before the add: %d %s", status, body)
+	}
+	if status, body := hostRequest(t, a.URL, "POST", "/api/v1/domains", "sho.test", `{"domain":"go.test"}`); status != http.StatusCreated {
+		t.Fatalf("POST /api/v1/domains on A: %d %s", status, body)
+	}
+	if status, body := hostRequest(t, a.URL, "POST", "/api/v1/links", "go.test", `{"url":"https://example.com/shared","slug":"shared"}`); status != http.StatusCreated {
+		t.Fatalf("create on go.test through A: %d %s", status, body)
+	}
+	eventually.True(t, 10*time.Second, "B to serve go.test", func() bool {
+		status, _ := hostRequest(t, b.URL, "GET", "/shared", "go.test", "")
+		return status == http.StatusFound
+	})
+	if status, body := hostRequest(t, b.URL, "GET", "/api/v1/domains", "sho.test", ""); status != http.StatusOK ||
+		!strings.Contains(body, `{"domain":"go.test","base_url":"https://go.test","source":"api"`) {
+		t.Errorf("GET /api/v1/domains on B: %d %s", status, body)
+	}
+	// Its link keeps it; then gone from both.
+	if status, body := hostRequest(t, b.URL, "DELETE", "/api/v1/domains/go.test", "sho.test", ""); status != http.StatusConflict || !strings.Contains(body, `"links":1`) {
+		t.Errorf("DELETE with a link: %d %s", status, body)
+	}
+	if status, body := hostRequest(t, b.URL, "DELETE", "/api/v1/links/shared?domain=go.test", "sho.test", ""); status != http.StatusNoContent {
+		t.Fatalf("delete the link: %d %s", status, body)
+	}
+	if status, body := hostRequest(t, a.URL, "DELETE", "/api/v1/domains/go.test", "sho.test", ""); status != http.StatusNoContent {
+		t.Fatalf("DELETE /api/v1/domains/go.test on A: %d %s", status, body)
+	}
+	eventually.True(t, 10*time.Second, "B to refuse go.test", func() bool {
+		status, _ := hostRequest(t, b.URL, "GET", "/shared", "go.test", "")
+		return status == http.StatusMisdirectedRequest
+	})
 }

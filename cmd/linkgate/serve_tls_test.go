@@ -185,14 +185,15 @@ func TestServeTLSFiles(t *testing.T) {
 // DynamoDB table (its certificate table, DynamoDB Local) and a real
 // pebble validating on the first instance's listeners: the domain is
 // ordered once at the CA, under the lock in the table, and both instances
-// serve that certificate.
+// serve that certificate; a domain added through one instance's API gets
+// its certificate at its first handshake on the other.
 func TestServeTLSAutoDynamoDB(t *testing.T) {
 	localAWSEnv(t)
 	table := createTable(t)
 	httpsPort, httpPort := pebbletest.FreePort(t), pebbletest.FreePort(t)
 	ca := pebbletest.Start(t, pebbletest.Options{HTTPPort: httpPort, TLSPort: httpsPort})
 	common := []string{"--store", "dynamodb:" + table, "--store-timeout", "10s", "--tls", "auto", "--domain", "sho.test",
-		"--acme-ca", ca.URL, "--acme-ca-root", ca.RootFile}
+		"--acme-ca", ca.URL, "--acme-ca-root", ca.RootFile, "--admin-key", "adm"}
 	addrs := []string{"127.0.0.1:" + strconv.Itoa(httpsPort), "127.0.0.1:" + strconv.Itoa(pebbletest.FreePort(t))}
 	// Both order sho.test at start, the second while the first's order
 	// is under way or done.
@@ -217,6 +218,19 @@ func TestServeTLSAutoDynamoDB(t *testing.T) {
 	}
 	if n := ca.Orders(); n != 1 {
 		t.Errorf("%d orders at the CA, want 1\n%s", n, ca.Log())
+	}
+	// A domain added through the first instance: the second, which has
+	// not read the registry since (--domain-refresh 10 s), reads it at
+	// the first handshake of that name and orders its certificate.
+	h1, _ := httpsClients(addrs[0], "sho.test", roots)
+	if status, body := adminRequest(t, h1, "POST", "https://sho.test/api/v1/domains", "adm", `{"domain":"go.test"}`); status != http.StatusCreated {
+		t.Fatalf("POST /api/v1/domains on the first instance: %d %s", status, body)
+	}
+	if !handshakes(addrs[1], "go.test", roots) {
+		t.Errorf("the second instance: no certificate for go.test at its first handshake\n%s", ca.Log())
+	}
+	if n := ca.Orders(); n != 2 {
+		t.Errorf("%d orders at the CA, want 2\n%s", n, ca.Log())
 	}
 }
 
