@@ -166,24 +166,35 @@ func TestServeDynamoDBUnreachable(t *testing.T) {
 	}
 }
 
-// hostRequest sends method path to base with Host host (and the admin
-// key adm) and returns the status and body.
-func hostRequest(t *testing.T, base, method, path, host, body string) (int, string) {
+// request sends method url through c with the headers hdr (name, value
+// pairs; "Host" sets the Host) and returns the status and body.
+func request(t *testing.T, c *http.Client, method, url, body string, hdr ...string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Host = host
-	req.Header.Set("Authorization", "Bearer adm")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := noRedirects.Do(req)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// hostRequest sends method path to base with Host host, as the admin
+// (key adm), and returns the status and body.
+func hostRequest(t *testing.T, base, method, path, host, body string) (int, string) {
+	t.Helper()
+	return request(t, noRedirects, method, base+path, body, "Host", host, "Authorization", "Bearer adm", "Content-Type", "application/json")
 }
 
 // TestServeRegistryDynamoDB: two instances on one table (DynamoDB

@@ -272,19 +272,7 @@ func TestServeTestSSL(t *testing.T) {
 // returns its status and body.
 func adminRequest(t *testing.T, c *http.Client, method, url, key, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return request(t, c, method, url, body, "Authorization", "Bearer "+key, "Content-Type", "application/json")
 }
 
 // handshakes reports whether a TLS handshake with SNI name succeeds at

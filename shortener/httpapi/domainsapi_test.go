@@ -38,12 +38,24 @@ func decodeDomains(t *testing.T, r response) domainsBody {
 // refused again. Its links keep a delete from happening.
 func TestDomainRegistry(t *testing.T) {
 	clk := &clock{now: time.Date(2026, 12, 7, 19, 0, 0, 0, time.UTC)}
-	cfg := httpapi.Config{AdminKey: "k", Domains: []string{"sho.rt"}, Now: clk.Now}
+	cfg := httpapi.Config{AdminKey: "k", Domains: []string{"sho.rt"}, Now: clk.Now, UI: true}
 	a := start(t, setup{cfg: cfg, registry: true})
 	b := start(t, setup{cfg: cfg, registry: true, store: a.Store}) // a second instance
 	admin := []string{"Authorization", "Bearer k", "Host", "sho.rt", "Content-Type", "application/json"}
 	on := func(s *testServer, method, host, path, body string) response {
 		return s.do(t, method, path, body, "Host", host, "Authorization", "Bearer k", "Content-Type", "application/json")
+	}
+	// The web page offers the domains served (a choice from two on).
+	pageOffers := func(s *testServer, domain string) bool {
+		t.Helper()
+		r := s.do(t, "GET", "/", "", "Host", "sho.rt")
+		if r.Status != 200 {
+			t.Fatalf("GET /: %d", r.Status)
+		}
+		return strings.Contains(r.Body, `<option value="`+domain+`"`)
+	}
+	if pageOffers(a, "go.example.com") {
+		t.Error("the page offers go.example.com before it is added")
 	}
 
 	if got := decodeDomains(t, a.do(t, "GET", "/api/v1/domains", "", admin...)); len(got.Domains) != 1 ||
@@ -60,7 +72,11 @@ func TestDomainRegistry(t *testing.T) {
 		!strings.Contains(r.Body, `"domain":"go.example.com"`) || !strings.Contains(r.Body, `"source":"api"`) {
 		t.Fatalf("POST /api/v1/domains: %d %s %q", r.Status, r.Body, r.Header.Get("Location"))
 	}
-	// Instance A serves it at once: links on it, its redirects.
+	// Instance A serves it at once: the page's choices, links on it, its
+	// redirects.
+	if !pageOffers(a, "go.example.com") || !pageOffers(a, "sho.rt") {
+		t.Error("the page does not offer both domains after the add")
+	}
 	l := decodeLink(t, on(a, "POST", "go.example.com", "/api/v1/links", `{"url":"https://target.example/","slug":"promo"}`))
 	if l.Domain != "go.example.com" || l.ShortURL != "https://go.example.com/promo" {
 		t.Errorf("link on the added domain: %+v", l)
@@ -137,6 +153,9 @@ func TestDomainRegistry(t *testing.T) {
 	wantError(t, on(a, "POST", "sho.rt", "/api/v1/links", `{"url":"https://target.example/","domain":"go.example.com"}`), 400, "invalid_parameter")
 	if a.Handler.ServesName(context.Background(), "go.example.com") {
 		t.Error("A serves a deleted domain's name")
+	}
+	if pageOffers(a, "go.example.com") {
+		t.Error("the page offers a deleted domain")
 	}
 	if err := b.Handler.RefreshDomains(context.Background()); err != nil {
 		t.Fatal(err)
