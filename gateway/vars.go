@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -27,6 +28,7 @@ type Expr struct {
 	num     float64
 	isNum   bool
 	isNil   bool
+	list0   bool // the variable may be a list or present and empty (ListVars)
 	list    []any
 	re      *regexp.Regexp
 }
@@ -139,6 +141,7 @@ func compileLeaf(expr []any) (*Expr, error) {
 		name = luaString(lv) // never a variable name: evaluates as nil
 	}
 	e.name, e.op = name, opStr
+	e.list0 = strings.HasPrefix(name, "graphql_")
 	switch x := rv.(type) {
 	case string:
 		e.str = x
@@ -198,6 +201,13 @@ type Vars interface {
 	Var(name string) string
 }
 
+// ListVars is implemented by a Vars whose variables may be lists, or
+// present with an empty value (APISIX's graphql_name, graphql_operation,
+// graphql_root_fields). ok is false when the variable is nil.
+type ListVars interface {
+	VarList(name string) (values []string, isList, ok bool)
+}
+
 // Eval reports whether the expression holds, reading variables from get.
 func (e *Expr) Eval(get Vars) bool {
 	if e == nil {
@@ -235,8 +245,30 @@ func (e *Expr) or(get Vars) bool {
 }
 
 func (e *Expr) leaf(get Vars) bool {
+	if lv, isLV := get.(ListVars); e.list0 && isLV {
+		vals, isList, present := lv.VarList(e.name)
+		switch {
+		case !present:
+			return e.compare("", true)
+		case isList:
+			// lua-resty-expr compares a table with == false, ~= true;
+			// "has" looks for the value among its elements.
+			ok := e.op == "~="
+			if e.op == "has" {
+				ok = !e.isNum && !e.isNil && slices.Contains(vals, e.str)
+			}
+			return ok != e.reverse
+		default:
+			return e.compare(vals[0], false)
+		}
+	}
 	v := get.Var(e.name)
-	isNil := v == ""
+	return e.compare(v, v == "")
+}
+
+// compare applies the leaf's operator to the variable's value v (nil when
+// isNil).
+func (e *Expr) compare(v string, isNil bool) bool {
 	var ok bool
 	switch e.op {
 	case "==":

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"encoding/json"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -49,6 +51,9 @@ type reqCtx struct {
 	scratch    []byte
 	upStatus   []byte // statuses of the upstream attempts, "502, 502, "
 	log        gateway.LogEntry
+	gqlRead    bool            // the request's GraphQL document was looked for
+	gqlOK      bool            // and parsed
+	gql        gateway.GraphQL // graphql_* (RootFields reused)
 }
 
 type respHeader struct {
@@ -97,6 +102,7 @@ func (rc *reqCtx) reset() {
 		rc.bodyBuf = nil
 	}
 	rc.log = gateway.LogEntry{}
+	rc.gqlRead, rc.gqlOK = false, false
 }
 
 // b2s views b as a string without copying; valid while b is unchanged.
@@ -252,6 +258,72 @@ func (rc *reqCtx) appendVar(b []byte) string {
 	copy(buf, b)
 	rc.scratch = b
 	return b2s(buf)
+}
+
+var _ gateway.ListVars = (*reqCtx)(nil)
+
+// VarList gives APISIX's graphql_operation, graphql_name and
+// graphql_root_fields (a list), read from the request's GraphQL document
+// once; they are nil when it has none that parses.
+func (rc *reqCtx) VarList(name string) (values []string, isList, ok bool) {
+	if !rc.gqlRead {
+		rc.gqlRead = true
+		if doc := rc.graphQLDocument(); doc != nil {
+			g, err := gateway.ParseGraphQL(doc, rc.gql.RootFields)
+			if err == nil {
+				rc.gql, rc.gqlOK = g, true
+			}
+		}
+	}
+	if !rc.gqlOK {
+		return nil, false, false
+	}
+	switch name {
+	case "graphql_operation":
+		if rc.gql.Operation == "" {
+			return nil, false, false // a fragment: no operation
+		}
+		return []string{rc.gql.Operation}, false, true
+	case "graphql_name":
+		return []string{rc.gql.Name}, false, true
+	case "graphql_root_fields":
+		return rc.gql.RootFields, true, true
+	}
+	return nil, false, false
+}
+
+// maxGraphQLBody is APISIX's default graphql.max_size (1 MiB).
+const maxGraphQLBody = 1 << 20
+
+// graphQLDocument is where APISIX reads a GraphQL document: the first
+// query argument of a GET; a POST's body, or its JSON "query" field when
+// the Content-Type is application/json. nil when there is none (or the
+// body is larger than 1 MiB, or of unknown length).
+func (rc *reqCtx) graphQLDocument() []byte {
+	req := &rc.fc.Request
+	switch b2s(req.Header.Method()) {
+	case http.MethodGet:
+		return rc.fc.QueryArgs().Peek("query")
+	case http.MethodPost:
+		if cl := req.Header.ContentLength(); req.IsBodyStream() && (cl < 0 || cl > maxGraphQLBody) {
+			return nil
+		}
+		body := req.Body()
+		if len(body) == 0 || len(body) > maxGraphQLBody {
+			return nil
+		}
+		if b2s(req.Header.ContentType()) != "application/json" {
+			return body
+		}
+		var v struct {
+			Query *string `json:"query"`
+		}
+		if json.Unmarshal(body, &v) != nil || v.Query == nil {
+			return nil
+		}
+		return []byte(*v.Query)
+	}
+	return nil
 }
 
 func (rc *reqCtx) SetUpstreamURI(uri string) {
