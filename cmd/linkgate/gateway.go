@@ -600,9 +600,9 @@ func (a *gatewayACME) allow(_ context.Context, name string) error {
 func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Factory, redisPool *redis.Pool) *gateway.Registry {
 	jwt := jwtauth.New()
 	return gateway.NewRegistryWithOptions(gateway.RegistryOptions{Keys: c.keys, Secrets: c.secrets},
-		limitcount.New(logger, redisPool),
+		limitcount.NewWithOptions(logger, redisPool, limitcount.Options{V3: c.adminVersion == "v3"}),
 		limitreq.New(logger, redisPool),
-		limitconn.New(logger, redisPool),
+		limitconn.NewWithOptions(logger, redisPool, limitconn.Options{V3: c.adminVersion == "v3"}),
 		metrics,
 		keyauth.New(),
 		basicauth.New(),

@@ -35,13 +35,28 @@ type Factory struct {
 	local *shardmap.Map[count]
 	redis *redis.Pool
 	sleep func(time.Duration)
+	v3    bool // Options.V3
+}
+
+// Options configure the factory.
+type Options struct {
+	// V3 checks configurations with APISIX 3.x's schema wording: conn and
+	// burst are each "one of" (3.x also takes a variable's name, and rules
+	// instead of conn and burst: neither is supported, so both are
+	// refused, as 3.x words the refusal).
+	V3 bool
 }
 
 var _ gateway.Factory = (*Factory)(nil)
 
 // New returns the plugin factory; its redis policies use pool's clients.
 func New(logger *slog.Logger, pool *redis.Pool) *Factory {
-	return &Factory{log: logger, redis: pool, sleep: time.Sleep,
+	return NewWithOptions(logger, pool, Options{})
+}
+
+// NewWithOptions returns the plugin factory configured by o.
+func NewWithOptions(logger *slog.Logger, pool *redis.Pool, o Options) *Factory {
+	return &Factory{log: logger, redis: pool, sleep: time.Sleep, v3: o.V3,
 		local: shardmap.New(func(c *count, _ int64) bool { return c.n <= 0 })}
 }
 
@@ -61,8 +76,16 @@ var schema = redis.Schema(&gateway.Schema{Type: "object", Required: []string{"co
 	"key_ttl":                {Type: "integer", Default: 3600},
 }})
 
-// Schema is APISIX 2.14's, with 3.x's policy, redis options and key_ttl.
-func (*Factory) Schema() *gateway.Schema { return schema }
+var schemaV3 = redis.OneOfRequired(schema, "conn", "burst")
+
+// Schema is APISIX 2.14's, with 3.x's policy, redis options and key_ttl;
+// with Options.V3, 3.x's wording of it.
+func (f *Factory) Schema() *gateway.Schema {
+	if f.v3 {
+		return schemaV3
+	}
+	return schema
+}
 
 // Conf is a validated configuration.
 type Conf struct {

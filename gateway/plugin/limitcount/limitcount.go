@@ -39,6 +39,16 @@ type Factory struct {
 
 	mu     sync.Mutex
 	groups map[string]groupConf // the first configuration checked per group
+	v3     bool                 // Options.V3
+}
+
+// Options configure the factory.
+type Options struct {
+	// V3 checks configurations with APISIX 3.x's schema wording: count and
+	// time_window are each "one of" (3.x also takes a variable's name, and
+	// a rules list instead of both: neither is supported, so both are
+	// refused, as 3.x words the refusal).
+	V3 bool
 }
 
 // groupConf is a group's configuration as first checked, remembered for
@@ -54,7 +64,12 @@ var _ gateway.Factory = (*Factory)(nil)
 
 // New returns the plugin factory; its redis policies use pool's clients.
 func New(logger *slog.Logger, pool *redis.Pool) *Factory {
-	return &Factory{log: logger, local: newLocalStore(), redis: pool, now: time.Now}
+	return NewWithOptions(logger, pool, Options{})
+}
+
+// NewWithOptions returns the plugin factory configured by o.
+func NewWithOptions(logger *slog.Logger, pool *redis.Pool, o Options) *Factory {
+	return &Factory{log: logger, local: newLocalStore(), redis: pool, now: time.Now, v3: o.V3}
 }
 
 func (f *Factory) Name() string  { return Name }
@@ -72,8 +87,15 @@ var schema = redis.Schema(&gateway.Schema{Type: "object", Required: []string{"co
 	"show_limit_quota_header": {Type: "boolean", Default: true},
 }})
 
-// Schema is APISIX 2.14's.
-func (f *Factory) Schema() *gateway.Schema { return schema }
+var schemaV3 = redis.OneOfRequired(schema, "count", "time_window")
+
+// Schema is APISIX 2.14's, or with Options.V3 3.x's wording of it.
+func (f *Factory) Schema() *gateway.Schema {
+	if f.v3 {
+		return schemaV3
+	}
+	return schema
+}
 
 var groupPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 

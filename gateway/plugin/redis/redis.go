@@ -61,6 +61,23 @@ type Conf struct {
 // Shared reports whether the policy keeps state in redis.
 func (c Conf) Shared() bool { return c.Policy == Redis || c.Policy == Cluster }
 
+// OneOfRequired returns s as APISIX 3.x's limit plugins word it: its
+// required list moved into a one-branch oneOf (3.x's second branch,
+// "rules", is not supported) and each of props a oneOf of its own schema
+// (3.x's other branch, a variable's name, is not supported either), so a
+// missing or invalid value is "value should match only one schema, but
+// matches none" as in 3.x.
+func OneOfRequired(s *gateway.Schema, props ...string) *gateway.Schema {
+	c := *s
+	c.Properties = maps.Clone(s.Properties)
+	for _, p := range props {
+		c.Properties[p] = &gateway.Schema{OneOf: []*gateway.Schema{s.Properties[p]}}
+	}
+	c.OneOf = []*gateway.Schema{{Required: s.Required}}
+	c.Required = nil
+	return &c
+}
+
 // Schema returns s with the "policy" property and, as APISIX's if/then/else,
 // the redis_* properties each policy requires, with their defaults.
 func Schema(s *gateway.Schema) *gateway.Schema {
