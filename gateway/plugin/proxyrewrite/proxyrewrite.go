@@ -22,6 +22,7 @@ import (
 	"unsafe"
 
 	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/gateway/plugin/internal/headerform"
 	"github.com/linkgate/linkgate/gateway/plugin/internal/nginxre"
 	"github.com/linkgate/linkgate/gateway/plugin/internal/nginxuri"
 )
@@ -122,7 +123,7 @@ func (*Factory) CheckConf(c map[string]any) error {
 		}
 	}
 	headers, _ := c["headers"].(map[string]any)
-	if newForm(headers) {
+	if headerform.IsNew(headers) {
 		return nil // the schema checked it
 	}
 	for name, v := range headers {
@@ -146,17 +147,6 @@ func (*Factory) CheckConf(c map[string]any) error {
 		}
 	}
 	return nil
-}
-
-// newForm is APISIX's is_new_headers_conf: add, set or remove is a table.
-func newForm(headers map[string]any) bool {
-	for _, k := range []string{"add", "set", "remove"} {
-		switch headers[k].(type) {
-		case map[string]any, []any:
-			return true
-		}
-	}
-	return false
 }
 
 // validField is APISIX's core.utils.validate_header_field: letters,

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/linkgate/linkgate/gateway"
+	"github.com/linkgate/linkgate/gateway/plugin/internal/headerform"
 	"github.com/linkgate/linkgate/gateway/plugin/internal/nginxre"
 )
 
@@ -73,7 +74,7 @@ func (*Factory) Schema() *gateway.Schema { return schema }
 
 // CheckConf enforces what the schema cannot say, with APISIX's messages.
 func (*Factory) CheckConf(c map[string]any) error {
-	if h, ok := c["headers"].(map[string]any); ok && !newForm(h) {
+	if h, ok := c["headers"].(map[string]any); ok && !headerform.IsNew(h) {
 		for k, v := range h {
 			switch v.(type) {
 			case string, json.Number:
@@ -106,17 +107,6 @@ func (*Factory) CheckConf(c map[string]any) error {
 		}
 	}
 	return nil
-}
-
-// newForm is APISIX's is_new_headers_conf: add, set or remove is a table.
-func newForm(headers map[string]any) bool {
-	for _, k := range []string{"add", "set", "remove"} {
-		switch headers[k].(type) {
-		case map[string]any, []any:
-			return true
-		}
-	}
-	return false
 }
 
 type headerOp uint8
