@@ -65,35 +65,57 @@ step "go test (allocation and memory tests, no -race)"
 step "go test (release artefacts, no -race)"
 "$leftovers" -- go test -count=1 -timeout 10m ./tools/release
 
-step "fuzz (${FUZZTIME:=2s} per target)"
-for pkg in $(go list ./...); do
-	dir=$(go list -f '{{.Dir}}' "$pkg")
-	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
-		echo "fuzz $pkg $f"
-		fuzz_log=$(mktemp)
-		for attempt in 1 2; do
-			"$leftovers" -- go test -run '^$' -fuzz "^$f\$" -fuzztime "$FUZZTIME" "$pkg" >"$fuzz_log" 2>&1 && break
-			cat "$fuzz_log"
-			# A failing input is a real failure. Anything else (the fuzz
-			# engine losing a worker on a loaded machine) gets one retry.
-			if grep -q 'Failing input written to' "$fuzz_log"; then
-				exit 1
+# fuzz_one fuzzes one target with one worker; its output is printed when
+# it ends, so two running at once do not interleave.
+fuzz_one() {
+	local pkg=$1 f=$2 fuzz_log attempt
+	fuzz_log=$(mktemp)
+	for attempt in 1 2; do
+		"$leftovers" -- go test -run '^$' -fuzz "^$f\$" -fuzztime "$FUZZTIME" -parallel 1 "$pkg" >"$fuzz_log" 2>&1 && break
+		cat "$fuzz_log"
+		# A failing input is a real failure. Anything else (the fuzz
+		# engine losing a worker on a loaded machine) gets one retry.
+		if grep -q 'Failing input written to' "$fuzz_log"; then
+			rm -f "$fuzz_log"
+			return 1
+		fi
+		if [ "$attempt" = 2 ]; then
+			# Go's fuzz coordinator can end a run that found nothing with
+			# a bare "context deadline exceeded" when -fuzztime expires
+			# (golang/go#75804, fixed in Go 1.27; it hit one target twice
+			# in a row here): the target was fuzzed for its time. Any
+			# other failure, or a panic, still fails.
+			if [ "$(grep -c -- '--- FAIL' "$fuzz_log")" = 1 ] && grep -qx '    context deadline exceeded' "$fuzz_log" && ! grep -q 'panic:' "$fuzz_log"; then
+				echo "fuzz $pkg $f: fuzzed for $FUZZTIME twice without a failing input; the coordinator's deadline race (golang/go#75804), not a finding"
+				break
 			fi
-			if [ "$attempt" = 2 ]; then
-				# Go's fuzz coordinator can end a run that found nothing with
-				# a bare "context deadline exceeded" when -fuzztime expires
-				# (golang/go#75804, fixed in Go 1.27; it hit one target twice
-				# in a row here): the target was fuzzed for its time. Any
-				# other failure, or a panic, still fails.
-				if [ "$(grep -c -- '--- FAIL' "$fuzz_log")" = 1 ] && grep -qx '    context deadline exceeded' "$fuzz_log" && ! grep -q 'panic:' "$fuzz_log"; then
-					echo "fuzz $pkg $f: fuzzed for $FUZZTIME twice without a failing input; the coordinator's deadline race (golang/go#75804), not a finding"
-					break
-				fi
-				exit 1
-			fi
-			echo "fuzz $pkg $f: no failing input found; retrying once"
-		done
-		rm -f "$fuzz_log"
+			rm -f "$fuzz_log"
+			return 1
+		fi
+		echo "fuzz $pkg $f: no failing input found; retrying once"
 	done
+	echo "fuzz $pkg $f: ok"
+	rm -f "$fuzz_log"
+}
+
+# Two targets at a time, one worker each: the same fuzzing per target, and
+# each one's start (its instrumented build, the seed corpus) overlaps
+# another's run.
+step "fuzz (${FUZZTIME:=2s} per target, two at a time)"
+running=0 failed=0
+while read -r pkg dir; do
+	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
+		fuzz_one "$pkg" "$f" &
+		running=$((running + 1))
+		if [ "$running" -ge 2 ]; then
+			wait -n || failed=1
+			running=$((running - 1))
+		fi
+	done
+done < <(go list -f '{{.ImportPath}} {{.Dir}}' ./...)
+while [ "$running" -gt 0 ]; do
+	wait -n || failed=1
+	running=$((running - 1))
 done
+[ "$failed" = 0 ] || die "a fuzz target failed (its output is above)"
 step "all tests passed"
