@@ -453,8 +453,12 @@ func (l countingListener) Accept() (net.Conn, error) {
 
 type fasthttpLogger struct{ l *slog.Logger }
 
+// Printf formats only when debug logging is on: fasthttp calls it on
+// every request whose streamed body is read whole (the GraphQL variables).
 func (f fasthttpLogger) Printf(format string, args ...any) {
-	f.l.Debug(fmt.Sprintf(format, args...))
+	if f.l.Enabled(context.Background(), slog.LevelDebug) {
+		f.l.Debug(fmt.Sprintf(format, args...))
+	}
 }
 
 var (
