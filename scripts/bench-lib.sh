@@ -132,6 +132,15 @@ base_build() {
 	(cd "$1/base-src" && go build -trimpath -o "$1/linkgate-base" ./cmd/linkgate)
 }
 
+# base_links WORK, after preloaded_links and base_build, brings the base's
+# copy of the cached store to the base's format once; base servers start on
+# copies of base_links_dir.
+base_links() {
+	step "open the base's copy of the cached store with the base"
+	"$1/linkgate-base" links list --store "pebble:$base_links_dir" --limit 1 >/dev/null ||
+		die "the base cannot open $base_links_dir (cached after a newer build migrated the store?): remove it and $links_dir to prepare both again"
+}
+
 # table RESULTS… prints the table whose template is on stdin and keeps it
 # with the run's records in docs/results (publish_table).
 table() { publish_table "$benchcmp" "$@"; }
@@ -154,6 +163,13 @@ preloaded_links() {
 		step "preload $n links (once; cached in $cache)"
 		rm -rf "$links_dir" "$IDS_FILE"
 		"$work/benchprep" -dir "$links_dir" -ids "$IDS_FILE" -n "$n"
+	fi
+	# With BASE set, the base keeps its own copy, taken before this build
+	# first opens the cache: a newer build may migrate the store to a format
+	# the base cannot read (base_links opens it with the base).
+	if [ -n "${BASE:-}" ]; then
+		base_links_dir=$links_dir.base-$(git rev-parse --short "$BASE")
+		[ -d "$base_links_dir" ] || cp -r "$links_dir" "$base_links_dir"
 	fi
 	# A store cached by an older build is brought to this build's format
 	# once, here (an open migrates it and rebuilds its indexes, minutes at

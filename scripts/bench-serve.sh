@@ -66,7 +66,8 @@ cp -r "$links_dir" "$work/links"
 cp -r "$links_dir" "$work/links-al"
 if [ -n "$BASE" ]; then
 	base_build "$work" "$BASE"
-	cp -r "$links_dir" "$work/links-base"
+	base_links "$work"
+	cp -r "$base_links_dir" "$work/links-base"
 fi
 export IDS_LIMIT
 

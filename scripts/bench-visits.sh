@@ -35,7 +35,7 @@ BASE=${BASE:-}
 bench_workdir # $work, $pids: killed and removed on exit
 
 preloaded_links "$work" "$N" # also builds $benchcmp
-[ -z "$BASE" ] || base_build "$work" "$BASE"
+[ -z "$BASE" ] || { base_build "$work" "$BASE" && base_links "$work"; }
 loadgen=${LOADGEN:-$work/linkgate}
 if ! "$loadgen" bench --help >/dev/null 2>&1; then
 	echo "note: $loadgen has no bench command (linkgate bench not merged here); set LOADGEN=/path/to/linkgate for the fixed-rate part" >&2
@@ -43,10 +43,11 @@ if ! "$loadgen" bench --help >/dev/null 2>&1; then
 fi
 
 # start_server NAME ARGS... starts linkgate (BIN, default this tree's) on a
-# fresh copy of the store; it sets server_url and server_pid.
+# fresh copy of the store (STORE_DIR, default the cached one); it sets
+# server_url and server_pid.
 start_server() {
 	local name=$1 port; shift
-	cp -r "$links_dir" "$work/$name"
+	cp -r "${STORE_DIR:-$links_dir}" "$work/$name"
 	port=$(free_port)
 	GOMAXPROCS=1 taskset -c "$SERVER_CPU" "${BIN:-$work/linkgate}" serve --addr "127.0.0.1:$port" \
 		--store "pebble:$work/$name" --log-level warn "$@" >"$work/$name.log" 2>&1 &
@@ -65,7 +66,7 @@ start_server on
 on=$server_url on_pid=$server_pid
 base_sat=() base_fixed=()
 if [ -n "$BASE" ]; then
-	BIN=$work/linkgate-base start_server base
+	BIN=$work/linkgate-base STORE_DIR=$base_links_dir start_server base
 	base=$server_url base_pid=$server_pid
 	echo "base ($BASE), visits on: $base"
 fi
