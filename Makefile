@@ -13,7 +13,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TAGS     := lambda.norpc,grpcnotrace
 export GOTOOLCHAIN := local
 
-.PHONY: all build test cross image release clean bench-generator bench-serve bench-creates bench-engines bench-dynamodb bench-visits bench-stats bench-abuse lambda lambda-bench bench-gateway
+.PHONY: all build test cross image release clean bench-generator bench-serve bench-creates bench-engines bench-dynamodb bench-dynamodb-units bench-visits bench-stats bench-abuse lambda lambda-bench bench-gateway
 all: build
 
 build:
@@ -66,6 +66,10 @@ lambda-bench:
 ## then the capacity units visits cost per 1,000 redirects, this tree vs the previous build (docs/dynamodb.md).
 bench-dynamodb:
 	scripts/bench-dynamodb.sh
+	scripts/bench-dynamodb-units.sh
+
+## bench-dynamodb-units: only the capacity units part of bench-dynamodb (docs/dynamodb.md).
+bench-dynamodb-units:
 	scripts/bench-dynamodb-units.sh
 
 ## bench-visits: redirects with visits counted vs not, at a fixed rate and at saturation (docs/visits.md).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -48,13 +49,28 @@ func keys[V any](m map[string]V) []string {
 
 func sortedStrings(s []string) []string { slices.Sort(s); return s }
 
+// names lists the targets whose first record has field, ordered by that
+// record's "order" figure (0 when absent), then by name.
+func (r results) names(field string) []string {
+	var out []string
+	for name, recs := range r {
+		if _, ok := recs[0].Values[field]; ok {
+			out = append(out, name)
+		}
+	}
+	order := func(name string) float64 { return r[name][0].Values["order"] }
+	slices.SortFunc(out, func(a, b string) int { return cmp.Or(cmp.Compare(order(a), order(b)), cmp.Compare(a, b)) })
+	return out
+}
+
 // funcs are the template functions of benchcmp report. Figures of a
 // target: vals NAME FIELD (every round), med NAME FIELD (their median),
 // per A B FIELD (per-round ratios A/B). On lists: median, min, max,
 // mr FORMAT (median (min–max)), rng FORMAT (min–max), each FORMAT (every
 // value), sorted FORMAT, scale K (K/x each). On numbers: div, mul, sub; inc on a range index. Also
 // has NAME (measured at all), list A B… (a list of strings, for range or
-// template arguments), total FIELD (the sum over every record) and
+// template arguments), names FIELD (the targets with FIELD, by their
+// "order" figure, then name), total FIELD (the sum over every record) and
 // failed NAME (the share of NAME's requests, all rounds, that got a socket
 // error or a status ≥ 400).
 // Lines in the scripts' classic layout: report LABEL NAME (req/s) and
@@ -74,8 +90,9 @@ func (r results) funcs() template.FuncMap {
 			y, err := r.values(b, field)
 			return pairRatios(x, y), err
 		},
-		"has":  func(name string) bool { _, ok := r[name]; return ok },
-		"list": func(s ...string) []string { return s },
+		"has":   func(name string) bool { _, ok := r[name]; return ok },
+		"names": r.names,
+		"list":  func(s ...string) []string { return s },
 		"total": func(field string) float64 {
 			var n float64
 			for _, recs := range r {

@@ -65,3 +65,21 @@ func TestReportTyposFail(t *testing.T) {
 		}
 	}
 }
+
+func TestReportNames(t *testing.T) {
+	recs := []Record{
+		{Name: "b | x", Values: map[string]float64{"order": 0, "wru": 1}},
+		{Name: "a | y", Values: map[string]float64{"order": 1, "wru": 2}},
+		{Name: "c", Values: map[string]float64{"order": 2, "kb": 9}},
+		{Name: "a | z", Values: map[string]float64{"order": 1, "wru": 3}},
+	}
+	var out bytes.Buffer
+	if err := report(&out, `{{range names "wru"}}| {{.}} | {{med . "wru"}} |
+{{end}}{{names "kb"}} {{names "none"}}`, recs); err != nil {
+		t.Fatal(err)
+	}
+	const want = "| b | x | 1 |\n| a | y | 2 |\n| a | z | 3 |\n[c] []"
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}

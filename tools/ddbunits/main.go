@@ -54,6 +54,8 @@ func main() {
 		conns     = flag.Int("conns", 128, "connections per instance")
 		work      = flag.String("work", os.TempDir(), "folder for the servers' logs")
 		out       = flag.String("json", "", "write the results as JSON to this file")
+		recs      = flag.String("records", "", "write the table's figures to this file as tools/benchcmp records")
+		from      = flag.String("convert", "", "only write -records from a `file` written by -json")
 		seed      = flag.Uint64("seed", 1, "seed of the traffic")
 		aged      = flag.Int("aged", 1000, "links of the old layout at its bounds read cold twice per build (0: none)")
 		rie       = flag.String("rie", "", "aws-lambda-rie binary: also measure each build as Lambda functions (empty: no)")
@@ -63,6 +65,15 @@ func main() {
 	flag.Var(&builds, "build", "NAME=PATH of a linkgate binary to measure (repeat)")
 	flag.Var(&shapes, "shape", "traffic: uniform:LINKS or zipf:S:LINKS (repeat; default uniform:100000 and zipf:1.1:1000000)")
 	flag.Parse()
+	if *from != "" {
+		if *recs == "" {
+			log.Fatal("ddbunits: -convert needs -records")
+		}
+		if err := convert(*from, *recs); err != nil {
+			log.Fatal("ddbunits: ", err)
+		}
+		return
+	}
 	if *endpoint == "" || len(builds) == 0 {
 		log.Fatal("ddbunits: -dynamodb and at least one -build NAME=PATH are required")
 	}
@@ -97,6 +108,11 @@ func main() {
 	if *out != "" && len(results) > 0 {
 		b, _ := json.MarshalIndent(map[string]any{"runs": results, "aged": agedResults}, "", "  ")
 		if werr := os.WriteFile(*out, b, 0o644); werr != nil {
+			log.Print("ddbunits: ", werr)
+		}
+	}
+	if *recs != "" && len(results) > 0 {
+		if werr := writeRecords(*recs, records(results, agedResults)); werr != nil {
 			log.Print("ddbunits: ", werr)
 		}
 	}
