@@ -156,6 +156,26 @@ type (
 	}
 )
 
+// BodyCapture is implemented by the engine's Ctx: the first bytes of the
+// request and response bodies, for a plugin that logs them (http-logger's
+// include_req_body and include_resp_body). Only the requests whose
+// plugins ask pay for them; bodies still stream.
+type BodyCapture interface {
+	// RequestBody returns at most max bytes from the start of the request
+	// body, valid for the request. Asked before the upstream is (rewrite,
+	// access), it reads a streamed body that far and no further: those
+	// bytes and the rest still go upstream. Later, it returns what was
+	// read then (nil if nothing was and the body has gone upstream).
+	RequestBody(max int) []byte
+	// CaptureResponseBody asks for the first max bytes of the response
+	// body (before the body phase's encoders), kept as it goes to the
+	// client; call it up to the header filter phase.
+	CaptureResponseBody(max int)
+	// ResponseBody returns the captured bytes in the log phase, and the
+	// content coding they are in ("" for none).
+	ResponseBody() (body []byte, encoding string)
+}
+
 // UpstreamRef names an upstream a plugin may send a request to: one of the
 // configuration's by ID, or Inline. Key names its runtime state (balancer,
 // health, connection pool): "upstreams/<id>" for an ID, else unique to the

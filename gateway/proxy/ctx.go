@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"cmp"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +57,12 @@ type reqCtx struct {
 	gqlRead    bool            // the request's GraphQL document was looked for
 	gqlOK      bool            // and parsed
 	gql        gateway.GraphQL // graphql_* (RootFields reused)
+	head       headBody        // a streamed request body's first bytes (RequestBody)
+	respMax    int             // CaptureResponseBody's bound; 0: none asked
+	respCap    []byte          // the captured response body, when respCapped
+	respCapped bool            // respCap holds it (streamed, or taken before an encoder)
+	respPlain  bool            // an encoder changed the body after: respCap is not in its coding
+	upBody     *upstreamBody   // the response body streaming from the upstream
 }
 
 type respHeader struct {
@@ -83,7 +92,7 @@ var _ gateway.Ctx = (*reqCtx)(nil)
 
 func (rc *reqCtx) reset() {
 	rc.fc, rc.snap, rc.route, rc.consumer, rc.upRef, rc.h2req = nil, nil, nil, nil, nil, nil
-	rc.async, rc.upgrade = false, false
+	rc.async, rc.upgrade, rc.upBody = false, false, nil
 	rc.reqLen = 0
 	rc.match = router.Match{}
 	rc.remoteAddr, rc.remotePort, rc.realAddr = netip.Addr{}, 0, false
@@ -103,6 +112,22 @@ func (rc *reqCtx) reset() {
 	}
 	rc.log = gateway.LogEntry{}
 	rc.gqlRead, rc.gqlOK = false, false
+	if rc.head.r != nil || rc.respMax > 0 {
+		rc.resetCapture()
+	}
+}
+
+// resetCapture forgets RequestBody's and CaptureResponseBody's bytes.
+func (rc *reqCtx) resetCapture() {
+	rc.head = headBody{b: rc.head.b[:0]}
+	if cap(rc.head.b) > maxPooledBuf {
+		rc.head.b = nil
+	}
+	rc.respCap = rc.respCap[:0]
+	if cap(rc.respCap) > maxPooledBuf {
+		rc.respCap = nil
+	}
+	rc.respMax, rc.respCapped, rc.respPlain = 0, false, false
 }
 
 // b2s views b as a string without copying; valid while b is unchanged.
@@ -324,6 +349,99 @@ func (rc *reqCtx) graphQLDocument() []byte {
 		return []byte(*v.Query)
 	}
 	return nil
+}
+
+var _ gateway.BodyCapture = (*reqCtx)(nil)
+
+// RequestBody implements gateway.BodyCapture. A body read whole is
+// there to slice; a streamed one is read up to max (headBody) unless it
+// went upstream already.
+func (rc *reqCtx) RequestBody(max int) []byte {
+	req := &rc.fc.Request
+	var b []byte
+	switch {
+	case rc.head.r != nil:
+		b = rc.head.b
+	case !req.IsBodyStream():
+		b = req.Body()
+	default:
+		if _, sent := req.BodyStream().(*reqBody); sent {
+			return nil
+		}
+		cl := req.Header.ContentLength()
+		rc.head.fill(req.BodyStream(), max)
+		req.SetBodyStream(&rc.head, cl) // the Content-Length stays: prepareBody's 413 still applies
+		b = rc.head.b
+	}
+	return b[:min(len(b), max)]
+}
+
+// headBody is a streamed request body whose first bytes were read: it
+// gives them again, then the rest of r.
+type headBody struct {
+	b   []byte
+	off int
+	r   io.Reader
+	err error // what ended fill early (io.EOF at the body's end)
+}
+
+// fill reads up to max bytes of r into b (grown as they arrive, not to max).
+func (h *headBody) fill(r io.Reader, max int) {
+	h.r, h.off, h.err = r, 0, nil
+	b := h.b[:0]
+	for len(b) < max && h.err == nil {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, min(max-len(b), cmp.Or(len(b), 4096)))
+		}
+		var n int
+		n, h.err = r.Read(b[len(b):min(cap(b), max)])
+		b = b[:len(b)+n]
+	}
+	h.b = b
+}
+
+func (h *headBody) Read(p []byte) (int, error) {
+	if h.off < len(h.b) {
+		n := copy(p, h.b[h.off:])
+		h.off += n
+		return n, nil
+	}
+	if h.err != nil {
+		return 0, h.err
+	}
+	return h.r.Read(p)
+}
+
+// CaptureResponseBody implements gateway.BodyCapture: a streamed body is
+// copied as it goes (upstreamBody.Read), a buffered one sliced or, when
+// an encoder runs, copied before it (filter).
+func (rc *reqCtx) CaptureResponseBody(max int) {
+	if max <= rc.respMax {
+		return
+	}
+	rc.respMax = max
+	if b := rc.upBody; b != nil {
+		b.capture, b.max, rc.respCapped = &rc.respCap, max, true
+	}
+}
+
+// ResponseBody implements gateway.BodyCapture.
+func (rc *reqCtx) ResponseBody() ([]byte, string) {
+	resp := &rc.fc.Response
+	var b []byte
+	switch {
+	case rc.respMax == 0:
+		return nil, ""
+	case rc.respCapped:
+		b = rc.respCap
+	case !resp.IsBodyStream():
+		b = resp.Body()
+	}
+	enc := ""
+	if !rc.respPlain {
+		enc = b2s(resp.Header.ContentEncoding())
+	}
+	return b[:min(len(b), rc.respMax)], enc
 }
 
 func (rc *reqCtx) SetUpstreamURI(uri string) {

@@ -570,10 +570,12 @@ func (g *Gateway) filter(rc *reqCtx) {
 		return
 	}
 	resp := &rc.fc.Response
-	apply := func(out []byte) {
+	apply := func(out []byte) bool {
 		if len(out) != len(resp.Body()) || (len(out) > 0 && &out[0] != &resp.Body()[0]) {
 			resp.SetBody(out) // copies: out may be dst, reused below
+			return true
 		}
+		return false
 	}
 	// dst is big enough for most rewrites and encodings of the body.
 	dst := func() []byte {
@@ -583,10 +585,22 @@ func (g *Gateway) filter(rc *reqCtx) {
 		return rc.bodyBuf[:0]
 	}
 	bodyAll := func(f gateway.BodyFilter) bool { apply(f.FilterBody(rc, dst(), resp.Body())); return true }
-	encodeAll := func(f gateway.BodyEncoder) bool { apply(f.EncodeBody(rc, dst(), resp.Body())); return true }
+	encodeAll := func(f gateway.BodyEncoder) bool {
+		if apply(f.EncodeBody(rc, dst(), resp.Body())) && rc.respCapped {
+			rc.respPlain = true // the captured bytes are as they were before
+		}
+		return true
+	}
 	run(s.global.bodies, nil, bodyAll)
 	if routePh != nil {
 		run(routePh.bodies, con, bodyAll)
+	}
+	if rc.respMax > 0 && !resp.IsBodyStream() {
+		// A log plugin's capture sees the body as the body filters left
+		// it, before any encoder (APISIX's run before nginx's gzip).
+		b := resp.Body()
+		rc.respCap = append(rc.respCap[:0], b[:min(len(b), rc.respMax)]...)
+		rc.respCapped = true
 	}
 	run(s.global.encoders, nil, encodeAll)
 	if routePh != nil {
@@ -809,7 +823,7 @@ func (g *Gateway) proxy(rc *reqCtx, up *upstreamRT) {
 				fc.SetConnectionClose()
 			}
 			if b := ex.body; b != nil {
-				rc.async = true
+				rc.async, rc.upBody = true, b
 				b.done = func(b *upstreamBody) { g.finish(rc, b.n) }
 				g.streamTimeouts(rc)
 			}

@@ -104,6 +104,10 @@ type upstreamBody struct {
 	n      int64
 	done   func(b *upstreamBody)
 	closed bool
+	// capture, when set, gets the body's first max bytes as they are
+	// read (the request's CaptureResponseBody)
+	capture *[]byte
+	max     int
 }
 
 // streamBody sets up the stream of a response whose header was read from
@@ -132,6 +136,9 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	b.uc.dc.SetReadTimeout(b.p.read) // between two reads, as proxy_read_timeout
 	n, err := b.r.Read(p)
 	b.n += int64(n)
+	if c := b.capture; c != nil && len(*c) < b.max {
+		*c = append(*c, p[:min(n, b.max-len(*c))]...)
+	}
 	if err == io.EOF {
 		b.eof = true
 	}

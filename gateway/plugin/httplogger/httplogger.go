@@ -82,6 +82,9 @@ func intDef(min float64, def int) *gateway.Schema {
 	return &gateway.Schema{Type: "integer", Minimum: gateway.Num(min), Default: def}
 }
 
+// maxBodyBytes is the default of max_req_body_bytes and max_resp_body_bytes.
+const maxBodyBytes = 512 << 10
+
 var schema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Schema{
 	"uri":                    {Type: "string", Pattern: regexp.MustCompile(`^[^\/]+:\/\/([\da-zA-Z.-]+|\[[\da-fA-F:]+\])(:\d+)?`)},
 	"auth_header":            {Type: "string"},
@@ -92,8 +95,8 @@ var schema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Sch
 	"include_req_body_expr":  {Type: "array", MinItems: 1, Items: &gateway.Schema{Type: "array"}},
 	"include_resp_body":      {Type: "boolean", Default: false},
 	"include_resp_body_expr": {Type: "array", MinItems: 1, Items: &gateway.Schema{Type: "array"}},
-	"max_req_body_bytes":     intDef(1, 524288),
-	"max_resp_body_bytes":    intDef(1, 524288),
+	"max_req_body_bytes":     intDef(1, maxBodyBytes),
+	"max_resp_body_bytes":    intDef(1, maxBodyBytes),
 	"concat_method":          {Type: "string", Enum: []any{"json", "new_line"}, Default: "json"},
 	"ssl_verify":             {Type: "boolean", Default: false},
 	// the batch processor's, as batch_processor_manager:wrap_schema adds them
@@ -119,12 +122,13 @@ var metadataSchema = &gateway.Schema{Type: "object", Properties: map[string]*gat
 // MetadataSchema is APISIX 3.x's.
 func (*Factory) MetadataSchema() *gateway.Schema { return metadataSchema }
 
-// CheckConf refuses the request and response body options, which
-// linkgate's log phase does not have.
+// CheckConf compiles the body expressions, as log_util.check_log_schema.
 func (*Factory) CheckConf(c map[string]any) error {
-	for _, k := range []string{"include_req_body", "include_resp_body"} {
-		if c[k] == true {
-			return gateway.Unsupported("%s is not supported by linkgate", k)
+	for _, k := range []string{"include_req_body_expr", "include_resp_body_expr"} {
+		if rule, ok := c[k].([]any); ok {
+			if _, err := gateway.ParseVars(rule); err != nil {
+				return fmt.Errorf("failed to validate the '%s' expression: %v", k, err)
+			}
 		}
 	}
 	return nil
@@ -146,6 +150,7 @@ type conf struct {
 	LogFormatExtra json.RawMessage `json:"log_format_extra"`
 	ConcatMethod   string          `json:"concat_method"`
 	SSLVerify      bool            `json:"ssl_verify"`
+	bodyConf
 	batch.Config
 }
 
@@ -161,7 +166,8 @@ func (f *Factory) New(raw json.RawMessage, scope gateway.Scope) (any, error) {
 // max_pending_entries bounds every processor (Options.MaxPending when
 // there is no metadata).
 func (f *Factory) NewWithMetadata(raw, md json.RawMessage, scope gateway.Scope) (any, error) {
-	c := conf{Timeout: 3, ConcatMethod: "json", Config: batch.Defaults("http logger")}
+	c := conf{Timeout: 3, ConcatMethod: "json", Config: batch.Defaults("http logger"),
+		bodyConf: bodyConf{MaxReqBodyBytes: maxBodyBytes, MaxRespBodyBytes: maxBodyBytes}}
 	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
@@ -197,6 +203,9 @@ func (f *Factory) NewWithMetadata(raw, md json.RawMessage, scope gateway.Scope) 
 	}
 	key := scope.String() + "#" + strconv.FormatUint(uint64(gateway.ConfHash(raw)), 10)
 	in.proc = f.batches.Processor(key, c.Config, f.sender(c))
+	if c.IncludeReqBody || c.IncludeRespBody {
+		return newBodyInstance(in, c.bodyConf)
+	}
 	return in, nil
 }
 
@@ -245,7 +254,10 @@ func (f *Factory) sender(c conf) batch.SendFunc {
 }
 
 // Log builds the entry and hands it to the batch processor.
-func (in *instance) Log(c gateway.Ctx, e *gateway.LogEntry) {
+func (in *instance) Log(c gateway.Ctx, e *gateway.LogEntry) { in.push(in.entry(c, e)) }
+
+// entry is APISIX's get_log_entry.
+func (in *instance) entry(c gateway.Ctx, e *gateway.LogEntry) map[string]any {
 	var entry map[string]any
 	if in.format != nil {
 		entry = in.format.build(c)
@@ -266,6 +278,10 @@ func (in *instance) Log(c gateway.Ctx, e *gateway.LogEntry) {
 	if entry["route_id"] == nil || entry["route_id"] == "" {
 		entry["route_id"] = "no-matched"
 	}
+	return entry
+}
+
+func (in *instance) push(entry map[string]any) {
 	b, err := json.Marshal(entry)
 	if err != nil {
 		return

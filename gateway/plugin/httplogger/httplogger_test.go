@@ -24,7 +24,6 @@ func TestSchema(t *testing.T) {
 		{`{"uri":"http://a","timeout":0}`, `property "timeout" validation failed: expected 0 to be at least 1`},
 		{`{"uri":"http://a","concat_method":"xml"}`, `property "concat_method" validation failed: matches none of the enum values`},
 		{`{"uri":"http://a","batch_max_size":0}`, `property "batch_max_size" validation failed: expected 0 to be at least 1`},
-		{`{"uri":"http://a","include_req_body":true}`, `include_req_body is not supported by linkgate`},
 	} {
 		got := plugintest.Check(t, New(Options{}), tc.conf, false)
 		want := tc.err

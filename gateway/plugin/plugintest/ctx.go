@@ -36,6 +36,12 @@ type Ctx struct {
 	// Compiled answers LookupConsumer (see Compile).
 	Compiled *gateway.Compiled
 	Upstream *gateway.UpstreamRef
+	// ReqBody, RespBody and RespEncoding are the bodies BodyCapture
+	// gives; RespMax is what CaptureResponseBody asked for (0: nothing).
+	ReqBody      []byte
+	RespBody     []byte
+	RespEncoding string
+	RespMax      int
 
 	values    []value
 	arena     []byte
@@ -53,7 +59,10 @@ type value struct {
 	s   string
 }
 
-var _ gateway.Ctx = (*Ctx)(nil)
+var (
+	_ gateway.Ctx         = (*Ctx)(nil)
+	_ gateway.BodyCapture = (*Ctx)(nil)
+)
 
 // NewCtx returns a GET / from 127.0.0.1 with vars set.
 func NewCtx(vars map[string]string) *Ctx {
@@ -72,7 +81,7 @@ func NewCtx(vars map[string]string) *Ctx {
 func (c *Ctx) Reset() {
 	c.UpstreamURI, c.UpstreamHost, c.User, c.Upstream = "", "", nil, nil
 	c.UpstreamHeaders, c.UpstreamAdded, c.RespHeaders = c.UpstreamHeaders[:0], c.UpstreamAdded[:0], c.RespHeaders[:0]
-	c.StatusCode = 200
+	c.StatusCode, c.RespMax = 200, 0
 	clear(c.values)
 	c.values, c.arena = c.values[:0], c.arena[:0]
 }
@@ -272,4 +281,15 @@ func (c *Ctx) value(key any) *value {
 	}
 	c.values = append(c.values, value{key: key})
 	return &c.values[len(c.values)-1]
+}
+
+// RequestBody gives ReqBody's first max bytes.
+func (c *Ctx) RequestBody(max int) []byte { return c.ReqBody[:min(len(c.ReqBody), max)] }
+
+// CaptureResponseBody records the largest max asked.
+func (c *Ctx) CaptureResponseBody(n int) { c.RespMax = max(c.RespMax, n) }
+
+// ResponseBody gives RespBody's first RespMax bytes (none if not asked).
+func (c *Ctx) ResponseBody() ([]byte, string) {
+	return c.RespBody[:min(len(c.RespBody), c.RespMax)], c.RespEncoding
 }
