@@ -64,6 +64,7 @@ func TestOpenStopped(t *testing.T) {
 	}{
 		{"format 1 migration", fixture("testdata/format1-446e5de"), []string{"fixture-one", "fixture-two", "fixture-three"}, true},
 		{"format 2 migration", fixture("testdata/format2-5a7c83a"), []string{"f2-one", "f2-two"}, true},
+		{"format 3 migration", fixture("testdata/format3-eb42b6a"), []string{"f3-one", "f3-two", "f3-three", "f3-four"}, true},
 		{"list index", links(true), []string{"link-00", "link-07"}, true},
 		{"read index", links(false), []string{"link-00", "link-07"}, false},
 	}

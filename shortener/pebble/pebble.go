@@ -25,10 +25,11 @@
 // statistics keys carry a domain (issue 13: the same slug may exist on two
 // domains), "" being the default domain, which every link has today:
 //
-//	'm' name                  store metadata: "format" → format version (3)
+//	'm' name                  store metadata: "format" → format version (4),
+//	                          "spanfloor" → the first span kept (vbase.go)
 //	'l' domain 0x00 id        a link (codec.go)
-//	's' domain 0x00 id        its lifetime visit totals (vrecord.go), or
-//	                          merge operands that the merger adds up
+//	's' domain 0x00 id        its lifetime visit totals or base (vrecord.go),
+//	                          or merge operands that the merger adds up
 //	'v' res bucket subject    visit counts of an hour or a day: a link's,
 //	                          or all links', a domain's, a tag's; and a
 //	                          link's series over a span of days (vrecord.go)
@@ -58,6 +59,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -92,9 +94,10 @@ const (
 
 // format is the store's format version, kept under the meta key "format":
 // 2 since visit statistics are kept by hour and day, 3 since links'
-// series are kept by span of days too (vrecord.go); a store of format 1
-// or 2 is migrated when it opens (vmigrate.go).
-const format = 3
+// series are kept by span of days too (vrecord.go), 4 since only limited
+// links' totals are merged by flushes (vbase.go); a store of format 1 to
+// 3 is migrated when it opens (vmigrate.go, vbase.go).
+const format = 4
 
 var formatKey = []byte{kindMeta, 'f', 'o', 'r', 'm', 'a', 't'}
 
@@ -254,12 +257,16 @@ type Store struct {
 	createSync *pebbledb.WriteOptions
 	res        reservations
 	// visitsMu: AddVisits (shared) and Delete (exclusive) exclude each
-	// other, so visits are merged only into links that exist.
+	// other, so visits are merged only into links that exist; so do
+	// imports and creates of limited links (shared) and what changes the
+	// kind of a totals record (exclusive, vbase.go).
 	visitsMu sync.RWMutex
-	keys     sync.Pool // *[]byte, key buffers for reads
-	ix       *index    // the read index; nil without one
-	guard    *guard    // the free-space guard; nil without one
-	recovery Recovery  // what Open found in the write-ahead log
+	// spanFloor: the first span that may have span records (vbase.go).
+	spanFloor atomic.Uint32
+	keys      sync.Pool // *[]byte, key buffers for reads
+	ix        *index    // the read index; nil without one
+	guard     *guard    // the free-space guard; nil without one
+	recovery  Recovery  // what Open found in the write-ahead log
 	// openBatch, openHook: Options'.
 	openBatch int
 	openHook  func()
@@ -499,7 +506,12 @@ func (s *Store) checkFormat(ctx context.Context) error {
 	v, closer, err := s.db.Get(formatKey)
 	switch {
 	case errors.Is(err, pebbledb.ErrNotFound):
-		if err := s.db.Set(formatKey, []byte{format}, pebbledb.Sync); err != nil {
+		floor := retainedSpan(uint32(s.statsClock().Unix() / 86400))
+		s.spanFloor.Store(floor)
+		b := s.db.NewBatch()
+		defer b.Close()
+		if err := errors.Join(b.Set(spanFloorKey, binary.BigEndian.AppendUint32(nil, floor), nil),
+			b.Set(formatKey, []byte{format}, nil), b.Commit(pebbledb.Sync)); err != nil {
 			return err
 		}
 		// The log a new store starts with was made before pebble
@@ -514,13 +526,24 @@ func (s *Store) checkFormat(ctx context.Context) error {
 	closer.Close()
 	switch {
 	case len(version) == 1 && version[0] == format:
-		return nil
+		floor, err := readSpanFloor(s.db)
+		s.spanFloor.Store(floor)
+		return err
 	case len(version) == 1 && version[0] == 1:
 		// Format 1 kept lifetime visit statistics (vmigrate.go).
-		return s.migrateVisits(ctx)
+		if err := s.migrateVisits(ctx); err != nil {
+			return err
+		}
+		return s.migrateBase(ctx)
 	case len(version) == 1 && version[0] == 2:
 		// Format 2 kept no span records (vmigrate.go).
-		return s.migrateSpans(ctx)
+		if err := s.migrateSpans(ctx); err != nil {
+			return err
+		}
+		return s.migrateBase(ctx)
+	case len(version) == 1 && version[0] == 3:
+		// Format 3 merged every link's totals (vbase.go).
+		return s.migrateBase(ctx)
 	}
 	return fmt.Errorf("unsupported store format %v (this build reads formats 1 to %d)", version, format)
 }
@@ -589,6 +612,15 @@ func (s *Store) Create(ctx context.Context, l shortener.Link) error {
 	}
 	if err := indexLink(b, l.ID, nil, &l); err != nil { // listindex.go
 		return unavailable(fmt.Sprintf("create link %q", l.ID), err)
+	}
+	if l.MaxVisits > 0 {
+		// Its totals record is complete, from 0 (vbase.go): not the
+		// base an earlier link under the id left.
+		s.visitsMu.RLock()
+		defer s.visitsMu.RUnlock()
+		if err := b.Delete(appendKey(nil, kindStats, l.ID), nil); err != nil {
+			return unavailable(fmt.Sprintf("create link %q", l.ID), err)
+		}
 	}
 	if err := s.commit(b, s.createSync); err != nil {
 		return unavailable(fmt.Sprintf("create link %q", l.ID), err)
@@ -692,6 +724,15 @@ func (s *Store) Update(ctx context.Context, id string, u shortener.LinkUpdate) (
 	if err := indexLink(b, id, &old, &l); err != nil { // listindex.go
 		return shortener.Link{}, unavailable(fmt.Sprintf("update link %q", id), err)
 	}
+	if limited := l.MaxVisits > 0; limited != (old.MaxVisits > 0) {
+		// A limit set or removed: its totals record changes kind,
+		// no flush in between (vbase.go).
+		s.visitsMu.Lock()
+		defer s.visitsMu.Unlock()
+		if err := s.rebase(b, id, !limited, limited, false); err != nil {
+			return shortener.Link{}, unavailable(fmt.Sprintf("update link %q", id), err)
+		}
+	}
 	if err := s.commit(b, pebbledb.Sync); err != nil {
 		return shortener.Link{}, unavailable(fmt.Sprintf("update link %q", id), err)
 	}
@@ -737,7 +778,9 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err := unindexLink(b, id, &old); err != nil { // listindex.go
 		return unavailable(fmt.Sprintf("delete link %q", id), err)
 	}
-	if err := b.Delete(appendKey(nil, kindStats, id), nil); err != nil {
+	// The next link under the id starts from 0: a base record of minus
+	// the span records left (vbase.go).
+	if err := s.rebase(b, id, old.MaxVisits > 0, false, true); err != nil {
 		return unavailable(fmt.Sprintf("delete link %q", id), err)
 	}
 	if err := s.commit(b, pebbledb.Sync); err != nil {

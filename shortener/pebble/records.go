@@ -37,7 +37,11 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 	first := make(map[string]int, len(recs)) // id → index of the record stored for it
 	var key []byte
 	var vals [][]byte // the values stored, for the read index
-	w := visitWriter{scopes: map[string]*scopeAcc{}}
+	// Held shared, as by AddVisits: a fold (vbase.go) must not read the
+	// record of a link imported meanwhile.
+	s.visitsMu.RLock()
+	defer s.visitsMu.RUnlock()
+	w := visitWriter{scopes: map[string]*scopeAcc{}, floor: s.spanFloor.Load()}
 	now := s.statsClock()
 	for i := range recs {
 		l := &recs[i].Link
@@ -69,7 +73,7 @@ func (s *Store) ImportRecords(ctx context.Context, recs []shortener.LinkRecord) 
 			return nil, unavailable("import", err)
 		}
 		if st := recs[i].Stats; !st.IsZero() {
-			if err := w.lifetime(b, l.ID, l.Tags, st, now); err != nil {
+			if err := w.lifetime(b, l.ID, l.Tags, st, now, l.MaxVisits <= 0); err != nil {
 				return nil, unavailable("import", err)
 			}
 		}
@@ -118,7 +122,7 @@ func (s *Store) ExportRecords(ctx context.Context, fn func(shortener.LinkRecord)
 		if rec.Link, err = decodeLink(id, v); err != nil {
 			return fmt.Errorf("export: link %q: %w", id, err)
 		}
-		if rec.Stats, err = lifetimeStats(snap, id, now); err != nil {
+		if rec.Stats, err = lifetimeStats(snap, &rec.Link, now); err != nil {
 			return fmt.Errorf("export: statistics of %q: %w", id, err)
 		}
 		if err := fn(rec); err != nil {

@@ -71,6 +71,9 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 		}()
 		batch = hourly
 	}
+	if err := s.foldSpans(); err != nil {
+		return unavailable("add visits", err)
+	}
 	s.visitsMu.RLock()
 	defer s.visitsMu.RUnlock()
 	if s.closed.Load() {
@@ -81,7 +84,7 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 	}
 	b := s.db.NewBatch()
 	defer func() { b.Close() }()
-	w := visitWriter{names: make([][]byte, len(batch.Keys)), scopes: map[string]*scopeAcc{}}
+	w := visitWriter{names: make([][]byte, len(batch.Keys)), scopes: map[string]*scopeAcc{}, floor: s.spanFloor.Load()}
 	for i, k := range batch.Keys {
 		w.names[i] = []byte(k.Name)
 	}
@@ -106,7 +109,7 @@ func (s *Store) AddVisits(ctx context.Context, batch *shortener.VisitBatch) erro
 		case l.CreatedAt != 0 && m.created != 0 && m.created != l.CreatedAt:
 			// visits of an earlier link under the id, deleted meanwhile
 		default:
-			if err := w.link(b, batch, l, m.tags); err != nil {
+			if err := w.link(b, batch, l, m); err != nil {
 				return unavailable("add visits", err)
 			}
 		}
@@ -151,6 +154,10 @@ type visitWriter struct {
 	key    []byte
 	rec    []byte
 	span   []byte
+	// floor: the span floor (vbase.go), below which no span record is
+	// written; spanned: what the last buckets call wrote into span records.
+	floor   uint32
+	spanned shortener.PeopleBots
 }
 
 // scopeAcc is what a chunk adds to one scope's bucket: its entries kept
@@ -178,9 +185,17 @@ func (acc *scopeAcc) add(people, bots int64, es []ventry) {
 	acc.es, acc.spare = mergeEntries(acc.spare[:0], acc.es, es), acc.es
 }
 
-// link adds the merges of link l of batch to b, and its counts to the
-// scopes of the chunk.
-func (w *visitWriter) link(b *pebbledb.Batch, batch *shortener.VisitBatch, l *shortener.LinkVisits, tags []string) error {
+// link adds the merges of link l (of meta m) of batch to b, and its
+// counts to the scopes of the chunk: its totals only if it has a visit
+// limit (vbase.go), else into its base record only what its span records
+// do not get (none but visits of days before the span floor: late ones).
+func (w *visitWriter) link(b *pebbledb.Batch, batch *shortener.VisitBatch, l *shortener.LinkVisits, m meta) error {
+	if err := w.buckets(b, batch, l, m.tags, resHour, resDay); err != nil {
+		return err
+	}
+	if !m.limited {
+		return w.rest(b, l.ID, l.Total, l.Bots)
+	}
 	t := totals{total: l.Total, bots: l.Bots}
 	for _, c := range l.Counts {
 		day := uint32(batch.Keys[c.Key].Hour)/24 + 1
@@ -191,10 +206,18 @@ func (w *visitWriter) link(b *pebbledb.Batch, batch *shortener.VisitBatch, l *sh
 	}
 	w.rec = appendTotals(w.rec[:0], t)
 	w.key = appendKey(w.key[:0], kindStats, l.ID)
-	if err := b.Merge(w.key, w.rec, nil); err != nil {
-		return err
+	return b.Merge(w.key, w.rec, nil)
+}
+
+// rest merges into the base record of id what of total visits (bots of
+// them) the last buckets call did not write into span records, if any.
+func (w *visitWriter) rest(b *pebbledb.Batch, id string, total, bots int64) error {
+	t := totals{total: total - w.spanned.People - w.spanned.Bots, bots: bots - w.spanned.Bots, base: true}
+	if t == (totals{base: true}) {
+		return nil
 	}
-	return w.buckets(b, batch, l, tags, resHour, resDay)
+	w.key = appendKey(w.key[:0], kindStats, id)
+	return b.Merge(w.key, appendTotals(w.rec[:0], t), nil)
 }
 
 // buckets adds the bucket records of link l of batch (of resolutions
@@ -208,6 +231,7 @@ func (w *visitWriter) buckets(b *pebbledb.Batch, batch *shortener.VisitBatch, l 
 		}
 	}
 	domain, _ := shortener.SplitKey(l.ID)
+	w.spanned = shortener.PeopleBots{}
 	for _, h := range w.hours {
 		var people, bots int64
 		w.es = w.es[:0]
@@ -234,7 +258,8 @@ func (w *visitWriter) buckets(b *pebbledb.Batch, batch *shortener.VisitBatch, l 
 			if err := b.Merge(w.key, w.rec, nil); err != nil {
 				return err
 			}
-			if r == resDay {
+			if r == resDay && bucket/spanDays >= w.floor {
+				w.spanned.Add(shortener.PeopleBots{People: people, Bots: bots})
 				w.key = linkBucketKey(w.key[:0], resSpan, bucket/spanDays, l.ID)
 				w.span = appendSpanDay(append(w.span[:0], spanVersion), byte(bucket%spanDays), people, bots)
 				if err := b.Merge(w.key, w.span, nil); err != nil {
@@ -308,9 +333,10 @@ func (s *Store) statsClock() time.Time {
 	return time.Now()
 }
 
-// pruneVisits drops the bucket records older than the retention, and the
-// span records whose days all are, once an hour: three range deletions (not synced; the next synced commit makes
-// them durable, and a lost one is done again).
+// pruneVisits drops the bucket records older than the retention once an
+// hour: two range deletions (not synced; the next synced commit makes
+// them durable, and a lost one is done again). The span records whose
+// days all are are folded into the base records (foldSpans).
 func (s *Store) pruneVisits() error {
 	hour := uint32(s.statsClock().Unix() / 3600)
 	if s.prunedHour.Load() == hour {
@@ -322,7 +348,7 @@ func (s *Store) pruneVisits() error {
 	for _, r := range [3]struct {
 		res    byte
 		before uint32
-	}{{resHour, hour - min(hour, keepHours)}, {resDay, day - min(day, keepDays)}, {resSpan, (day - min(day, keepDays)) / spanDays}} {
+	}{{resHour, hour - min(hour, keepHours)}, {resDay, day - min(day, keepDays)}} {
 		lo := bucketKey[string](nil, r.res, 0, 0, "")[:2]
 		hi := bucketKey[string](nil, r.res, r.before, 0, "")[:visitsKeyPrefix]
 		if err := b.DeleteRange(lo, hi, nil); err != nil {
@@ -648,7 +674,7 @@ func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats
 	if err != nil {
 		return shortener.VisitStats{}, err
 	}
-	st, err := lifetimeStats(s.db, id, s.statsClock())
+	st, err := lifetimeStats(s.db, &l, s.statsClock())
 	if err != nil {
 		return shortener.VisitStats{}, fmt.Errorf("visit stats %q: %w", id, err)
 	}
@@ -662,34 +688,41 @@ func (s *Store) VisitStats(ctx context.Context, id string) (shortener.VisitStats
 	return st, nil
 }
 
-// lifetimeStats reads the lifetime statistics of a link from r (the
-// store or a snapshot of it): its totals and its day records up to now.
-func lifetimeStats(r pebbledb.Reader, id string, now time.Time) (shortener.VisitStats, error) {
+// lifetimeStats reads the lifetime statistics of link l from r (the
+// store or a snapshot of it): its totals and its day records up to now —
+// of a complete record, the days between its first and last; of a base
+// record, the days its span records have from the record's first day
+// (vrecord.go).
+func lifetimeStats(r pebbledb.Reader, l *shortener.Link, now time.Time) (shortener.VisitStats, error) {
 	var st shortener.VisitStats
-	var t totals
-	key := appendKey(nil, kindStats, id)
-	switch v, closer, err := r.Get(key); {
-	case errors.Is(err, pebbledb.ErrNotFound):
-		return st, nil
-	case err != nil:
-		return st, err
-	default:
-		t, err = decodeTotals(v)
-		closer.Close()
-		if err != nil {
-			return st, err
-		}
-		st.Total, st.Bots = t.total, t.bots
-	}
+	id := l.ID
 	today := uint32(now.Unix() / 86400)
 	from, to := today-min(today, keepDays), today
-	if t.first != 0 { // the days it has records for, when known
+	var days []uint32 // of a base record
+	t, complete, err := lifetimeTotals(r, id, l.MaxVisits > 0, today, func(d uint32) {
+		if d >= from && d <= to {
+			days = append(days, d)
+		}
+	})
+	if err != nil || t.total == 0 && t.bots == 0 {
+		return st, err
+	}
+	st.Total, st.Bots = t.total, t.bots
+	if t.first != 0 { // the days it has records for (complete), or from (base)
 		from, to = max(from, t.first-1), min(to, t.last-1)
+	}
+	if !complete {
+		days = slices.DeleteFunc(days, func(d uint32) bool { return d < from })
+		from, to = 1, 0
+	}
+	for day := from; day <= to; day++ {
+		days = append(days, day)
 	}
 	q := shortener.StatsQuery{ID: id, Granularity: shortener.GranularityDay}
 	c := shortener.NewVisitCounts(&q)
 	c.Series = make([]shortener.PeopleBots, 1)
-	for day := from; day <= to; day++ {
+	var key []byte
+	for _, day := range days {
 		key = linkBucketKey(key[:0], resDay, day, id)
 		v, closer, err := r.Get(key)
 		if errors.Is(err, pebbledb.ErrNotFound) {
@@ -723,7 +756,8 @@ func lifetimeStats(r pebbledb.Reader, id string, now time.Time) (shortener.Visit
 	return st, nil
 }
 
-// storedVisits returns the stored visit total of id; kb is a key buffer.
+// storedVisits returns the stored visit total of id, a link with a visit
+// limit (its record is complete, vbase.go); kb is a key buffer.
 func storedVisits[T string | []byte](s *Store, kb *[]byte, id T) (int64, error) {
 	*kb = appendKey((*kb)[:0], kindStats, id)
 	v, closer, found, err := s.get(*kb)
@@ -793,6 +827,11 @@ func addTotals(dst, a, b []byte) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
+	if ta.base != tb.base {
+		// Records of both kinds are never merged (a link's record
+		// changes kind by a Set, under visitsMu held exclusively).
+		return dst, errCorruptVisits
+	}
 	if a[0] == 1 || b[0] == 1 {
 		// A format-1 record does not say which days it has: neither
 		// does the sum.
@@ -823,6 +862,7 @@ func (m *visitsMerger) String() string { return fmt.Sprintf("visits(%d bytes)", 
 type meta struct {
 	created int64 // Unix seconds, 0: none
 	tags    []string
+	limited bool // it has a visit limit
 }
 
 // linkMeta returns the CreatedAt and tags of the link under id,
@@ -842,6 +882,7 @@ func (s *Store) linkMeta(id string) (m meta, found bool, err error) {
 	if !l.CreatedAt.IsZero() {
 		m.created = l.CreatedAt.Unix()
 	}
+	m.limited = l.MaxVisits > 0
 	for len(tags) > 0 {
 		n, k := binary.Uvarint(tags)
 		m.tags = append(m.tags, string(tags[k:k+int(n)])) // checked by decodeValue

@@ -3,6 +3,7 @@ package pebble
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // chunk of links is one batch, its links' totals records rewritten in
 // the batch that adds their day records, so a migration cut short is
 // resumed where it stopped: records already of format 2 are skipped. The
-// store's format becomes 3 last. It stops after a chunk once ctx ends.
+// store's format becomes 3 last (then 4: migrateBase). It stops after a
+// chunk once ctx ends.
 func (s *Store) migrateVisits(ctx context.Context) error {
 	now := s.statsClock()
 	it, err := s.db.NewIter(&pebbledb.IterOptions{LowerBound: []byte{kindStats}, UpperBound: []byte{kindStats + 1}})
@@ -47,7 +49,7 @@ func (s *Store) migrateVisits(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("migrate visit statistics of %q: %w", id, err)
 		}
-		if err := w.lifetime(b, id, m.tags, st, now); err != nil {
+		if err := w.lifetime(b, id, m.tags, st, now, false); err != nil {
 			return err
 		}
 		if n++; n%s.openBatch == 0 {
@@ -70,18 +72,26 @@ func (s *Store) migrateVisits(ctx context.Context) error {
 	if err := w.flushScopes(b); err != nil {
 		return err
 	}
-	if err := b.Set(formatKey, []byte{format}, nil); err != nil {
+	if err := b.Set(formatKey, []byte{3}, nil); err != nil {
 		return err
 	}
 	return b.Commit(pebbledb.Sync)
 }
 
 // lifetime adds to b what lifetime statistics st of the link under key
-// (with tags) are in format 3: its totals record (set), and its day and
-// span records and its scopes' (merged), as AddVisits adds a batch of the
-// lifetime form (VisitBatch.HourlyFrom).
-func (w *visitWriter) lifetime(b *pebbledb.Batch, key string, tags []string, st shortener.VisitStats, now time.Time) error {
+// (with tags) are: its day and span records and its scopes' (merged), as
+// AddVisits adds a batch of the lifetime form (VisitBatch.HourlyFrom), and
+// its totals record (set) or, with base, what its span records do not
+// count merged into its base record (vbase.go).
+func (w *visitWriter) lifetime(b *pebbledb.Batch, key string, tags []string, st shortener.VisitStats, now time.Time, base bool) error {
 	hb := shortener.NewVisitBatch(shortener.VisitDelta{ID: key, Stats: st}).HourlyFrom(now)
+	w.names = w.names[:0]
+	for _, k := range hb.Keys {
+		w.names = append(w.names, []byte(k.Name))
+	}
+	if err := w.buckets(b, hb, &hb.Links[0], tags, resDay); err != nil || base {
+		return errors.Join(err, w.rest(b, key, st.Total, st.Bots))
+	}
 	t := totals{total: st.Total, bots: st.Bots}
 	for _, k := range hb.Keys {
 		day := uint32(k.Hour)/24 + 1
@@ -90,14 +100,7 @@ func (w *visitWriter) lifetime(b *pebbledb.Batch, key string, tags []string, st 
 		}
 		t.last = max(t.last, day)
 	}
-	if err := b.Set(appendKey(nil, kindStats, key), appendTotals(nil, t), nil); err != nil {
-		return err
-	}
-	w.names = w.names[:0]
-	for _, k := range hb.Keys {
-		w.names = append(w.names, []byte(k.Name))
-	}
-	return w.buckets(b, hb, &hb.Links[0], tags, resDay)
+	return b.Set(appendKey(nil, kindStats, key), appendTotals(nil, t), nil)
 }
 
 // migrateSpans adds the span records of format 3 to a store of format 2:
@@ -155,7 +158,7 @@ func (s *Store) migrateSpans(ctx context.Context) error {
 			return fmt.Errorf("migrate to span records: %w", err)
 		}
 	}
-	if err := b.Set(formatKey, []byte{format}, nil); err != nil {
+	if err := b.Set(formatKey, []byte{3}, nil); err != nil {
 		return err
 	}
 	return b.Commit(pebbledb.Sync)

@@ -45,9 +45,19 @@ import (
 //	byte version (1), then per day with visits, by day:
 //	byte day within the span, uvarint people, uvarint bots
 //
-// Lifetime totals ('s'), format 2:
+// Lifetime totals ('s'), format 4 (docs/store.md):
 //
-//	byte version (2) · uvarint total · uvarint bots
+//	byte version · uvarint total · uvarint bots · uvarint first · uvarint last
+//
+// Version 2, a complete record: the link's lifetime totals, merged by
+// every flush; the record of a link with a visit limit, which every
+// redirect of it reads (the format-3 record of every link). Version 3, a
+// base record: what the link's span records do not hold (visits of days
+// folded in when their span left the retention, of imports beyond it,
+// minus the span records of an earlier link under the id), merged by no
+// flush: the link's totals are its base plus its span records', its days
+// theirs from first on (an earlier link's before; 0: all). A link without
+// a record has a base (or, with a visit limit, totals) of 0.
 //
 // Format 1 kept a statsrec record there (shortener/internal/statsrec),
 // version 1; migrate turns it into the above.
@@ -64,6 +74,7 @@ const (
 	brecVersion     = 1
 	spanVersion     = 1
 	totalsVersion   = 2
+	baseVersion     = 3
 	visitsKeyPrefix = 1 + 1 + 4
 )
 
@@ -389,6 +400,7 @@ func mergeSpan(dst, a, b []byte) ([]byte, error) {
 type totals struct {
 	total, bots int64
 	first, last uint32
+	base        bool // a base record (version 3)
 }
 
 // add adds o to t.
@@ -404,20 +416,23 @@ func (t *totals) add(o totals) {
 // appendTotals appends a lifetime totals record.
 func appendTotals(dst []byte, t totals) []byte {
 	dst = append(dst, totalsVersion)
+	if t.base {
+		dst[len(dst)-1] = baseVersion
+	}
 	dst = binary.AppendUvarint(dst, uint64(t.total))
 	dst = binary.AppendUvarint(dst, uint64(t.bots))
 	dst = binary.AppendUvarint(dst, uint64(t.first))
 	return binary.AppendUvarint(dst, uint64(t.last))
 }
 
-// decodeTotals reads a lifetime totals record, of format 2 or (before
-// migration) 1.
+// decodeTotals reads a lifetime totals or base record, or (before
+// migration) a format-1 record.
 func decodeTotals(v []byte) (totals, error) {
 	if len(v) > 0 && v[0] == 1 {
 		st, err := decodeStatsV1(v)
 		return totals{total: st.Total, bots: st.Bots}, err
 	}
-	if len(v) < 5 || v[0] != totalsVersion {
+	if len(v) < 5 || v[0] != totalsVersion && v[0] != baseVersion {
 		return totals{}, errCorruptVisits
 	}
 	var f [4]uint64
@@ -432,5 +447,5 @@ func decodeTotals(v []byte) (totals, error) {
 	if p != len(v) || f[2] > f[3] || f[3] > 1<<32-1 {
 		return totals{}, errCorruptVisits
 	}
-	return totals{int64(f[0]), int64(f[1]), uint32(f[2]), uint32(f[3])}, nil
+	return totals{int64(f[0]), int64(f[1]), uint32(f[2]), uint32(f[3]), v[0] == baseVersion}, nil
 }
