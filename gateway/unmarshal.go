@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -151,4 +152,30 @@ func collectFields(t reflect.Type, fs *jsonFields) {
 	for _, e := range embedded {
 		collectFields(e, fs)
 	}
+}
+
+// StringKeys turns what a YAML decoder made into what encoding/json
+// encodes as APISIX would read it: mappings with non-string keys (a node
+// list keyed 127.0.0.1:80 is a string; a port-like 80 is not) get string
+// keys. Maps and slices are changed in place.
+func StringKeys(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = StringKeys(e)
+		}
+		return v
+	case map[any]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[fmt.Sprint(k)] = StringKeys(e)
+		}
+		return m
+	case []any:
+		for i, e := range v {
+			v[i] = StringKeys(e)
+		}
+		return v
+	}
+	return v
 }

@@ -125,7 +125,7 @@ func (c *gatewayConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.allowAdmin, "allow-admin", "127.0.0.0/24", "client networks (CIDR or IP) allowed to reach the admin API, comma-separated")
 	fs.StringVar(&c.prometheusListen, "prometheus-listen", "127.0.0.1:9091", `address of the prometheus exporter ("" disables it)`)
 	fs.StringVar(&c.controlListen, "control-listen", "", `address of the control API (/v1/routes, /v1/config; APISIX uses 127.0.0.1:9090; "" disables it)`)
-	fs.StringVar(&c.store, "config-store", "bolt:data/gateway.db", "config store: bolt:PATH, etcd://[USER@]HOST:PORT[,HOST:PORT][?prefix=/apisix] (etcds:// over TLS, with &ca=FILE&cert=FILE&key=FILE; the password from password_file=FILE or $LINKGATE_ETCD_PASSWORD), or file:PATH (APISIX's standalone apisix.yaml, reloaded when it changes; the admin API is read-only)")
+	fs.StringVar(&c.store, "config-store", "bolt:data/gateway.db", "config store: bolt:PATH, etcd://[USER@]HOST:PORT[,HOST:PORT][?prefix=/apisix] (etcds:// over TLS, with &ca=FILE&cert=FILE&key=FILE; the password from password_file=FILE or $LINKGATE_ETCD_PASSWORD), or file:PATH (APISIX's standalone apisix.yaml, reloaded when it changes; the admin API replaces it only whole: PUT /apisix/admin/configs)")
 	fs.BoolVar(&c.showUpstreamStatus, "show-upstream-status", false, "send X-APISIX-Upstream-Status on every proxied response, not only after a 5xx (APISIX's show_upstream_status_in_response_header)")
 	fs.StringVar(&c.router, "router", "radixtree_uri", "route matching, as APISIX's apisix.router.http: radixtree_uri, radixtree_host_uri or radixtree_uri_with_parameter")
 	fs.StringVar(&c.adminVersion, "admin-api-version", "v2", "admin API envelopes: v2 (APISIX 2.14) or v3 (APISIX 3.x)")
@@ -359,12 +359,13 @@ func newGateway(logger *slog.Logger, c gatewayConfig, store gateway.Store, prefi
 	redisPool := redis.NewPoolWithRoots(c.roots)
 	reg := newRegistry(logger, c, metrics, redisPool)
 	readOnly := ""
-	if _, ok := store.(*yamlfile.Store); ok {
-		readOnly = yamlfile.ErrReadOnly.Error()
+	var standalone admin.Standalone
+	if s, ok := store.(*yamlfile.Store); ok {
+		readOnly, standalone = yamlfile.ErrReadOnly.Error(), s
 	}
 	adminAPI := admin.NewHandler(logger, store, reg, admin.Options{
 		AdminKeys: splitList(c.adminKeys), ViewerKeys: splitList(c.viewerKeys), AllowAdmin: c.allow, V3: c.adminVersion == "v3", Prefix: prefix,
-		ReadOnly: readOnly, Stream: len(c.listenStream) > 0,
+		ReadOnly: readOnly, Standalone: standalone, Stream: len(c.listenStream) > 0,
 	})
 	onData := adminAPI
 	if c.adminListen != "data" {

@@ -49,6 +49,9 @@ type Options struct {
 	ReadOnly string
 	// Now is the clock for create_time/update_time.
 	Now func() time.Time
+	// Standalone: the store's whole configuration is replaced by PUT
+	// /apisix/admin/configs (APISIX 3.x's API-driven standalone mode).
+	Standalone Standalone
 	// Stream: the stream proxy runs (APISIX's proxy_mode with stream);
 	// without it /apisix/admin/stream_routes answers 400, as APISIX's.
 	Stream bool
@@ -239,6 +242,10 @@ func (a *api) handleAdmin() http.Handler {
 		switch r.Method {
 		case http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete, http.MethodPatch:
 		case http.MethodHead:
+			if res == "configs" && id == "" && a.opts.Standalone != nil {
+				a.configs(w, r, id)
+				return
+			}
 			if a.opts.V3 && res == "" {
 				w.WriteHeader(http.StatusOK) // 3.x's HEAD /apisix/admin: is the API up
 				return
@@ -250,6 +257,10 @@ func (a *api) handleAdmin() http.Handler {
 		}
 		if res == "ssls" && a.opts.V3 {
 			res = "ssl" // 3.0's name
+		}
+		if res == "configs" && a.opts.Standalone != nil {
+			a.configs(w, r, id)
+			return
 		}
 		if res == "configs" && id == "validate" && r.Method == http.MethodPost {
 			a.validateConfigs(w, r)
@@ -340,17 +351,8 @@ func (r resource) allows(method string) bool {
 // readBody reads and decodes the body, if any: 413 over MaxBody, 400 for
 // invalid JSON (with the body, as APISIX answers).
 func (a *api) readBody(w http.ResponseWriter, r *http.Request, req *request) bool {
-	if r.ContentLength > MaxBody {
-		writeErr(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("invalid request body: request size %d is greater than the maximum size %d allowed", r.ContentLength, MaxBody))
-		return false
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
-	if err != nil {
-		writeErr(w, http.StatusBadRequest, "invalid request body: "+err.Error())
-		return false
-	}
-	if len(body) > MaxBody {
-		writeErr(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("invalid request body: request size %d is greater than the maximum size %d allowed", len(body), MaxBody))
+	body, ok := readLimited(w, r, MaxBody)
+	if !ok {
 		return false
 	}
 	if len(body) == 0 {
@@ -618,6 +620,18 @@ func (a *api) post(w http.ResponseWriter, r *http.Request, req *request) {
 // (APISIX 3.x's check_conf validates conf_for_check, a deep copy); the
 // gateway fills them in when it loads the value.
 func (a *api) check(ctx context.Context, kind gateway.Kind, doc map[string]any) error {
+	return a.checkRefs(kind, doc, func(k gateway.Kind, id string) error {
+		_, err := a.store.Get(ctx, k, id)
+		if errors.Is(err, gateway.ErrNotFound) {
+			return gateway.ErrRefMissing
+		}
+		return err
+	})
+}
+
+// checkRefs is check with references looked up by refs (nil: not
+// checked, as a standalone configuration's).
+func (a *api) checkRefs(kind gateway.Kind, doc map[string]any, refs gateway.RefChecker) error {
 	if a.opts.V3 {
 		doc = deepCopy(doc).(map[string]any)
 		up := doc
@@ -633,13 +647,7 @@ func (a *api) check(ctx context.Context, kind gateway.Kind, doc map[string]any) 
 			}
 		}
 	}
-	return gateway.Check(kind, doc, a.reg, func(k gateway.Kind, id string) error {
-		_, err := a.store.Get(ctx, k, id)
-		if errors.Is(err, gateway.ErrNotFound) {
-			return gateway.ErrRefMissing
-		}
-		return err
-	})
+	return gateway.Check(kind, doc, a.reg, refs)
 }
 
 func deepCopy(v any) any {
@@ -1094,89 +1102,6 @@ func (a *api) validate(w http.ResponseWriter, r *http.Request, resource string) 
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-}
-
-// configKinds are the resources of a standalone configuration that
-// POST /apisix/admin/configs/validate checks, by their key in it.
-var configKinds = map[string]gateway.Kind{
-	"routes": gateway.KindRoute, "services": gateway.KindService, "upstreams": gateway.KindUpstream,
-	"consumers": gateway.KindConsumer, "ssls": gateway.KindSSL, "global_rules": gateway.KindGlobalRule,
-	"plugin_configs": gateway.KindPluginConfig, "consumer_groups": gateway.KindConsumerGroup,
-}
-
-// validateConfigs serves APISIX 3.x's POST /apisix/admin/configs/validate:
-// a whole standalone configuration (JSON: {"routes": [...], ...,
-// "routes_conf_version": N}) checked as the admin API checks each
-// resource, references aside, every error collected; nothing is stored.
-// 200 {} when valid, else 400 with one {resource_type, resource_id,
-// index, error} per problem.
-func (a *api) validateConfigs(w http.ResponseWriter, r *http.Request) {
-	req := &request{}
-	if !a.readBody(w, r, req) {
-		return
-	}
-	if !req.hasBody {
-		writeErr(w, http.StatusBadRequest, "invalid request body: empty request body")
-		return
-	}
-	doc, ok := req.conf.(map[string]any)
-	if !ok {
-		writeErr(w, http.StatusBadRequest, "invalid request body: not a JSON object")
-		return
-	}
-	type problem struct {
-		Type  string `json:"resource_type"`
-		ID    any    `json:"resource_id,omitempty"`
-		Index *int   `json:"index,omitempty"`
-		Error string `json:"error"`
-	}
-	var problems []problem
-	for _, key := range slices.Sorted(maps.Keys(configKinds)) {
-		if v, ok := doc[key+"_conf_version"]; ok {
-			if _, isNum := v.(json.Number); !isNum {
-				problems = append(problems, problem{Type: key, Error: fmt.Sprintf("%s_conf_version must be a number, got %s", key, jsonType(v))})
-			}
-		}
-		items, _ := doc[key].([]any)
-		seen := map[string]bool{}
-		for i, it := range items {
-			item, _ := it.(map[string]any)
-			idx := i
-			id, word := item["id"], "id"
-			if key == "consumers" && id == nil {
-				id, word = item["username"], "username"
-			}
-			if item == nil {
-				problems = append(problems, problem{Type: key, Index: &idx, Error: "invalid configuration: not an object"})
-				continue
-			}
-			check := func(doc map[string]any) error { return gateway.Check(configKinds[key], doc, a.reg, nil) }
-			if s, _ := id.(string); key == "consumers" {
-				if _, _, cred := gateway.ParseCredentialKey(s); cred {
-					check = func(doc map[string]any) error { return gateway.CheckCredential(doc, a.reg) }
-				}
-			}
-			if err := check(deepCopy(item).(map[string]any)); err != nil {
-				msg := err.Error()
-				var ve *gateway.ValidationError
-				if errors.As(err, &ve) {
-					msg = ve.Msg
-				}
-				problems = append(problems, problem{Type: key, ID: orEmpty(id), Index: &idx, Error: msg})
-			}
-			if s, ok := gateway.IDString(id); ok {
-				if seen[s] {
-					problems = append(problems, problem{Type: key, ID: id, Index: &idx, Error: fmt.Sprintf("found duplicate %s %s in %s", word, s, key)})
-				}
-				seen[s] = true
-			}
-		}
-	}
-	if len(problems) > 0 {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error_msg": "Configuration validation failed", "errors": problems})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{})
 }
 
 func orEmpty(v any) any {

@@ -29,7 +29,9 @@ type File struct {
 	PortServers []int  `yaml:"port_servers"`
 	Skip        string `yaml:"skip"`
 	// Store is "etcd" for files whose cases write to the store directly
-	// (etcd steps), as APISIX's tests write to etcd; the default is bolt.
+	// (etcd steps), as APISIX's tests write to etcd; "file" for APISIX's
+	// standalone mode (config_provider: yaml), a file store that starts
+	// empty; the default is bolt.
 	Store string `yaml:"store"`
 	Cases []Case `yaml:"cases"`
 	// Path is the case file, relative to testdata.

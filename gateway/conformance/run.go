@@ -147,6 +147,13 @@ func RunFile(env Env, f *File) []Result {
 		return []Result{{Name: f.Source, Err: err}}
 	}
 	store := "bolt:" + filepath.Join(dir, "gateway.db")
+	if f.Store == "file" { // APISIX's standalone mode: an empty configuration file
+		path := filepath.Join(dir, "apisix.yaml")
+		if err := os.WriteFile(path, []byte("#END\n"), 0o644); err != nil {
+			return []Result{{Name: f.Source, Err: err}}
+		}
+		store = "file:" + path
+	}
 	if f.Store == "etcd" {
 		if env.Etcd == nil {
 			return []Result{{Name: f.Source, Err: errors.New("store: etcd, but no etcd server")}}

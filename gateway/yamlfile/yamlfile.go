@@ -1,7 +1,7 @@
-// Package yamlfile is a read-only gateway.Store on one YAML file in
-// APISIX's standalone layout (linkgate gateway --config-store
-// file:apisix.yaml), for GitOps: the file is the source of truth, the admin
-// API only reads.
+// Package yamlfile is a gateway.Store on one YAML file in APISIX's
+// standalone layout (linkgate gateway --config-store file:apisix.yaml),
+// for GitOps: the file is the source of truth; the admin API reads it and
+// replaces it only whole (PUT /apisix/admin/configs), never a resource.
 //
 // The layout is APISIX 2.14's conf/apisix.yaml: top-level lists routes,
 // services, upstreams, consumers, plugin_configs, global_rules and ssl,
@@ -22,6 +22,11 @@
 // inotify: polling sees every way a file gets replaced — an editor's
 // rename, a Kubernetes ConfigMap's symlink swap, a bind mount — and costs
 // one read of a small file a second.
+//
+// APISIX 3.x's API-driven standalone mode writes the same file: Replace
+// (PUT /apisix/admin/configs) applies its <key>_conf_version rules,
+// writes the file atomically and hands the new configuration to the
+// watchers before it returns (standalone.go).
 package yamlfile
 
 import (
@@ -45,8 +50,9 @@ import (
 	"github.com/linkgate/linkgate/gateway"
 )
 
-// ErrReadOnly is returned by every write: the file is the configuration.
-var ErrReadOnly = errors.New("the configuration is a YAML file (--config-store file:): the admin API is read-only")
+// ErrReadOnly is returned by every write of one resource: the file is
+// the configuration, replaced whole by Replace.
+var ErrReadOnly = errors.New("the configuration is a YAML file (--config-store file:): the admin API replaces it only whole, by PUT /apisix/admin/configs")
 
 // Interval is how often Watch looks at the file by default.
 const Interval = time.Second
@@ -57,8 +63,16 @@ type Store struct {
 	log      *slog.Logger
 	interval time.Duration
 
+	// wmu orders the loads and their deliveries: the poller's and
+	// Replace's never interleave.
+	wmu      sync.Mutex
+	watchers map[int]func(gateway.Update) // of the running Watch calls
+	nextW    int
+	fs       fileSystem // Replace's writes
+
 	mu      sync.Mutex
 	raw     []byte                   // the content loaded (or last refused)
+	good    []byte                   // the content served
 	entries map[string]gateway.Entry // "kind/id" → entry, last good content
 	rev     int64                    // bumped at each good load
 	lastErr error                    // why the current content is not loaded
@@ -75,7 +89,8 @@ func Open(path string, logger *slog.Logger, interval time.Duration) (*Store, err
 	if interval <= 0 {
 		interval = Interval
 	}
-	s := &Store{path: path, log: logger, interval: interval, entries: map[string]gateway.Entry{}}
+	s := &Store{path: path, log: logger, interval: interval, entries: map[string]gateway.Entry{},
+		watchers: map[int]func(gateway.Update){}, fs: osFS{}}
 	if _, err := s.refresh(); err != nil {
 		return nil, err
 	}
@@ -113,6 +128,13 @@ func (s *Store) refresh() (bool, error) {
 		s.lastErr = fmt.Errorf("%s: %w", s.path, err)
 		return false, s.lastErr
 	}
+	s.loadLocked(b, entries)
+	return true, nil
+}
+
+// loadLocked serves b, parsed into entries; s.mu is held.
+func (s *Store) loadLocked(b []byte, entries map[string]gateway.Entry) {
+	s.raw, s.good = b, b
 	s.lastErr = nil
 	s.rev++
 	for k, e := range entries {
@@ -129,7 +151,6 @@ func (s *Store) refresh() (bool, error) {
 		entries[k] = e
 	}
 	s.entries = entries
-	return true, nil
 }
 
 var endFlag = regexp.MustCompile(`#END\s*$`)
@@ -139,7 +160,7 @@ var kinds = map[string]gateway.Kind{
 	"routes": gateway.KindRoute, "services": gateway.KindService, "upstreams": gateway.KindUpstream,
 	"consumers": gateway.KindConsumer, "plugin_configs": gateway.KindPluginConfig,
 	"consumer_groups": gateway.KindConsumerGroup, "plugin_metadata": gateway.KindPluginMetadata,
-	"global_rules": gateway.KindGlobalRule, "ssl": gateway.KindSSL, "stream_routes": gateway.KindStreamRoute,
+	"global_rules": gateway.KindGlobalRule, "ssl": gateway.KindSSL, "ssls": gateway.KindSSL, "stream_routes": gateway.KindStreamRoute,
 }
 
 // Parse decodes a file's content into entries by "kind/id", unvalidated
@@ -154,11 +175,20 @@ func Parse(b []byte) (map[string]gateway.Entry, error) {
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("invalid YAML: %w", err)
 	}
+	if _, ok := doc["ssl"]; ok && doc["ssls"] != nil {
+		return nil, errors.New("both ssl (APISIX 2.x) and ssls (3.x): keep one")
+	}
 	out := map[string]gateway.Entry{}
 	for _, key := range slices.Sorted(maps.Keys(doc)) {
+		if err := checkMetaKey(key, doc[key]); err != errNotMeta {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
 		kind, ok := kinds[key]
 		if !ok {
-			return nil, fmt.Errorf("unknown top-level key %q (want routes, services, upstreams, consumers, consumer_groups, plugin_configs, plugin_metadata, global_rules, ssl or stream_routes)", key)
+			return nil, fmt.Errorf("unknown top-level key %q (want routes, services, upstreams, consumers, consumer_groups, plugin_configs, plugin_metadata, global_rules, ssls or stream_routes)", key)
 		}
 		if doc[key] == nil {
 			continue
@@ -168,10 +198,11 @@ func Parse(b []byte) (map[string]gateway.Entry, error) {
 			return nil, fmt.Errorf("%s: want a list of resources", key)
 		}
 		for i, item := range items {
-			m, ok := jsonable(item).(map[string]any)
+			m, ok := gateway.StringKeys(item).(map[string]any)
 			if !ok {
 				return nil, fmt.Errorf("%s[%d]: want a resource (a mapping)", key, i+1)
 			}
+			delete(m, "modifiedIndex") // APISIX 3.x's standalone change marker, not the resource's
 			value, err := json.Marshal(m)
 			if err != nil {
 				return nil, fmt.Errorf("%s[%d]: %w", key, i+1, err)
@@ -204,32 +235,6 @@ func Parse(b []byte) (map[string]gateway.Entry, error) {
 		}
 	}
 	return out, nil
-}
-
-// jsonable turns what the YAML decoder made into what encoding/json
-// encodes as APISIX would read it: mappings with non-string keys (a node
-// list keyed 127.0.0.1:80 is a string; a port-like 80 is not) get string
-// keys.
-func jsonable(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			v[k] = jsonable(e)
-		}
-		return v
-	case map[any]any:
-		m := make(map[string]any, len(v))
-		for k, e := range v {
-			m[fmt.Sprint(k)] = jsonable(e)
-		}
-		return m
-	case []any:
-		for i, e := range v {
-			v[i] = jsonable(e)
-		}
-		return v
-	}
-	return v
 }
 
 // Get implements gateway.Store.
@@ -269,9 +274,20 @@ func (s *Store) Delete(context.Context, gateway.Kind, string) error { return Err
 func (s *Store) NextID(context.Context) (string, error) { return "", ErrReadOnly }
 
 // Watch delivers the configuration, then the whole of it again (a Reset)
-// each time the file's content changes to a loadable one, until ctx ends.
+// each time the file's content changes to a loadable one (or Replace
+// writes one), until ctx ends.
 func (s *Store) Watch(ctx context.Context, fn func(gateway.Update)) error {
+	s.wmu.Lock()
 	fn(s.snapshot())
+	id := s.nextW
+	s.nextW++
+	s.watchers[id] = fn
+	s.wmu.Unlock()
+	defer func() {
+		s.wmu.Lock()
+		delete(s.watchers, id)
+		s.wmu.Unlock()
+	}()
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	for {
@@ -280,15 +296,29 @@ func (s *Store) Watch(ctx context.Context, fn func(gateway.Update)) error {
 			return nil
 		case <-t.C:
 		}
-		changed, err := s.refresh()
-		if err != nil {
-			s.log.Error("config file not loaded; the last good configuration keeps serving", "path", s.path, "err", err)
-		}
-		if changed {
-			u := s.snapshot()
-			s.log.Info("config file loaded", "path", s.path, "revision", u.Revision, "resources", len(u.Entries))
-			fn(u)
-		}
+		s.poll()
+	}
+}
+
+// poll loads the file if it changed and delivers it.
+func (s *Store) poll() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	changed, err := s.refresh()
+	if err != nil {
+		s.log.Error("config file not loaded; the last good configuration keeps serving", "path", s.path, "err", err)
+	}
+	if changed {
+		s.deliverLocked("config file loaded")
+	}
+}
+
+// deliverLocked hands the configuration to every watcher; s.wmu is held.
+func (s *Store) deliverLocked(msg string) {
+	u := s.snapshot()
+	s.log.Info(msg, "path", s.path, "revision", u.Revision, "resources", len(u.Entries))
+	for _, id := range slices.Sorted(maps.Keys(s.watchers)) {
+		s.watchers[id](u)
 	}
 }
 

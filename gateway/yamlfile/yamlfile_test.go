@@ -34,6 +34,11 @@ func TestParse(t *testing.T) {
 			want: map[string]string{"stream_routes/s1": `{"id":"s1","server_port":9100,"upstream_id":1}`}},
 		{name: "non-string keys", in: "upstreams:\n  - nodes: {80: 1}\n#END", want: map[string]string{"upstreams/upstreams#1": `{"nodes":{"80":1}}`}},
 		{name: "empty", in: "#END", want: map[string]string{}},
+		{name: "3.x: ssls, conf versions, PUT's metadata, modifiedIndex dropped", in: "X-Digest: abc\nX-Last-Modified: 17\nroutes_conf_version: 3\nprotos: []\nssls:\n  - id: s1\n    modifiedIndex: 2\n    snis: [a.test]\n#END",
+			want: map[string]string{"ssl/s1": `{"id":"s1","snis":["a.test"]}`}},
+		{name: "conf version not a number", in: "routes_conf_version: x\n#END", err: "routes_conf_version must be a number"},
+		{name: "ssl and ssls", in: "ssl: []\nssls: [{id: 1}]\n#END", err: "both ssl"},
+		{name: "protos", in: "protos:\n  - id: 1\n#END", err: "protos are not supported"},
 		{name: "no end flag", in: "routes:\n  - uri: /a\n", err: "#END"},
 		{name: "end flag not last", in: "routes:\n#END\n  - uri: /a\n", err: "#END"},
 		{name: "invalid YAML", in: "routes: [\n#END", err: "invalid YAML"},
@@ -69,6 +74,7 @@ func TestParse(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("routes:\n  - id: 1\n    uri: /a\n#END\n"))
 	f.Add([]byte("upstreams:\n  - nodes: {80: 1, [1]: 2}\n#END"))
+	f.Add([]byte("X-Digest: a\nroutes_conf_version: 1\nssls:\n  - id: 1\n    modifiedIndex: 3\nprotos: []\n#END\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		entries, err := yamlfile.Parse(b)
 		if err != nil {
