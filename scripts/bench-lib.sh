@@ -162,7 +162,16 @@ preloaded_links() {
 	if [ ! -d "$links_dir" ] || [ ! -f "$IDS_FILE" ]; then
 		step "preload $n links (once; cached in $cache)"
 		rm -rf "$links_dir" "$IDS_FILE"
-		"$work/benchprep" -dir "$links_dir" -ids "$IDS_FILE" -n "$n"
+		# With BASE set, the base's benchprep writes the cache: a store in the
+		# base's format, which the base can open and this build migrates.
+		local prep=$work/benchprep
+		if [ -n "${BASE:-}" ]; then
+			mkdir "$work/prep-src"
+			git archive "$BASE" | tar -x -C "$work/prep-src"
+			(cd "$work/prep-src" && go build -o "$work/benchprep-base" ./tools/benchprep)
+			prep=$work/benchprep-base
+		fi
+		"$prep" -dir "$links_dir" -ids "$IDS_FILE" -n "$n"
 	fi
 	# With BASE set, the base keeps its own copy, taken before this build
 	# first opens the cache: a newer build may migrate the store to a format
