@@ -33,9 +33,19 @@ type File struct {
 	// standalone mode (config_provider: yaml), a file store that starts
 	// empty; the default is bolt.
 	Store string `yaml:"store"`
-	Cases []Case `yaml:"cases"`
+	// FlushRedis empties redis before every case, as a .t file whose
+	// init_worker_by_lua calls lib/test_redis.flush_all (Test::Nginx
+	// starts nginx afresh for every block).
+	FlushRedis *RedisFlush `yaml:"flush_redis"`
+	Cases      []Case      `yaml:"cases"`
 	// Path is the case file, relative to testdata.
 	Path string `yaml:"-"`
+}
+
+// RedisFlush is File.FlushRedis: Password is sent when redis asks for
+// one (a case may have set requirepass), as flush_all's opts.password.
+type RedisFlush struct {
+	Password string `yaml:"password"`
 }
 
 // Case is one TEST block.

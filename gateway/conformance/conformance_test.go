@@ -263,7 +263,9 @@ func (r *testRedis) addr(t *testing.T) string {
 		r.address = ln.Addr().String()
 		_, port, _ := net.SplitHostPort(r.address)
 		ln.Close()
-		r.cmd = exec.Command(bin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no")
+		// The ACL user alice is APISIX CI's (ci/pod/docker-compose.common.yml).
+		r.cmd = exec.Command(bin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
+			"--user", "alice", "on", "+@all", "~*", "&*", ">somepassword")
 		if r.err = r.cmd.Start(); r.err != nil {
 			return
 		}
