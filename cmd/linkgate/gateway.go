@@ -606,7 +606,7 @@ func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Facto
 		limitconn.NewWithOptions(logger, redisPool, limitconn.Options{V3: c.adminVersion == "v3"}),
 		metrics,
 		keyauth.New(),
-		basicauth.New(),
+		basicauth.NewWithOptions(basicauth.Options{V3: c.adminVersion == "v3"}),
 		jwt,
 		publicapi.New(jwt),
 		proxyrewrite.NewWithOptions(proxyrewrite.Options{V3: c.adminVersion == "v3"}),

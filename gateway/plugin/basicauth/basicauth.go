@@ -21,7 +21,14 @@ const (
 )
 
 // Factory makes basic-auth instances.
-type Factory struct{}
+type Factory struct{ v3 bool }
+
+// Options configure the factory.
+type Options struct {
+	// V3 takes the scheme in any case ("basic", "BASIC"), as APISIX 3.x;
+	// 2.14 wanted "Basic".
+	V3 bool
+}
 
 var (
 	_ gateway.Factory       = (*Factory)(nil)
@@ -29,8 +36,11 @@ var (
 	_ gateway.AuthPreparer  = (*Factory)(nil)
 )
 
-// New returns the plugin factory.
+// New returns the plugin factory, with 2.14's rules.
 func New() *Factory { return &Factory{} }
+
+// NewWithOptions returns the plugin factory configured by o.
+func NewWithOptions(o Options) *Factory { return &Factory{v3: o.V3} }
 
 func (*Factory) Name() string  { return Name }
 func (*Factory) Priority() int { return Priority }
@@ -77,7 +87,7 @@ func (*Factory) PrepareConsumer(raw json.RawMessage) (any, error) {
 	return []byte(c.Password), nil
 }
 
-type instance struct{ hide bool }
+type instance struct{ hide, anyCase bool }
 
 var (
 	missing        = gateway.JSONReply(401, "message", "Missing authorization in request")
@@ -87,14 +97,14 @@ var (
 )
 
 // New builds an instance.
-func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
+func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 	var c struct {
 		Hide bool `json:"hide_credentials"`
 	}
 	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
-	return &instance{hide: c.Hide}, nil
+	return &instance{hide: c.Hide, anyCase: f.v3}, nil
 }
 
 // Rewrite authenticates the request.
@@ -104,7 +114,7 @@ func (in *instance) Rewrite(c gateway.Ctx) gateway.Reply {
 		c.SetResponseHeader("WWW-Authenticate", authenticateAs)
 		return missing
 	}
-	user, pass, ok := Parse(c.Buffer(base64.StdEncoding.DecodedLen(len(auth))), auth)
+	user, pass, ok := parse(c.Buffer(base64.StdEncoding.DecodedLen(len(auth))), auth, in.anyCase)
 	if !ok {
 		return invalidHeader
 	}
@@ -128,7 +138,13 @@ func (in *instance) Rewrite(c gateway.Ctx) gateway.Reply {
 // (padding optional) of "user:password", whose whitespace is removed; a
 // password stops at its first ':'. buf holds the decoded bytes.
 func Parse(buf []byte, header string) (user, pass []byte, ok bool) {
-	i := indexBasic(header)
+	return parse(buf, header, false)
+}
+
+// parse is Parse, with the scheme in any case when anyCase (3.x's
+// "(?i:basic)\\s(.+)").
+func parse(buf []byte, header string, anyCase bool) (user, pass []byte, ok bool) {
+	i := indexBasic(header, anyCase)
 	if i < 0 || i+6 >= len(header) {
 		return nil, nil, false
 	}
@@ -152,10 +168,14 @@ func Parse(buf []byte, header string) (user, pass []byte, ok bool) {
 	return stripSpace(user), stripSpace(pass), true
 }
 
-// indexBasic finds "Basic" followed by a whitespace character (PCRE \s).
-func indexBasic(h string) int {
+// indexBasic finds "Basic" (in any case when anyCase) followed by a
+// whitespace character (PCRE \s).
+func indexBasic(h string, anyCase bool) int {
 	for off := 0; ; {
 		i := strings.Index(h[off:], "Basic")
+		if anyCase {
+			i = indexFold(h[off:], "basic")
+		}
 		if i < 0 {
 			return -1
 		}
@@ -183,3 +203,18 @@ func stripSpace(b []byte) []byte {
 }
 
 func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// indexFold is strings.Index of the lowercase ASCII word w in h, in
+// any ASCII case.
+func indexFold(h, w string) int {
+next:
+	for i := 0; i+len(w) <= len(h); i++ {
+		for j := range len(w) {
+			if c := h[i+j]; c != w[j] && c|0x20 != w[j] {
+				continue next
+			}
+		}
+		return i
+	}
+	return -1
+}

@@ -29,11 +29,32 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestParseAnyCase: 3.x's scheme in any case (t/plugin/basic-auth.t
+// TEST 28-30); 2.14's only "Basic".
+func TestParseAnyCase(t *testing.T) {
+	for header, want := range map[string]bool{
+		"basic Zm9vOmJhcg==":  true,
+		"BASIC Zm9vOmJhcg==":  true,
+		"BaSiC Zm9vOmJhcg==":  true,
+		"xbasic Zm9vOmJhcg==": true, // not anchored, as Basic
+		"basi Zm9vOmJhcg==":   false,
+		"b@sic Zm9vOmJhcg==":  false,
+	} {
+		user, _, ok := parse(make([]byte, 64), header, true)
+		if ok != want || ok && string(user) != "foo" {
+			t.Errorf("%q: %q %v, want %v", header, user, ok, want)
+		}
+		if _, _, ok := Parse(make([]byte, 64), header); ok {
+			t.Errorf("%q: 2.14 takes only Basic", header)
+		}
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add("Basic Zm9vOmJhcg==")
 	f.Add("Basic YTpiOmM=")
 	f.Fuzz(func(t *testing.T, h string) {
-		user, pass, ok := Parse(make([]byte, len(h)), h)
+		user, pass, ok := parse(make([]byte, len(h)), h, true)
 		if !ok {
 			return
 		}
@@ -97,18 +118,22 @@ func TestConsumerSchema(t *testing.T) {
 }
 
 func BenchmarkRewrite(b *testing.B) {
-	f := New()
-	compiled := plugintest.Compile(b, gateway.NewRegistry(f), map[string]string{
-		"consumers/foo": `{"username":"foo","plugins":{"basic-auth":{"username":"foo","password":"bar"}}}`,
-	})
-	in := plugintest.New(b, f, `{}`).(gateway.Rewriter)
-	c := plugintest.NewCtx(map[string]string{"http_authorization": "Basic Zm9vOmJhcg=="})
-	c.Compiled = compiled
-	b.ReportAllocs()
-	for b.Loop() {
-		c.Reset()
-		if in.Rewrite(c).Status != 0 {
-			b.Fatal("rejected")
-		}
+	for _, v3 := range []bool{false, true} {
+		b.Run(map[bool]string{false: "v2", true: "v3"}[v3], func(b *testing.B) {
+			f := NewWithOptions(Options{V3: v3})
+			compiled := plugintest.Compile(b, gateway.NewRegistry(f), map[string]string{
+				"consumers/foo": `{"username":"foo","plugins":{"basic-auth":{"username":"foo","password":"bar"}}}`,
+			})
+			in := plugintest.New(b, f, `{}`).(gateway.Rewriter)
+			c := plugintest.NewCtx(map[string]string{"http_authorization": "Basic Zm9vOmJhcg=="})
+			c.Compiled = compiled
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Reset()
+				if in.Rewrite(c).Status != 0 {
+					b.Fatal("rejected")
+				}
+			}
+		})
 	}
 }
