@@ -605,7 +605,7 @@ func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Facto
 		limitreq.New(logger, redisPool),
 		limitconn.NewWithOptions(logger, redisPool, limitconn.Options{V3: c.adminVersion == "v3"}),
 		metrics,
-		keyauth.New(),
+		keyauth.NewWithOptions(keyauth.Options{V3: c.adminVersion == "v3"}),
 		basicauth.NewWithOptions(basicauth.Options{V3: c.adminVersion == "v3"}),
 		jwt,
 		publicapi.New(jwt),

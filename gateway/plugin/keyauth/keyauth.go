@@ -16,15 +16,25 @@ const (
 )
 
 // Factory makes key-auth instances.
-type Factory struct{}
+type Factory struct{ v3 bool }
+
+// Options configure the factory.
+type Options struct {
+	// V3 answers a request without a key in APISIX 3.x's words ("Missing
+	// API key in request"; 2.14: "Missing API key found in request").
+	V3 bool
+}
 
 var (
 	_ gateway.Factory       = (*Factory)(nil)
 	_ gateway.Authenticator = (*Factory)(nil)
 )
 
-// New returns the plugin factory.
+// New returns the plugin factory, with 2.14's answers.
 func New() *Factory { return &Factory{} }
+
+// NewWithOptions returns the plugin factory configured by o.
+func NewWithOptions(o Options) *Factory { return &Factory{v3: o.V3} }
 
 func (*Factory) Name() string  { return Name }
 func (*Factory) Priority() int { return Priority }
@@ -63,15 +73,17 @@ func (*Factory) Credential(raw json.RawMessage) (string, error) {
 type instance struct {
 	headerVar, queryVar, header string
 	hide                        bool
+	missing                     gateway.Reply
 }
 
 var (
-	missing = gateway.Reply{Status: 401, Body: []byte(`{"message":"Missing API key found in request"}` + "\n")}
-	invalid = gateway.Reply{Status: 401, Body: []byte(`{"message":"Invalid API key in request"}` + "\n")}
+	missing   = gateway.Reply{Status: 401, Body: []byte(`{"message":"Missing API key found in request"}` + "\n")}
+	missingV3 = gateway.JSONReply(401, "message", "Missing API key in request")
+	invalid   = gateway.Reply{Status: 401, Body: []byte(`{"message":"Invalid API key in request"}` + "\n")}
 )
 
 // New builds an instance.
-func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
+func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 	c := struct {
 		Header string `json:"header"`
 		Query  string `json:"query"`
@@ -80,7 +92,11 @@ func (*Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
-	return &instance{headerVar: "http_" + c.Header, queryVar: "arg_" + c.Query, header: c.Header, hide: c.Hide}, nil
+	in := &instance{headerVar: "http_" + c.Header, queryVar: "arg_" + c.Query, header: c.Header, hide: c.Hide, missing: missing}
+	if f.v3 {
+		in.missing = missingV3
+	}
+	return in, nil
 }
 
 // Rewrite authenticates the request.
@@ -91,7 +107,7 @@ func (in *instance) Rewrite(c gateway.Ctx) gateway.Reply {
 		key = c.Var(in.queryVar)
 	}
 	if key == "" {
-		return missing
+		return in.missing
 	}
 	con := c.LookupConsumer(Name, key)
 	if con == nil {
