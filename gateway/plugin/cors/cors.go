@@ -234,7 +234,8 @@ func (in *instance) FilterHeaders(c gateway.Ctx) {
 // allow is the Access-Control-Allow-Origin value for origin, "" for none:
 // APISIX 3.x's header_filter. With allow_origins_by_metadata the
 // metadata's lists come first, and the route's own allow_origins (or
-// regexes) only when it is not "*".
+// regexes) only when it is not "*". Under v3 allow_origins_by_regex,
+// when set, replaces allow_origins; 2.14 tried it after.
 func (in *instance) allow(origin string) string {
 	local, allow := true, ""
 	if in.byMeta != nil {
@@ -243,10 +244,19 @@ func (in *instance) allow(origin string) string {
 	}
 	if local {
 		var ok bool
-		if allow, ok = in.origins.Allow(origin); !ok {
+		switch {
+		case in.v3 && in.re != nil:
+			// 3.x: the regexes alone decide when there are any.
 			allow = ""
-			if in.re != nil && origin != "" && in.re.MatchString(origin) {
+			if origin != "" && in.re.MatchString(origin) {
 				allow = origin
+			}
+		default:
+			if allow, ok = in.origins.Allow(origin); !ok {
+				allow = ""
+				if in.re != nil && origin != "" && in.re.MatchString(origin) {
+					allow = origin
+				}
 			}
 		}
 	}

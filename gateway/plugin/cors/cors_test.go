@@ -61,6 +61,29 @@ func TestHeaders(t *testing.T) {
 	}
 }
 
+// TestRegexV3: under v3 allow_origins_by_regex, when set, replaces
+// allow_origins (3.x t/plugin/cors2.t TEST 3-5); 2.14 tries it after.
+func TestRegexV3(t *testing.T) {
+	const conf = `{"allow_origins":"*","allow_origins_by_regex":[".*\\.domain.com$"]}`
+	for _, tc := range []struct {
+		v3           bool
+		origin, want string
+	}{
+		{true, "http://sub.test.com", ""},
+		{true, "", ""},
+		{true, "http://sub.domain.com", "http://sub.domain.com"},
+		{false, "http://sub.test.com", "*"},
+		{false, "http://sub.domain.com", "*"},
+	} {
+		in := plugintest.New(t, NewWithOptions(Options{V3: tc.v3}), conf).(gateway.HeaderFilter)
+		c := plugintest.NewCtx(map[string]string{"http_origin": tc.origin})
+		in.FilterHeaders(c)
+		if got := c.ResponseHeader(acao); got != tc.want {
+			t.Errorf("v3 %v, origin %q: %s = %q, want %q", tc.v3, tc.origin, acao, got, tc.want)
+		}
+	}
+}
+
 // Cases from APISIX 3.x's t/plugin/cors3.t: origins named in the plugin
 // metadata (allow_origins_by_metadata), loaded and compiled as a gateway
 // does.
