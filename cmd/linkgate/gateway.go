@@ -615,7 +615,7 @@ func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Facto
 		realip.New(),
 		requestid.New(uint16(c.requestIDMachine)),
 		responserewrite.New(),
-		redirect.New(c.httpsPort),
+		redirect.NewWithOptions(redirect.Options{HTTPSPort: c.httpsPort, V3: c.adminVersion == "v3"}),
 		trafficsplit.New(),
 		gzip.New(),
 		faultinjection.New(),

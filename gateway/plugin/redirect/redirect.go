@@ -5,6 +5,7 @@ package redirect
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -26,6 +27,7 @@ const (
 // Factory makes redirect instances.
 type Factory struct {
 	httpsPort int
+	v3        bool
 }
 
 var (
@@ -33,10 +35,22 @@ var (
 	_ gateway.ConfChecker = (*Factory)(nil)
 )
 
-// New returns the plugin factory. httpsPort is the port http_to_https
-// redirects to (APISIX's plugin_attr.redirect.https_port, else its TLS
-// listener); 0 or 443 leaves it out of the URL.
+// New returns the plugin factory with 2.14's rules. httpsPort is the
+// port http_to_https redirects to (APISIX's plugin_attr.redirect.https_port,
+// else its TLS listener); 0 or 443 leaves it out of the URL.
 func New(httpsPort int) *Factory { return &Factory{httpsPort: httpsPort} }
+
+// Options configure the factory.
+type Options struct {
+	HTTPSPort int // as New's httpsPort
+	// V3 applies APISIX 3.x's rules: http_to_https redirects every
+	// request whose scheme (X-Forwarded-Proto first) is not https (2.14:
+	// only http), and refuses append_query_string beside it.
+	V3 bool
+}
+
+// NewWithOptions returns the plugin factory configured by o.
+func NewWithOptions(o Options) *Factory { return &Factory{httpsPort: o.HTTPSPort, v3: o.V3} }
 
 func (*Factory) Name() string  { return Name }
 func (*Factory) Priority() int { return Priority }
@@ -57,7 +71,10 @@ var schema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Sch
 func (*Factory) Schema() *gateway.Schema { return schema }
 
 // CheckConf compiles regex_uri as APISIX does: on a sample URI.
-func (*Factory) CheckConf(c map[string]any) error {
+func (f *Factory) CheckConf(c map[string]any) error {
+	if f.v3 && c["http_to_https"] == true && c["append_query_string"] == true {
+		return errors.New("only one of `http_to_https` and `append_query_string` can be configured.") //lint:ignore ST1005 APISIX's message, as its clients see it
+	}
 	if r, ok := c["regex_uri"].([]any); ok && len(r) == 2 {
 		if _, err := nginxre.Compile(r[0].(string), "jo"); err != nil {
 			return fmt.Errorf("invalid regex_uri (%s, %s), err:%v", r[0], r[1], err)
@@ -101,6 +118,7 @@ type instance struct {
 	toHTTPS  bool
 	encode   bool
 	appendQS bool
+	v3       bool // any scheme but https goes to https
 }
 
 var httpsTemplate = ParseTemplate("https://$host$request_uri")
@@ -119,7 +137,7 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 	if err := gateway.Unmarshal(raw, &c); err != nil {
 		return nil, err
 	}
-	in := &instance{code: c.RetCode, toHTTPS: c.HTTPToHTTPS, encode: c.EncodeURI, appendQS: c.AppendQS}
+	in := &instance{code: c.RetCode, toHTTPS: c.HTTPToHTTPS, encode: c.EncodeURI, appendQS: c.AppendQS, v3: f.v3}
 	switch {
 	case c.HTTPToHTTPS:
 		in.segs = httpsTemplate
@@ -157,7 +175,7 @@ func (in *instance) Rewrite(c gateway.Ctx) gateway.Reply {
 		if scheme == "" {
 			scheme = c.Var("scheme")
 		}
-		if scheme != "http" {
+		if scheme == "https" || !in.v3 && scheme != "http" {
 			return gateway.Reply{}
 		}
 		code = http.StatusPermanentRedirect

@@ -85,3 +85,30 @@ func BenchmarkRedirect(b *testing.B) {
 		})
 	}
 }
+
+// TestV3: 3.x's http_to_https rules (t/plugin/redirect.t TEST 47, 48).
+func TestV3(t *testing.T) {
+	vars := map[string]string{"host": "foo.com", "request_uri": "/hello", "http_x_forwarded_proto": "any"}
+	for _, tc := range []struct {
+		v3       bool
+		code     int
+		location string
+	}{
+		{false, 0, ""}, // 2.14: only http goes to https
+		{true, 301, "https://foo.com:9443/hello"},
+	} {
+		f := NewWithOptions(Options{HTTPSPort: 9443, V3: tc.v3})
+		c := plugintest.NewCtx(vars)
+		rep := plugintest.New(t, f, `{"http_to_https":true}`).(gateway.Rewriter).Rewrite(c)
+		if rep.Status != tc.code || c.ResponseHeader("Location") != tc.location {
+			t.Errorf("v3 %v, X-Forwarded-Proto any: %d %q, want %d %q", tc.v3, rep.Status, c.ResponseHeader("Location"), tc.code, tc.location)
+		}
+		want := ""
+		if tc.v3 {
+			want = "failed to check the configuration of plugin redirect err: only one of `http_to_https` and `append_query_string` can be configured."
+		}
+		if got := plugintest.Check(t, f, `{"http_to_https":true,"append_query_string":true}`, false); got != want {
+			t.Errorf("v3 %v: %q, want %q", tc.v3, got, want)
+		}
+	}
+}
