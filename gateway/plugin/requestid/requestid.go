@@ -1,7 +1,7 @@
 // Package requestid is APISIX's request-id plugin: every request gets an
 // id in a header (X-Request-Id) sent upstream and, unless the upstream set
 // one, back to the client; a client's own id is kept. Ids are UUIDv4,
-// nanoid or snowflake, written into the request's buffer without
+// UUIDv7 (3.x), nanoid or snowflake, written into the request's buffer without
 // allocating.
 package requestid
 
@@ -54,10 +54,10 @@ func (*Factory) Priority() int { return Priority }
 var schema = &gateway.Schema{Type: "object", Properties: map[string]*gateway.Schema{
 	"header_name":         {Type: "string", Default: "X-Request-Id"},
 	"include_in_response": {Type: "boolean", Default: true},
-	"algorithm":           {Type: "string", Enum: []any{"uuid", "snowflake", "nanoid"}, Default: "uuid"},
+	"algorithm":           {Type: "string", Enum: []any{"uuid", "snowflake", "nanoid", "uuidv7"}, Default: "uuid"},
 }}
 
-// Schema is APISIX 2.14's.
+// Schema is APISIX 2.14's, with 3.x's uuidv7.
 func (*Factory) Schema() *gateway.Schema { return schema }
 
 type algorithm uint8
@@ -66,6 +66,7 @@ const (
 	uuid algorithm = iota
 	snowflake
 	nanoid
+	uuidv7
 )
 
 type instance struct {
@@ -94,6 +95,8 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 		in.alg = snowflake
 	case "nanoid":
 		in.alg = nanoid
+	case "uuidv7":
+		in.alg = uuidv7
 	}
 	if c.Include == nil || *c.Include {
 		return responding{in}, nil
@@ -109,7 +112,9 @@ func (in *instance) Rewrite(c gateway.Ctx) gateway.Reply {
 	var id []byte
 	switch in.alg {
 	case uuid:
-		id = appendUUID(c.Buffer(36)[:0])
+		id = appendUUID(c.Buffer(36)[:0], rand.Uint64(), 4)
+	case uuidv7:
+		id = appendUUID(c.Buffer(36)[:0], uint64(in.f.now().UnixMilli())<<16|rand.Uint64()&0xffff, 7)
 	case nanoid:
 		id = appendNanoid(c.Buffer(21)[:0])
 	case snowflake:
@@ -129,10 +134,12 @@ func (in responding) FilterHeaders(c gateway.Ctx) {
 
 const hexDigits = "0123456789abcdef"
 
-// appendUUID appends a random (version 4) UUID.
-func appendUUID(b []byte) []byte {
-	hi, lo := rand.Uint64(), rand.Uint64()
-	hi = hi&^(0xf<<12) | 4<<12   // version 4
+// appendUUID appends a UUID of version v (4: random; 7: hi's top 48
+// bits are the Unix time in milliseconds, RFC 9562) whose first 64 bits
+// are hi, and random others.
+func appendUUID(b []byte, hi uint64, v uint64) []byte {
+	lo := rand.Uint64()
+	hi = hi&^(0xf<<12) | v<<12   // version
 	lo = lo&^(0x3<<62) | 0x2<<62 // variant 10
 	var u [36]byte
 	hex16(u[0:8], hi>>32, 8)

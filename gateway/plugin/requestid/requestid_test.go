@@ -2,6 +2,7 @@ package requestid
 
 import (
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 var (
 	uuidRe   = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	uuid7Re  = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	nanoidRe = regexp.MustCompile(`^[A-Za-z0-9_-]{21}$`)
 	digitsRe = regexp.MustCompile(`^[0-9]+$`)
 )
@@ -25,6 +27,7 @@ func TestIDs(t *testing.T) {
 		{`{"header_name":"Custom-Header-Name"}`, "Custom-Header-Name", uuidRe},
 		{`{"algorithm":"nanoid"}`, "X-Request-Id", nanoidRe},
 		{`{"algorithm":"snowflake"}`, "X-Request-Id", digitsRe},
+		{`{"algorithm":"uuidv7"}`, "X-Request-Id", uuid7Re},
 	} {
 		in := plugintest.New(t, New(7), tc.conf)
 		seen := map[string]bool{}
@@ -87,6 +90,18 @@ func TestSchema(t *testing.T) {
 	}
 }
 
+// TestUUIDv7Time: a UUIDv7's first 48 bits are the clock's Unix
+// milliseconds (3.x t/plugin/request-id.t TEST 20's format).
+func TestUUIDv7Time(t *testing.T) {
+	f := New(0)
+	f.now = func() time.Time { return time.UnixMilli(0x0123456789ab) }
+	c := plugintest.NewCtx(nil)
+	plugintest.New(t, f, `{"algorithm":"uuidv7","include_in_response":false}`).(gateway.Rewriter).Rewrite(c)
+	if id := c.Var("http_x_request_id"); !uuid7Re.MatchString(id) || !strings.HasPrefix(id, "01234567-89ab-7") {
+		t.Errorf("%q: want 01234567-89ab-7…", id)
+	}
+}
+
 // Snowflake ids are unique and increasing across goroutines, carry the
 // machine id, and borrow the next millisecond past 1024 ids in one.
 func TestSnowflake(t *testing.T) {
@@ -130,7 +145,7 @@ func TestSnowflake(t *testing.T) {
 }
 
 func BenchmarkRequestID(b *testing.B) {
-	for _, alg := range []string{"uuid", "nanoid", "snowflake"} {
+	for _, alg := range []string{"uuid", "uuidv7", "nanoid", "snowflake"} {
 		b.Run(alg, func(b *testing.B) {
 			in := plugintest.New(b, New(1), `{"algorithm":"`+alg+`"}`)
 			rw, hf := in.(gateway.Rewriter), in.(gateway.HeaderFilter)
