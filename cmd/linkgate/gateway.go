@@ -599,7 +599,7 @@ func (a *gatewayACME) allow(_ context.Context, name string) error {
 // newRegistry returns the gateway's plugins, configured by c's flags, and
 // c.keys for the ssl resources' private keys.
 func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Factory, redisPool *redis.Pool) *gateway.Registry {
-	jwt := jwtauth.New()
+	jwt := jwtauth.NewWithOptions(jwtauth.Options{V3: c.adminVersion == "v3"})
 	return gateway.NewRegistryWithOptions(gateway.RegistryOptions{Keys: c.keys, Secrets: c.secrets},
 		limitcount.NewWithOptions(logger, redisPool, limitcount.Options{V3: c.adminVersion == "v3"}),
 		limitreq.New(logger, redisPool),

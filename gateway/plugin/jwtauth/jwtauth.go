@@ -32,6 +32,14 @@ const (
 // Factory makes jwt-auth instances.
 type Factory struct {
 	now func() time.Time
+	v3  bool
+}
+
+// Options configure the factory.
+type Options struct {
+	// V3 checks consumers as APISIX 3.x: RS256 needs a public_key only
+	// (2.14 wanted the private_key too).
+	V3 bool
 }
 
 var (
@@ -44,6 +52,9 @@ var (
 
 // New returns the plugin factory.
 func New() *Factory { return &Factory{now: time.Now} }
+
+// NewWithOptions returns the plugin factory configured by o.
+func NewWithOptions(o Options) *Factory { return &Factory{now: time.Now, v3: o.V3} }
 
 func (*Factory) Name() string  { return Name }
 func (*Factory) Priority() int { return Priority }
@@ -61,34 +72,44 @@ var (
 			"algorithm":   {Enum: []any{alg}},
 		}}
 	}
-	consumerSchema = &gateway.Schema{Type: "object", Required: []string{"key"}, Properties: map[string]*gateway.Schema{
-		"key":           {Type: "string"},
-		"secret":        {Type: "string"},
-		"algorithm":     {Type: "string", Enum: []any{"HS256", "HS512", "RS256", "ES256"}, Default: "HS256"},
-		"exp":           {Type: "integer", Minimum: gateway.Num(1), Default: 86400},
-		"base64_secret": {Type: "boolean", Default: false},
-		"vault":         {Type: "object", Properties: map[string]*gateway.Schema{}},
-	}, Dependencies: map[string]*gateway.Schema{"algorithm": {OneOf: []*gateway.Schema{
-		{Properties: map[string]*gateway.Schema{"algorithm": {Enum: []any{"HS256", "HS512"}, Default: "HS256"}}},
-		keyPair("RS256", "public_key", "private_key"),
-		{Required: []string{"vault"}, Properties: map[string]*gateway.Schema{
-			"vault":     {Type: "object", Properties: map[string]*gateway.Schema{}},
-			"algorithm": {Enum: []any{"RS256"}},
-		}},
-		keyPair("ES256", "public_key"),
-	}}}}
+	consumerSchemaOf = func(rs256 *gateway.Schema) *gateway.Schema {
+		return &gateway.Schema{Type: "object", Required: []string{"key"}, Properties: map[string]*gateway.Schema{
+			"key":           {Type: "string"},
+			"secret":        {Type: "string"},
+			"algorithm":     {Type: "string", Enum: []any{"HS256", "HS512", "RS256", "ES256"}, Default: "HS256"},
+			"exp":           {Type: "integer", Minimum: gateway.Num(1), Default: 86400},
+			"base64_secret": {Type: "boolean", Default: false},
+			"vault":         {Type: "object", Properties: map[string]*gateway.Schema{}},
+		}, Dependencies: map[string]*gateway.Schema{"algorithm": {OneOf: []*gateway.Schema{
+			{Properties: map[string]*gateway.Schema{"algorithm": {Enum: []any{"HS256", "HS512"}, Default: "HS256"}}},
+			rs256,
+			{Required: []string{"vault"}, Properties: map[string]*gateway.Schema{
+				"vault":     {Type: "object", Properties: map[string]*gateway.Schema{}},
+				"algorithm": {Enum: []any{"RS256"}},
+			}},
+			keyPair("ES256", "public_key"),
+		}}}}
+	}
+	consumerSchema   = consumerSchemaOf(keyPair("RS256", "public_key", "private_key"))
+	consumerSchemaV3 = consumerSchemaOf(keyPair("RS256", "public_key"))
 )
 
 // Schema is the route-side configuration: where the token is.
 func (*Factory) Schema() *gateway.Schema { return schema }
 
 // ConsumerSchema is the consumer-side configuration: APISIX 2.14's, plus
-// ES256 (public_key required, private_key only for the sign API).
-func (*Factory) ConsumerSchema() *gateway.Schema { return consumerSchema }
+// ES256 (public_key required, private_key only for the sign API); under
+// v3 RS256 is as ES256.
+func (f *Factory) ConsumerSchema() *gateway.Schema {
+	if f.v3 {
+		return consumerSchemaV3
+	}
+	return consumerSchema
+}
 
 // CheckConsumerConf fills a random secret in for HMAC without one and
 // checks what the schema cannot, with APISIX's messages.
-func (*Factory) CheckConsumerConf(c map[string]any) error {
+func (f *Factory) CheckConsumerConf(c map[string]any) error {
 	if _, ok := c["vault"]; ok {
 		return gateway.Unsupported("vault is not supported by linkgate")
 	}
@@ -108,7 +129,7 @@ func (*Factory) CheckConsumerConf(c map[string]any) error {
 		if _, ok := c["public_key"]; !ok {
 			return errors.New("missing valid public key")
 		}
-		if _, ok := c["private_key"]; !ok {
+		if _, ok := c["private_key"]; !ok && !f.v3 {
 			return errors.New("missing valid private key")
 		}
 	}

@@ -206,6 +206,16 @@ func TestConsumerSchema(t *testing.T) {
 			t.Errorf("%s:\n got %q\nwant %q", conf, got, want)
 		}
 	}
+	// 3.x: RS256 needs a public_key only (t/plugin/jwt-auth.t TEST 24, 27, 35).
+	v3 := NewWithOptions(Options{V3: true})
+	for conf, want := range map[string]string{
+		`{"key":"k","algorithm":"RS256","public_key":"x"}`:  "",
+		`{"key":"k","algorithm":"RS256","private_key":"x"}`: pre + `failed to validate dependent schema for "algorithm": value should match only one schema, but matches none`,
+	} {
+		if got := plugintest.Check(t, v3, conf, true); got != want {
+			t.Errorf("v3 %s:\n got %q\nwant %q", conf, got, want)
+		}
+	}
 	// TEST 1 / 41: a secret is generated, defaults filled in.
 	for _, alg := range []string{"HS256", "HS512"} {
 		v, _ := gateway.DecodeJSON([]byte(`{"key":"123","algorithm":"` + alg + `"}`))
