@@ -174,9 +174,14 @@ func (ns *Nodes) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &list); err == nil {
 		for i, n := range list {
 			if n.Port != 0 {
+				// "[::1]" as an array node's host: brackets off, as its
+				// map form's.
+				if h := n.Host; len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
+					list[i].Host = h[1 : len(h)-1]
+				}
 				continue
 			}
-			if host, port, err := SplitHostPort(n.Host); err == nil && port != 0 {
+			if host, port, err := SplitHostPort(n.Host); err == nil {
 				list[i].Host, list[i].Port = host, port
 			}
 		}
@@ -200,7 +205,13 @@ func (ns *Nodes) UnmarshalJSON(b []byte) error {
 }
 
 // SplitHostPort splits "host[:port]" (IPv6 in brackets); port 0 if absent.
+// An address of two colons or more without brackets is an IPv6 address
+// without a port, as APISIX's core.utils.parse_addr takes it ("::1:1980"
+// is host ::1:1980).
 func SplitHostPort(s string) (string, int, error) {
+	if s != "" && s[0] != '[' && strings.Count(s, ":") >= 2 {
+		return s, 0, nil
+	}
 	host, portStr, err := net.SplitHostPort(s)
 	if err != nil {
 		if strings.Contains(err.Error(), "missing port") {

@@ -146,7 +146,7 @@ func BenchmarkUnmarshal(b *testing.B) {
 }
 
 // APISIX 3.x's array nodes may leave the port out: a host:port host gives
-// it, else the scheme decides (0).
+// it, else the scheme decides (0). An IPv6 host loses its brackets.
 func TestNodesPort(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -155,7 +155,11 @@ func TestNodesPort(t *testing.T) {
 		{`[{"host":"127.0.0.1:1980","weight":1}]`, gateway.Nodes{{Host: "127.0.0.1", Port: 1980, Weight: 1}}},
 		{`[{"host":"[::1]:1980","weight":1}]`, gateway.Nodes{{Host: "::1", Port: 1980, Weight: 1}}},
 		{`[{"host":"example.com","weight":1}]`, gateway.Nodes{{Host: "example.com", Weight: 1}}},
-		{`[{"host":"[::1]","weight":1}]`, gateway.Nodes{{Host: "[::1]", Weight: 1}}},
+		{`[{"host":"[::1]","weight":1}]`, gateway.Nodes{{Host: "::1", Weight: 1}}},
+		// 3.x t/node/upstream-ipv6.t TEST 5, 9: brackets off; two colons
+		// without brackets are an IPv6 address without a port.
+		{`[{"host":"[::1]","port":1980,"weight":1}]`, gateway.Nodes{{Host: "::1", Port: 1980, Weight: 1}}},
+		{`{"::1:1980":1}`, gateway.Nodes{{Host: "::1:1980", Weight: 1}}},
 		{`[{"host":"127.0.0.1","port":80,"weight":1}]`, gateway.Nodes{{Host: "127.0.0.1", Port: 80, Weight: 1}}},
 		{`{"127.0.0.1:1980":2}`, gateway.Nodes{{Host: "127.0.0.1", Port: 1980, Weight: 2}}},
 	} {
