@@ -618,7 +618,7 @@ func newRegistry(logger *slog.Logger, c gatewayConfig, metrics *prometheus.Facto
 		redirect.NewWithOptions(redirect.Options{HTTPSPort: c.httpsPort, V3: c.adminVersion == "v3"}),
 		trafficsplit.New(),
 		gzip.New(),
-		faultinjection.New(),
+		faultinjection.NewWithOptions(faultinjection.Options{V3: c.adminVersion == "v3"}),
 		uriblocker.New(),
 		consumerrestriction.New(),
 		apibreaker.New(nil),

@@ -5,7 +5,9 @@ package faultinjection
 
 import (
 	"encoding/json"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +24,14 @@ const (
 type Factory struct {
 	sleep  func(time.Duration)
 	random func() int // 1..100
+	v3     bool
+}
+
+// Options configure the factory.
+type Options struct {
+	// V3 adds APISIX 3.x's abort.headers: response headers of an abort,
+	// their $variables resolved (2.14 has none and ignores the field).
+	V3 bool
 }
 
 var (
@@ -30,33 +40,51 @@ var (
 )
 
 // New returns the plugin factory.
-func New() *Factory {
-	return &Factory{sleep: time.Sleep, random: func() int { return 1 + rand.IntN(100) }}
+func New() *Factory { return NewWithOptions(Options{}) }
+
+// NewWithOptions returns the plugin factory configured by o.
+func NewWithOptions(o Options) *Factory {
+	return &Factory{sleep: time.Sleep, random: func() int { return 1 + rand.IntN(100) }, v3: o.V3}
 }
 
 func (*Factory) Name() string  { return Name }
 func (*Factory) Priority() int { return Priority }
 
 var (
-	varsDef = &gateway.Schema{Type: "array", MaxItems: 20, Items: &gateway.Schema{Type: "array"}}
-	pctDef  = &gateway.Schema{Type: "integer", Minimum: gateway.Num(0), Maximum: gateway.Num(100)}
-	schema  = &gateway.Schema{Type: "object", MinProperties: 1, Properties: map[string]*gateway.Schema{
-		"abort": {Type: "object", Required: []string{"http_status"}, Properties: map[string]*gateway.Schema{
+	varsDef  = &gateway.Schema{Type: "array", MaxItems: 20, Items: &gateway.Schema{Type: "array"}}
+	pctDef   = &gateway.Schema{Type: "integer", Minimum: gateway.Num(0), Maximum: gateway.Num(100)}
+	schemaOf = func(abortHeaders *gateway.Schema) *gateway.Schema {
+		abort := map[string]*gateway.Schema{
 			"http_status": {Type: "integer", Minimum: gateway.Num(200)},
 			"body":        {Type: "string", MinLength: 0},
 			"percentage":  pctDef,
 			"vars":        varsDef,
-		}},
-		"delay": {Type: "object", Required: []string{"duration"}, Properties: map[string]*gateway.Schema{
-			"duration":   {Type: "number", Minimum: gateway.Num(0)},
-			"percentage": pctDef,
-			"vars":       varsDef,
-		}},
-	}}
+		}
+		if abortHeaders != nil {
+			abort["headers"] = abortHeaders
+		}
+		return &gateway.Schema{Type: "object", MinProperties: 1, Properties: map[string]*gateway.Schema{
+			"abort": {Type: "object", Required: []string{"http_status"}, Properties: abort},
+			"delay": {Type: "object", Required: []string{"duration"}, Properties: map[string]*gateway.Schema{
+				"duration":   {Type: "number", Minimum: gateway.Num(0)},
+				"percentage": pctDef,
+				"vars":       varsDef,
+			}},
+		}}
+	}
+	schema   = schemaOf(nil)
+	schemaV3 = schemaOf(&gateway.Schema{Type: "object", MinProperties: 1, PatternProperties: map[string]*gateway.Schema{
+		"^[^:]+$": {OneOf: []*gateway.Schema{{Type: "string"}, {Type: "number"}}},
+	}})
 )
 
-// Schema is APISIX 2.14's.
-func (*Factory) Schema() *gateway.Schema { return schema }
+// Schema is APISIX 2.14's; under v3, 3.x's (abort.headers).
+func (f *Factory) Schema() *gateway.Schema {
+	if f.v3 {
+		return schemaV3
+	}
+	return schema
+}
 
 // CheckConf compiles the vars expressions.
 func (*Factory) CheckConf(c map[string]any) error {
@@ -84,8 +112,15 @@ type instance struct {
 	status  int
 	body    []byte
 	expand  bool // body holds $variables
+	headers []header
 	delay   *when
 	seconds time.Duration
+}
+
+// header is one of an abort's response headers (v3).
+type header struct {
+	name, value string
+	expand      bool // value holds $variables
 }
 
 // New builds an instance.
@@ -97,8 +132,9 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 	var c struct {
 		Abort *struct {
 			trigger
-			HTTPStatus int     `json:"http_status"`
-			Body       *string `json:"body"`
+			HTTPStatus int                        `json:"http_status"`
+			Body       *string                    `json:"body"`
+			Headers    map[string]json.RawMessage `json:"headers"`
 		} `json:"abort"`
 		Delay *struct {
 			trigger
@@ -137,6 +173,18 @@ func (f *Factory) New(raw json.RawMessage, _ gateway.Scope) (any, error) {
 		if a.Body != nil {
 			in.body, in.expand = []byte(*a.Body), strings.Contains(*a.Body, "$")
 		}
+		if f.v3 {
+			for _, name := range slices.Sorted(maps.Keys(a.Headers)) {
+				// A string's $variables are resolved; a number is
+				// sent as written.
+				h := header{name: name, value: string(a.Headers[name])}
+				var str string
+				if json.Unmarshal(a.Headers[name], &str) == nil {
+					h.value, h.expand = str, strings.Contains(str, "$")
+				}
+				in.headers = append(in.headers, h)
+			}
+		}
 	}
 	if d := c.Delay; d != nil {
 		if in.delay, err = mk(d.trigger); err != nil {
@@ -173,6 +221,13 @@ func (in *instance) Rewrite(c gateway.Ctx) gateway.Reply {
 	}
 	if in.abort == nil || !in.abort.sampled(in.f) || !abortVars {
 		return gateway.Reply{}
+	}
+	for _, h := range in.headers {
+		v := h.value
+		if h.expand {
+			v = c.Expand(v)
+		}
+		c.SetResponseHeader(h.name, v)
 	}
 	body := in.body
 	if in.expand {

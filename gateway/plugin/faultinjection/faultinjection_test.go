@@ -91,3 +91,46 @@ func BenchmarkRewrite(b *testing.B) {
 		in.Rewrite(c)
 	}
 }
+
+// TestAbortHeaders: 3.x's abort.headers, a string's $variables resolved
+// (t/plugin/fault-injection2.t TEST 4, 5); 2.14 ignores them.
+func TestAbortHeaders(t *testing.T) {
+	const conf = `{"abort":{"http_status":200,"headers":{"h1":"v1","h2":2,"h3":"$uri"}}}`
+	for _, v3 := range []bool{false, true} {
+		f := NewWithOptions(Options{V3: v3})
+		c := plugintest.NewCtx(map[string]string{"uri": "/hello"})
+		rep := plugintest.New(t, f, conf).(gateway.Rewriter).Rewrite(c)
+		got := c.ResponseHeader("h1") + " " + c.ResponseHeader("h2") + " " + c.ResponseHeader("h3")
+		want := "  "
+		if v3 {
+			want = "v1 2 /hello"
+		}
+		if rep.Status != 200 || got != want {
+			t.Errorf("v3 %v: %d %q, want 200 %q", v3, rep.Status, got, want)
+		}
+	}
+	pre := "failed to check the configuration of plugin fault-injection err: "
+	v3 := NewWithOptions(Options{V3: true})
+	for conf, want := range map[string]string{
+		`{"abort":{"http_status":200,"headers":{}}}`:         pre + `property "abort" validation failed: property "headers" validation failed: expect object to have at least 1 properties`,
+		`{"abort":{"http_status":200,"headers":{"h":true}}}`: "*",
+		`{"abort":{"http_status":200,"headers":{"h":"v"}}}`:  "",
+		`{"abort":{"http_status":200,"headers":{"h":1.5}}}`:  "",
+	} {
+		got := plugintest.Check(t, v3, conf, false)
+		if got != want && !(want == "*" && strings.HasPrefix(got, pre)) {
+			t.Errorf("%s:\n got %q\nwant %q", conf, got, want)
+		}
+	}
+}
+
+func BenchmarkAbortHeaders(b *testing.B) {
+	f := NewWithOptions(Options{V3: true})
+	in := plugintest.New(b, f, `{"abort":{"http_status":200,"headers":{"h1":"v1","h2":2}}}`).(gateway.Rewriter)
+	c := plugintest.NewCtx(nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Reset()
+		in.Rewrite(c)
+	}
+}
