@@ -455,11 +455,15 @@ func (r *Registry) Build(plugins Plugins, scope Scope) (Chain, error) {
 			return nil, &buildError{reason: SkipUnknownPlugin, err: fmt.Errorf("%s: unknown plugin [%s]", scope, name)}
 		}
 		raw := plugins[name]
+		// 2.14's "disable", 3.x's "_meta": {"disable": true}.
 		var meta struct {
 			Disable bool `json:"disable"`
+			Meta    struct {
+				Disable bool `json:"disable"`
+			} `json:"_meta"`
 		}
 		_ = Unmarshal(raw, &meta)
-		if meta.Disable {
+		if meta.Disable || meta.Meta.Disable {
 			continue
 		}
 		if r.secrets != nil {

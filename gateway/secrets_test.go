@@ -86,3 +86,21 @@ func TestRegistryResolvesSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildSkipsDisabled: 2.14's "disable" and 3.x's "_meta.disable"
+// leave a plugin out of the chain (3.x t/node/merge-route.t TEST 7, 8).
+func TestBuildSkipsDisabled(t *testing.T) {
+	var got json.RawMessage
+	reg := gateway.NewRegistry(recorder{&got})
+	for conf, want := range map[string]int{
+		`{}`:                          1,
+		`{"disable":true}`:            0,
+		`{"_meta":{"disable":true}}`:  0,
+		`{"_meta":{"disable":false}}`: 1,
+	} {
+		c, err := reg.Build(gateway.Plugins{"rec": json.RawMessage(conf)}, gateway.Scope{})
+		if err != nil || len(c) != want {
+			t.Errorf("%s: %d instances (%v), want %d", conf, len(c), err, want)
+		}
+	}
+}
