@@ -10,7 +10,8 @@
 #             same forwarded headers (no routing, plugins, retries, timeouts),
 #             GOMAXPROCS=1, same core: what the engine alone costs
 #   old       with OLD_REF=<git ref>: linkgate gateway built from that ref, same
-#             scenarios (o1, o2), for before/after figures from one run
+#             scenarios (o1, o2; and the fixed rates), for before/after
+#             figures from one run
 #   load      wrk -t2 -c16 -d${DURATION}, pinned to core $LOAD_CPU
 #
 # BENCH_GATEWAY_ROWS selects groups of rows (default "plain"; "all" is every
@@ -370,6 +371,10 @@ if rows fixed; then
 		fixed+=(-target "fng$pct http://127.0.0.1:$ngfx_port/hello gen=linkgate R=$rate pid=$ng_worker warmup=2s d=$FIXED_DURATION"
 			-target "fgw$pct http://127.0.0.1:$gw_port/hello gen=linkgate R=$rate pid=$gw_pid warmup=2s d=$FIXED_DURATION"
 			-before "fgw$pct=put_route $gw_port \"\$route_plain\"")
+		if [ -n "${OLD_REF:-}" ]; then
+			fixed+=(-target "fgo$pct http://127.0.0.1:$old_port/hello gen=linkgate R=$rate pid=$old_pid warmup=2s d=$FIXED_DURATION"
+				-before "fgo$pct=put_route $old_port \"\$route_plain\"")
+		fi
 	done
 	step "fixed rates: $FIXED_SHARES of nginx's $cap req/s, linkgate bench -t2 -c$CONNS -d$FIXED_DURATION, $ROUNDS rounds"
 	"$tmp/benchcmp" run -o "$res" -cpu "$LOAD_CPU" -rounds "$ROUNDS" -t 2 -c "$CONNS" -d "$FIXED_DURATION" \
@@ -427,14 +432,16 @@ Each ratio is the median (range) of per-round ratios to the row's anchor; 'per c
 request over the row's. The HTTP/2 rows' p99 comes from h2load's --log-file.
 {{end -}}
 {{range $pct := list "50" "80"}}{{$ng := printf "fng%s" $pct}}{{$gw := printf "fgw%s" $pct}}{{if has $ng}}{{if eq $pct "50"}}
-| fixed rate (linkgate bench, CO-corrected) | nginx req/s served | linkgate req/s served | nginx p99 ms | linkgate p99 ms | p99 × nginx | nginx p50 ms | linkgate p50 ms | target |
-|---|---|---|---|---|---|---|---|---|
-{{end}}| {{$pct}} % of nginx's capacity, scenario 1 | {{mr "%.0f" (vals $ng "rps")}} | {{mr "%.0f" (vals $gw "rps")}} | {{mr "%.3f" (vals $ng "p99")}} | {{mr "%.3f" (vals $gw "p99")}} | {{mr "%.2f" (per $gw $ng "p99")}} | {{mr "%.3f" (vals $ng "p50")}} | {{mr "%.3f" (vals $gw "p50")}} | ≤ 1.5× |
-{{end}}{{end -}}
+| fixed rate (linkgate bench, CO-corrected) | nginx req/s served | linkgate req/s served | nginx p99 ms | linkgate p99 ms | p99 × nginx | nginx p50 ms | linkgate p50 ms | CPU µs/request nginx, linkgate | target |
+|---|---|---|---|---|---|---|---|---|---|
+{{end}}| {{$pct}} % of nginx's capacity, scenario 1 | {{mr "%.0f" (vals $ng "rps")}} | {{mr "%.0f" (vals $gw "rps")}} | {{mr "%.3f" (vals $ng "p99")}} | {{mr "%.3f" (vals $gw "p99")}} | {{mr "%.2f" (per $gw $ng "p99")}} | {{mr "%.3f" (vals $ng "p50")}} | {{mr "%.3f" (vals $gw "p50")}} | {{mr "%.1f" (vals $ng "cpu")}}, {{mr "%.1f" (vals $gw "cpu")}} | ≤ 1.5× |
+{{$go := printf "fgo%s" $pct}}{{if has $go}}| {{$pct}} %, scenario 1, OLD_REF | {{mr "%.0f" (vals $ng "rps")}} | {{mr "%.0f" (vals $go "rps")}} | {{mr "%.3f" (vals $ng "p99")}} | {{mr "%.3f" (vals $go "p99")}} | {{mr "%.2f" (per $go $ng "p99")}} | {{mr "%.3f" (vals $ng "p50")}} | {{mr "%.3f" (vals $go "p50")}} | {{mr "%.1f" (vals $ng "cpu")}}, {{mr "%.1f" (vals $go "cpu")}} | |
+{{end}}{{end}}{{end -}}
 {{if has "fng50"}}
 Fixed-rate rows: nginx's capacity is the median of its wrk runs (nginx row); both servers are offered the same rate
 (that share of it), in turn, each round; a server serving less than offered fell behind. The p99 ratio is the median
-(range) of per-round ratios.
+(range) of per-round ratios.{{if has "fgo50"}} This build's CPU per request × OLD_REF's: {{mr "%.3f" (per "fgw50" "fgo50" "cpu")}} at 50 %,
+{{mr "%.3f" (per "fgw80" "fgo80" "cpu")}} at 80 % (per-round ratios).{{end}}
 {{end -}}
 {{with total "non2xx"}}
 WARNING: {{printf "%.0f" .}} non-2xx responses

@@ -189,7 +189,7 @@ func (p *nodePool) dial() (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	dc := p.dog.Wrap(raw, nil)
+	dc := p.dog.Wrap(rawConn(raw), nil)
 	var c net.Conn = &conn{Conn: dc}
 	if p.tls != nil {
 		tc := tls.Client(c, p.tls)

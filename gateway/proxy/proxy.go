@@ -374,7 +374,7 @@ func (g *Gateway) reconcileCheckers(s *snapshot) {
 // it of each request).
 func (g *Gateway) Serve(ln net.Listener) error {
 	w := g.dogs.For(g.limits.Read, g.limits.Write, g.limits.Idle)
-	return g.server.Serve(countingListener{w.Listener(linger.Listener(ln, &g.live), g.limits), &g.accepted})
+	return g.server.Serve(countingListener{w.Listener(linger.Listener(rawListener{ln}, &g.live), g.limits), &g.accepted})
 }
 
 // newServer is the HTTP/1.1 server of both listeners.

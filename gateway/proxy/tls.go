@@ -109,7 +109,7 @@ func (g *Gateway) ServeTLS(ln net.Listener) error {
 	}
 	cfg := g.opts.Certs.Config()
 	w := g.dogs.For(g.opts.HandshakeTimeout, g.limits.Read, g.limits.Write, g.limits.Idle)
-	ln = linger.Listener(ln, &g.live)
+	ln = linger.Listener(rawListener{ln}, &g.live)
 	for {
 		raw, err := ln.Accept()
 		if err != nil {

@@ -1,0 +1,6 @@
+//go:build linux && !race
+
+package proxy
+
+func raceWrote([]byte) {}
+func raceRead([]byte)  {}
