@@ -302,6 +302,8 @@ func init() {
 			for k, vs := range r.Header {
 				w.Header()[k] = vs
 			}
+			// ngx.req.get_headers has Host; net/http keeps it apart.
+			w.Header().Set("Host", r.Host)
 			w.Header().Del("Content-Length")
 			w.Write(b)
 		},
