@@ -80,7 +80,8 @@ const MinMissRefresh = time.Second
 // without port) is the name of a domain the Handler answers for, any
 // port. On a miss it reads the registry again first (at most once per
 // MinMissRefresh, whoever asks), so a domain added through another
-// instance is served at its first handshake here.
+// instance is served at its first handshake here once MinMissRefresh has
+// passed since this instance last read the registry.
 func (h *Handler) ServesName(ctx context.Context, name string) bool {
 	if h.domainSet().hasName(name) {
 		return true
