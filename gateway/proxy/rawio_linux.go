@@ -25,11 +25,12 @@ import (
 // one system call, EAGAIN parks the goroutine on the netpoller as before,
 // and sysmon only wakes for timers.
 //
-// Measured (make bench-gateway's fixed rows with OLD_REF, and 5
-// interleaved rounds at 2,000-6,000 req/s, GOMAXPROCS=1 pinned, shared
-// machine): CPU per request ×0.49-0.65 the build without it at a fixed
-// rate, ×0.92 (0.88-1.04) saturated. The price: the one thread that holds
-// the P is never replaced while descheduled, so on a core other processes
+// Measured (make bench-gateway's fixed rows with OLD_REF, GOMAXPROCS=1
+// pinned; docs/gateway.md): on a quiet machine CPU per request ×0.85 and
+// ×0.91 the build without it at 50 % and 80 % of nginx's capacity, p99
+// 5.3 vs 6.2 ms and 24.9 vs 25.8 ms; on a shared machine CPU ×0.49-0.65,
+// ×0.92 (0.88-1.04) saturated. The price: the one thread that holds the
+// P is never replaced while descheduled, so on a core other processes
 // load, its fixed-rate p99 was ×2-14 the old build's (still ≤ nginx's,
 // also one thread, at 50 %). Others' suites prove the I/O: h2spec (145 of
 // 145 over TLS, TestH2spec) and APISIX's t/ (gateway/conformance,
